@@ -1,0 +1,73 @@
+/* The one table of environment variables libzcomm reads (zc_info -e). */
+#include "config.h"
+
+#include <assert.h>
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "env.h"
+#include "status.h"
+
+static const zc_env_var_t zc_env_table[] = {
+    {"ZC_LOG_LEVEL", "WARN", "log level: NONE, ERROR, WARN, INFO, DEBUG or TRACE"},
+    {"ZC_LOG_FILE", NULL, "log to this file instead of stderr (%h: host name, %p: pid)"},
+    {"ZC_TIMEOUT", "60000",
+     "milliseconds a rank waits for the bootstrap or for a peer before ZC_ERR_TIMEOUT"},
+    {"ZC_NODE_ID", NULL,
+     "node identity of this rank; default: host name plus boot id (set it to emulate nodes)"},
+    {"ZC_SOCKET_IFNAME", NULL,
+     "interface the bootstrap root listens on (zc_get_unique_id); default: first non-loopback"},
+    {"ZC_RANK", NULL, "rank of this process for zc_comm_init_env (over launcher variables)"},
+    {"ZC_SIZE", NULL, "number of ranks for zc_comm_init_env (over launcher variables)"},
+    {"ZC_LOCAL_RANK", NULL, "rank within the node for zc_comm_init_env (informational)"},
+    {"ZC_MASTER_ADDR", NULL,
+     "address of rank 0 for zc_comm_init_env; default: MASTER_ADDR, else 127.0.0.1"},
+    {"ZC_MASTER_PORT", NULL,
+     "port rank 0 listens on for zc_comm_init_env; default: MASTER_PORT, else from the job id"},
+    {"ZC_SECRET", NULL,
+     "shared secret for zc_comm_init_env bootstrap (32 hex digits); default: from the job id"},
+    {"ZC_UCX_TLS", "self,sm,tcp", "UCX transports libzcomm's host path uses (UCX_TLS syntax)"},
+};
+
+const zc_env_var_t *zc_env_vars(size_t *count)
+{
+    if (count)
+        *count = sizeof(zc_env_table) / sizeof(zc_env_table[0]);
+    return zc_env_table;
+}
+
+static const zc_env_var_t *zc_env_find(const char *name)
+{
+    for (size_t i = 0; i < sizeof(zc_env_table) / sizeof(zc_env_table[0]); i++)
+        if (strcmp(zc_env_table[i].name, name) == 0)
+            return &zc_env_table[i];
+    return NULL;
+}
+
+const char *zc_env_get(const char *name)
+{
+    const zc_env_var_t *var = zc_env_find(name);
+    const char *value = getenv(name);
+
+    assert(var != NULL && "every variable read must be in zc_env_table");
+    if (value && *value)
+        return value;
+    return var ? var->default_value : NULL;
+}
+
+zc_status_t zc_env_get_int(const char *name, int64_t *value)
+{
+    const char *str = zc_env_get(name);
+    char *end;
+    long long v;
+
+    if (!str)
+        return zc_error(ZC_ERR_INVALID_ARG, "%s is not set and has no default", name);
+    errno = 0;
+    v = strtoll(str, &end, 0);
+    if (errno || end == str || *end != '\0')
+        return zc_error(ZC_ERR_INVALID_ARG, "%s=%s is not an integer", name, str);
+    *value = v;
+    return ZC_OK;
+}

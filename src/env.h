@@ -1,0 +1,15 @@
+/* Environment variables: every one is declared in the table in env.c, with
+ * its default and help line; these getters fall back to that default. */
+#ifndef ZC_ENV_H
+#define ZC_ENV_H
+
+#include <stdint.h>
+
+#include "zcomm.h"
+
+/* The variable's value, or its table default (NULL if it has none). */
+const char *zc_env_get(const char *name);
+/* Integer value; a malformed value is ZC_ERR_INVALID_ARG naming the variable. */
+zc_status_t zc_env_get_int(const char *name, int64_t *value);
+
+#endif
