@@ -131,3 +131,27 @@ AC_DEFUN([ZC_CHECK_MPI], [
   AC_SUBST([MPI_LIBS])
   AM_CONDITIONAL([HAVE_MPI], [test "$zc_have_mpi" = yes])
 ])
+
+# GLPK: the reference LP solver for the remap solver's tests and benchmark
+# only; the library never links it.
+AC_DEFUN([ZC_CHECK_GLPK], [
+  ZC_ARG_WITH([glpk], [check the remap solver against GLPK in tests (default: if found)])
+  zc_have_glpk=no
+  AS_IF([test "x$zc_with_glpk" != xno], [
+    zc_glpk_dir=ZC_DEP_DIR([glpk])
+    GLPK_CFLAGS=""; GLPK_LIBS="-lglpk"
+    AS_IF([test -n "$zc_glpk_dir"],
+          [GLPK_CFLAGS="-I$zc_glpk_dir/include"; GLPK_LIBS="-L$zc_glpk_dir/lib -lglpk"])
+    zc_save_CPPFLAGS=$CPPFLAGS; zc_save_LIBS=$LIBS
+    CPPFLAGS="$CPPFLAGS $GLPK_CFLAGS"; LIBS="$GLPK_LIBS $LIBS"
+    AC_LINK_IFELSE([AC_LANG_PROGRAM([[#include <glpk.h>]], [[glp_prob *p = glp_create_prob(); glp_delete_prob(p);]])],
+                   [zc_have_glpk=yes])
+    CPPFLAGS=$zc_save_CPPFLAGS; LIBS=$zc_save_LIBS
+    AS_IF([test "$zc_have_glpk" = no], [ZC_DEP_MISSING([glpk], [glpk.h or -lglpk was not found])])
+  ])
+  AS_IF([test "$zc_have_glpk" = yes],
+        [AC_DEFINE([HAVE_GLPK], [1], [GLPK is available to tests])], [GLPK_CFLAGS=""; GLPK_LIBS=""])
+  AC_SUBST([GLPK_CFLAGS])
+  AC_SUBST([GLPK_LIBS])
+  AM_CONDITIONAL([HAVE_GLPK], [test "$zc_have_glpk" = yes])
+])
