@@ -103,9 +103,9 @@ AC_DEFUN([ZC_CHECK_CUDA_LIB], [
 ])
 
 AC_DEFUN([ZC_CHECK_NCCL],
-  [ZC_CHECK_CUDA_LIB([nccl], [nccl.h], [nccl], [[int v; ncclGetVersion(&v);]], [NCCL])])
+  [ZC_CHECK_CUDA_LIB([nccl], [nccl.h], [nccl], [int v; ncclGetVersion(&v);], [NCCL])])
 AC_DEFUN([ZC_CHECK_CUDNN],
-  [ZC_CHECK_CUDA_LIB([cudnn], [cudnn.h], [cudnn], [[size_t v = cudnnGetVersion(); (void)v;]], [CUDNN])])
+  [ZC_CHECK_CUDA_LIB([cudnn], [cudnn.h], [cudnn], [size_t v = cudnnGetVersion(); (void)v;], [CUDNN])])
 
 AC_DEFUN([ZC_CHECK_MPI], [
   ZC_ARG_WITH([mpi], [build MPI bootstrap for the benchmarks with DIR/bin/mpicc (default: if found)])
