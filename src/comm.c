@@ -1,0 +1,349 @@
+/* Communicator creation (unique id, out-of-band, environment), queries,
+ * barrier and destruction. */
+#include "config.h"
+
+#include <arpa/inet.h>
+#include <errno.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "bootstrap.h"
+#include "clock.h"
+#include "comm.h"
+#include "env.h"
+#include "launch_env.h"
+#include "log.h"
+#include "p2p.h"
+#include "status.h"
+
+#define ZC_COMM_MAGIC 0x7a636f6d6d2d6f6bULL  /* "zcomm-ok" */
+
+_Static_assert(sizeof(zc_bootstrap_id_t) <= ZC_UNIQUE_ID_BYTES, "unique id too small");
+
+/* Live communicators, so that a destroyed or forged handle is refused
+ * instead of dereferenced. */
+static pthread_mutex_t zc_live_lock = PTHREAD_MUTEX_INITIALIZER;
+static struct zc_comm *zc_live_comms;
+
+zc_status_t zc_comm_check(zc_comm_h comm)
+{
+    struct zc_comm *c;
+
+    if (!comm)
+        return zc_error(ZC_ERR_INVALID_ARG, "comm: is NULL");
+    pthread_mutex_lock(&zc_live_lock);
+    for (c = zc_live_comms; c && c != comm; c = c->next_live)
+        ;
+    pthread_mutex_unlock(&zc_live_lock);
+    if (!c || c->magic != ZC_COMM_MAGIC)
+        return zc_error(ZC_ERR_INVALID_ARG, "comm: not a live communicator (destroyed?)");
+    return ZC_OK;
+}
+
+static void zc_comm_register(struct zc_comm *comm)
+{
+    pthread_mutex_lock(&zc_live_lock);
+    comm->next_live = zc_live_comms;
+    zc_live_comms = comm;
+    pthread_mutex_unlock(&zc_live_lock);
+}
+
+static int zc_comm_unregister(struct zc_comm *comm)
+{
+    int found = 0;
+
+    pthread_mutex_lock(&zc_live_lock);
+    for (struct zc_comm **p = &zc_live_comms; *p; p = &(*p)->next_live) {
+        if (*p == comm) {
+            *p = comm->next_live;
+            found = 1;
+            break;
+        }
+    }
+    pthread_mutex_unlock(&zc_live_lock);
+    return found;
+}
+
+int zc_comm_peer_failed(zc_comm_h comm, int peer)
+{
+    const zc_rank_info_t *me = &comm->ranks[comm->rank], *other = &comm->ranks[peer];
+
+    if (comm->host_ops->peer_failed(comm->host, peer))
+        return 1;
+    /* A peer on this host in this pid namespace: its pid tells if it lives.
+     * This catches peers reached over shared memory, which have no
+     * connection to break. */
+    return other->host_hash == me->host_hash && other->pid_ns == me->pid_ns &&
+           kill(other->pid, 0) != 0 && errno == ESRCH;
+}
+
+static zc_status_t zc_config_timeout(const zc_config_t *config, int *timeout_ms)
+{
+    int64_t value;
+
+    if (config && config->timeout_ms > 0) {
+        *timeout_ms = config->timeout_ms;
+        return ZC_OK;
+    }
+    ZC_CHECK(zc_env_get_int("ZC_TIMEOUT", &value));
+    if (value <= 0 || value > INT32_MAX)
+        return zc_error(ZC_ERR_INVALID_ARG, "ZC_TIMEOUT=%lld must be a positive number of ms",
+                        (long long)value);
+    *timeout_ms = (int)value;
+    return ZC_OK;
+}
+
+static zc_status_t zc_config_check(const zc_config_t *config)
+{
+    if (config && config->size != sizeof(zc_config_t))
+        return zc_error(ZC_ERR_INVALID_ARG,
+                        "config: size is %zu, expected %zu (use ZC_CONFIG_INITIALIZER)",
+                        config->size, sizeof(zc_config_t));
+    if (config && config->timeout_ms < 0)
+        return zc_error(ZC_ERR_INVALID_ARG, "config: timeout_ms %d is negative",
+                        config->timeout_ms);
+    return ZC_OK;
+}
+
+static void zc_rank_info_self(const zc_config_t *config, zc_rank_info_t *info)
+{
+    struct stat st;
+
+    memset(info, 0, sizeof(*info));
+    zc_node_identity(config ? config->node_id : NULL, info->node_name, sizeof(info->node_name),
+                     &info->node_hash, &info->host_hash);
+    info->pid = (int32_t)getpid();
+    info->pid_ns = stat("/proc/self/ns/pid", &st) == 0 ? (uint64_t)st.st_ino : 0;
+}
+
+/* Nodes are numbered by their lowest rank; local ranks by rank order. */
+static void zc_comm_place_nodes(struct zc_comm *comm)
+{
+    const zc_rank_info_t *mine = &comm->ranks[comm->rank];
+
+    comm->nnodes = 0;
+    comm->local_rank = 0;
+    comm->local_size = 0;
+    for (int r = 0; r < comm->size; r++) {
+        int node = -1;
+        for (int q = 0; q < r && node < 0; q++)
+            if (comm->ranks[q].node_hash == comm->ranks[r].node_hash &&
+                strcmp(comm->ranks[q].node_name, comm->ranks[r].node_name) == 0)
+                node = comm->rank_node[q];
+        comm->rank_node[r] = node >= 0 ? node : comm->nnodes++;
+        if (comm->ranks[r].node_hash == mine->node_hash &&
+            strcmp(comm->ranks[r].node_name, mine->node_name) == 0) {
+            if (r < comm->rank)
+                comm->local_rank++;
+            comm->local_size++;
+        }
+    }
+    comm->node = comm->rank_node[comm->rank];
+}
+
+static void zc_comm_free(struct zc_comm *comm)
+{
+    if (!comm)
+        return;
+    if (comm->host)
+        comm->host_ops->destroy(comm->host);
+    free(comm->ranks);
+    free(comm->rank_node);
+    comm->magic = 0;
+    free(comm);
+}
+
+/* Everything after the bootstrap is up is the same for every init flavour. */
+static zc_status_t zc_comm_create(zc_bootstrap_t *bs, int nranks, int rank,
+                                  const zc_config_t *config, int timeout_ms, zc_comm_h *comm_out)
+{
+    zc_rank_info_t mine;
+    struct zc_comm *comm = calloc(1, sizeof(*comm));
+    zc_status_t st;
+
+    if (!comm)
+        return zc_error(ZC_ERR_NO_MEMORY, "cannot allocate the communicator");
+    comm->rank = rank;
+    comm->size = nranks;
+    comm->timeout_ms = timeout_ms;
+    comm->host_ops = &zc_transport_ucx;
+    comm->ranks = calloc((size_t)nranks, sizeof(*comm->ranks));
+    comm->rank_node = calloc((size_t)nranks, sizeof(int));
+    if (!comm->ranks || !comm->rank_node) {
+        st = zc_error(ZC_ERR_NO_MEMORY, "cannot allocate the rank table");
+        goto err;
+    }
+    zc_rank_info_self(config, &mine);
+    ZC_CHECK_GOTO(zc_bootstrap_allgather(bs, &mine, comm->ranks, sizeof(mine)), st, err);
+    zc_comm_place_nodes(comm);
+    ZC_CHECK_GOTO(comm->host_ops->create(comm, bs, &comm->host), st, err);
+    comm->magic = ZC_COMM_MAGIC;
+    zc_comm_register(comm);
+    zc_log_set_rank(rank);
+    zc_log_info("communicator up: rank %d of %d, node %d of %d (%s), local rank %d of %d", rank,
+                nranks, comm->node, comm->nnodes, mine.node_name, comm->local_rank,
+                comm->local_size);
+    *comm_out = comm;
+    return ZC_OK;
+
+err:
+    zc_comm_free(comm);
+    return st;
+}
+
+zc_status_t zc_get_unique_id(zc_unique_id_t *id)
+{
+    uint8_t secret[ZC_BOOTSTRAP_SECRET_BYTES];
+    zc_bootstrap_id_t bid;
+    zc_sockaddr_t addr;
+
+    ZC_ARG_CHECK(id != NULL, "id: is NULL");
+    ZC_CHECK(zc_socket_ifaddr(zc_env_get("ZC_SOCKET_IFNAME"), &addr));
+    ZC_CHECK(zc_bootstrap_random_secret(secret));
+    zc_bootstrap_id_init(&bid, secret, &addr);
+    ZC_CHECK(zc_bootstrap_root_start(&bid));
+    memset(id, 0, sizeof(*id));
+    memcpy(id->internal, &bid, sizeof(bid));
+    return ZC_OK;
+}
+
+zc_status_t zc_comm_init_rank(zc_comm_h *comm, int nranks, const zc_unique_id_t *id, int rank,
+                              const zc_config_t *config)
+{
+    zc_bootstrap_id_t bid;
+    zc_bootstrap_t *bs;
+    int timeout_ms;
+    zc_status_t st;
+
+    ZC_ARG_CHECK(comm != NULL, "comm: is NULL");
+    ZC_ARG_CHECK(id != NULL, "id: is NULL");
+    ZC_ARG_CHECK(nranks >= 1 && nranks <= ZC_TAG_MAX_RANKS, "nranks: %d is out of range 1..%d",
+                 nranks, ZC_TAG_MAX_RANKS);
+    ZC_ARG_CHECK(rank >= 0 && rank < nranks, "rank: %d is out of range 0..%d", rank, nranks - 1);
+    ZC_CHECK(zc_config_check(config));
+    ZC_CHECK(zc_config_timeout(config, &timeout_ms));
+    memcpy(&bid, id->internal, sizeof(bid));
+    ZC_CHECK(zc_bootstrap_tcp_create(&bid, nranks, rank, timeout_ms, &bs));
+    st = zc_comm_create(bs, nranks, rank, config, timeout_ms, comm);
+    zc_bootstrap_destroy(bs);
+    return st;
+}
+
+zc_status_t zc_comm_init_oob(zc_comm_h *comm, const zc_oob_t *oob, const zc_config_t *config)
+{
+    zc_bootstrap_t *bs;
+    int timeout_ms;
+    zc_status_t st;
+
+    ZC_ARG_CHECK(comm != NULL, "comm: is NULL");
+    ZC_ARG_CHECK(oob != NULL, "oob: is NULL");
+    ZC_ARG_CHECK(oob->allgather != NULL, "oob: allgather callback is NULL");
+    ZC_ARG_CHECK(oob->size >= 1 && oob->size <= ZC_TAG_MAX_RANKS,
+                 "oob: size %d is out of range 1..%d", oob->size, ZC_TAG_MAX_RANKS);
+    ZC_ARG_CHECK(oob->rank >= 0 && oob->rank < oob->size, "oob: rank %d is out of range 0..%d",
+                 oob->rank, oob->size - 1);
+    ZC_CHECK(zc_config_check(config));
+    ZC_CHECK(zc_config_timeout(config, &timeout_ms));
+    ZC_CHECK(zc_bootstrap_oob_create(oob, &bs));
+    st = zc_comm_create(bs, oob->size, oob->rank, config, timeout_ms, comm);
+    zc_bootstrap_destroy(bs);
+    return st;
+}
+
+zc_status_t zc_comm_init_env(zc_comm_h *comm, const zc_config_t *config)
+{
+    zc_launch_info_t info;
+    zc_bootstrap_id_t bid;
+    zc_bootstrap_t *bs;
+    zc_sockaddr_t master;
+    int timeout_ms;
+    zc_status_t st;
+
+    ZC_ARG_CHECK(comm != NULL, "comm: is NULL");
+    ZC_CHECK(zc_config_check(config));
+    ZC_CHECK(zc_config_timeout(config, &timeout_ms));
+    ZC_CHECK(zc_launch_info_read(&info));
+    ZC_CHECK(zc_socket_resolve(info.master_addr, info.master_port, &master));
+    zc_bootstrap_id_init(&bid, info.secret, &master);
+    if (info.rank == 0) {
+        /* Rank 0 is the root, listening on every interface at the port. */
+        zc_bootstrap_id_t listen_id = bid;
+        if (master.sa.sa_family == AF_INET6)
+            listen_id.root.in6.sin6_addr = in6addr_any;
+        else
+            listen_id.root.in.sin_addr.s_addr = htonl(INADDR_ANY);
+        ZC_CHECK(zc_bootstrap_root_start(&listen_id));
+    }
+    zc_log_info("init from %s environment: rank %d of %d, root %s:%d", info.launcher, info.rank,
+                info.size, info.master_addr, info.master_port);
+    ZC_CHECK(zc_bootstrap_tcp_create(&bid, info.size, info.rank, timeout_ms, &bs));
+    st = zc_comm_create(bs, info.size, info.rank, config, timeout_ms, comm);
+    zc_bootstrap_destroy(bs);
+    return st;
+}
+
+void zc_comm_destroy(zc_comm_h comm)
+{
+    if (!comm)
+        return;
+    if (!zc_comm_unregister(comm)) {
+        zc_log_warn("zc_comm_destroy: %p is not a live communicator", (void *)comm);
+        return;
+    }
+    zc_comm_free(comm);
+}
+
+/* Every query: a live comm, a non-NULL output, then the answer. */
+#define ZC_COMM_QUERY(fn, field)                                              \
+    zc_status_t fn(zc_comm_h comm, int *out)                                  \
+    {                                                                         \
+        ZC_CHECK(zc_comm_check(comm));                                        \
+        ZC_ARG_CHECK(out != NULL, #fn ": output is NULL");                    \
+        *out = comm->field;                                                   \
+        return ZC_OK;                                                         \
+    }
+
+ZC_COMM_QUERY(zc_comm_rank, rank)
+ZC_COMM_QUERY(zc_comm_size, size)
+ZC_COMM_QUERY(zc_comm_node, node)
+ZC_COMM_QUERY(zc_comm_node_count, nnodes)
+ZC_COMM_QUERY(zc_comm_local_rank, local_rank)
+ZC_COMM_QUERY(zc_comm_local_size, local_size)
+
+zc_status_t zc_comm_rank_node(zc_comm_h comm, int rank, int *node)
+{
+    ZC_CHECK(zc_comm_check(comm));
+    ZC_ARG_CHECK(rank >= 0 && rank < comm->size, "rank: %d is out of range 0..%d", rank,
+                 comm->size - 1);
+    ZC_ARG_CHECK(node != NULL, "node: is NULL");
+    *node = comm->rank_node[rank];
+    return ZC_OK;
+}
+
+/* Dissemination barrier: log2(size) rounds of empty messages. */
+zc_status_t zc_barrier(zc_comm_h comm)
+{
+    ZC_CHECK(zc_comm_check(comm));
+    uint32_t seq = comm->barrier_seq++;
+
+    for (int dist = 1; dist < comm->size; dist <<= 1) {
+        int to = (comm->rank + dist) % comm->size;
+        int from = (comm->rank - dist + comm->size) % comm->size;
+        zc_request_h reqs[2];
+
+        ZC_CHECK(zc_p2p_post(comm, ZC_REQ_RECV, NULL, 0, from,
+                             ZC_TAG(from, ZC_TAG_CLASS_BARRIER, seq), &reqs[0]));
+        zc_status_t st = zc_p2p_post(comm, ZC_REQ_SEND, NULL, 0, to,
+                                     ZC_TAG(comm->rank, ZC_TAG_CLASS_BARRIER, seq), &reqs[1]);
+        if (st != ZC_OK) {
+            zc_p2p_abandon(&reqs[0], st);
+            return st;
+        }
+        ZC_CHECK(zc_p2p_wait_all(reqs, 2));
+    }
+    return ZC_OK;
+}

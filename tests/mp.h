@@ -1,0 +1,99 @@
+/* Multi-rank test cases: each rank is its own forked process; the parent
+ * waits for all with a deadline, kills stragglers, and reports whether every
+ * rank exited 0.  Ranks report failures on stderr and through their exit
+ * status.  Header-only, for the test programs. */
+#ifndef ZC_TESTS_MP_H
+#define ZC_TESTS_MP_H
+
+#include <errno.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+typedef int (*mp_rank_fn)(int rank, int nranks, void *arg);
+
+/* A rank that a case kills on purpose (SIGKILL); -1: none. */
+static int mp_killed_rank = -1;
+
+/* Run fn in nranks processes.  Returns the number of ranks that failed
+ * (non-zero exit, signal, or still running after timeout_s). */
+static inline int mp_run(int nranks, int timeout_s, mp_rank_fn fn, void *arg)
+{
+    pid_t pids[256];
+    int failed = 0;
+    time_t deadline = time(NULL) + timeout_s;
+
+    if (nranks > 256)
+        return nranks;
+    fflush(stdout);
+    fflush(stderr);
+    for (int r = 0; r < nranks; r++) {
+        pids[r] = fork();
+        if (pids[r] == 0) {
+            alarm((unsigned)timeout_s + 5);  /* never outlive the case */
+            _exit(fn(r, nranks, arg) == 0 ? 0 : 1);
+        }
+        if (pids[r] < 0)
+            pids[r] = 0, failed++;
+    }
+    for (int left = nranks - failed; left > 0;) {
+        int status;
+        pid_t pid = waitpid(-1, &status, WNOHANG);
+        if (pid > 0) {
+            for (int r = 0; r < nranks; r++) {
+                if (pids[r] == pid) {
+                    int meant = r == mp_killed_rank && WIFSIGNALED(status) &&
+                                WTERMSIG(status) == SIGKILL;
+                    if (!meant && (!WIFEXITED(status) || WEXITSTATUS(status) != 0)) {
+                        fprintf(stderr, "# rank %d: %s %d\n", r,
+                                WIFEXITED(status) ? "exit" : "signal",
+                                WIFEXITED(status) ? WEXITSTATUS(status) : WTERMSIG(status));
+                        failed++;
+                    }
+                    pids[r] = 0;
+                    left--;
+                }
+            }
+            continue;
+        }
+        if (time(NULL) > deadline) {
+            for (int r = 0; r < nranks; r++) {
+                if (pids[r] > 0) {
+                    fprintf(stderr, "# rank %d: still running after %d s, killed\n", r, timeout_s);
+                    kill(pids[r], SIGKILL);
+                    waitpid(pids[r], NULL, 0);
+                    failed++;
+                    left--;
+                }
+            }
+            break;
+        }
+        usleep(2000);
+    }
+    return failed;
+}
+
+/* A rank's check: print what failed and count it. */
+#define MP_CHECK(cond, ...)                                                   \
+    do {                                                                      \
+        if (!(cond)) {                                                        \
+            fprintf(stderr, "# rank check failed at %s:%d: ", __FILE__, __LINE__); \
+            fprintf(stderr, __VA_ARGS__);                                     \
+            fprintf(stderr, " (%s)\n", zc_get_last_error());                 \
+            return 1;                                                         \
+        }                                                                     \
+    } while (0)
+
+/* Anonymous shared memory, inherited by the ranks. */
+static inline void *mp_shared(size_t len)
+{
+    void *p = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+    return p == MAP_FAILED ? NULL : p;
+}
+
+#endif

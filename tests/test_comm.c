@@ -1,0 +1,299 @@
+/* Communicator creation by unique id, out-of-band allgather and launcher
+ * environment; node grouping; the bootstrap's refusals and timeouts; bad
+ * arguments. */
+#include "config.h"
+
+#include <netinet/in.h>
+#include <pthread.h>
+#include <string.h>
+#include <sys/socket.h>
+
+#include "mp.h"
+#include "tap.h"
+#include "zcomm.h"
+
+#define CASE_TIMEOUT_S 60
+
+static zc_unique_id_t the_id;
+
+/* Every rank checks what the communicator says about it. */
+static int check_comm(zc_comm_h comm, int rank, int nranks, int ranks_per_node)
+{
+    int v;
+
+    MP_CHECK(zc_comm_rank(comm, &v) == ZC_OK && v == rank, "rank %d", v);
+    MP_CHECK(zc_comm_size(comm, &v) == ZC_OK && v == nranks, "size %d", v);
+    MP_CHECK(zc_comm_node_count(comm, &v) == ZC_OK && v == (nranks + ranks_per_node - 1) / ranks_per_node,
+             "node count %d", v);
+    MP_CHECK(zc_comm_node(comm, &v) == ZC_OK && v == rank / ranks_per_node, "node %d", v);
+    MP_CHECK(zc_comm_local_rank(comm, &v) == ZC_OK && v == rank % ranks_per_node,
+             "local rank %d", v);
+    MP_CHECK(zc_comm_local_size(comm, &v) == ZC_OK && v == ranks_per_node, "local size %d", v);
+    for (int r = 0; r < nranks; r++)
+        MP_CHECK(zc_comm_rank_node(comm, r, &v) == ZC_OK && v == r / ranks_per_node,
+                 "rank %d on node %d", r, v);
+    MP_CHECK(zc_barrier(comm) == ZC_OK, "barrier");
+    return 0;
+}
+
+static int rank_by_id(int rank, int nranks, void *arg)
+{
+    int ranks_per_node = arg ? *(int *)arg : nranks;
+    char node[32];
+    zc_comm_h comm;
+    zc_config_t config = ZC_CONFIG_INITIALIZER;
+
+    snprintf(node, sizeof(node), "node%d", rank / ranks_per_node);
+    config.node_id = node;
+    MP_CHECK(zc_comm_init_rank(&comm, nranks, &the_id, rank, &config) == ZC_OK, "init");
+    if (check_comm(comm, rank, nranks, ranks_per_node))
+        return 1;
+    zc_comm_destroy(comm);
+    return 0;
+}
+
+/* A UCC-style out-of-band allgather over memory shared by the forked ranks. */
+typedef struct {
+    pthread_barrier_t barrier;
+    char data[1 << 20];
+} oob_shared_t;
+
+static oob_shared_t *oob_shm;
+
+static int oob_allgather(const void *sendbuf, void *recvbuf, size_t len, void *ctx)
+{
+    int rank = ((int *)ctx)[0], size = ((int *)ctx)[1];
+
+    if (len * (size_t)size > sizeof(oob_shm->data))
+        return -1;
+    memcpy(oob_shm->data + len * (size_t)rank, sendbuf, len);
+    pthread_barrier_wait(&oob_shm->barrier);
+    memcpy(recvbuf, oob_shm->data, len * (size_t)size);
+    pthread_barrier_wait(&oob_shm->barrier);
+    return 0;
+}
+
+static int rank_by_oob(int rank, int nranks, void *arg)
+{
+    int ctx[2] = {rank, nranks};
+    zc_oob_t oob = {.allgather = oob_allgather, .ctx = ctx, .rank = rank, .size = nranks};
+    zc_comm_h comm;
+
+    MP_CHECK(zc_comm_init_oob(&comm, &oob, NULL) == ZC_OK, "init oob");
+    if (check_comm(comm, rank, nranks, nranks))
+        return 1;
+    zc_comm_destroy(comm);
+    return 0;
+}
+
+static int oob_case(int nranks)
+{
+    pthread_barrierattr_t attr;
+
+    pthread_barrierattr_init(&attr);
+    pthread_barrierattr_setpshared(&attr, PTHREAD_PROCESS_SHARED);
+    pthread_barrier_init(&oob_shm->barrier, &attr, (unsigned)nranks);
+    int failed = mp_run(nranks, CASE_TIMEOUT_S, rank_by_oob, NULL);
+    pthread_barrier_destroy(&oob_shm->barrier);
+    return failed;
+}
+
+/* A port nobody listens on right now, for the env-launched roots. */
+static int free_port(void)
+{
+    struct sockaddr_in addr = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+    socklen_t len = sizeof(addr);
+    int fd = socket(AF_INET, SOCK_STREAM, 0), port = 0;
+
+    if (bind(fd, (struct sockaddr *)&addr, sizeof(addr)) == 0 &&
+        getsockname(fd, (struct sockaddr *)&addr, &len) == 0)
+        port = ntohs(addr.sin_port);
+    close(fd);
+    return port;
+}
+
+typedef struct {
+    const char *rank_var, *size_var, *local_var, *addr_var, *port_var;
+    int port;
+} env_flavour_t;
+
+static int rank_by_env(int rank, int nranks, void *arg)
+{
+    const env_flavour_t *f = arg;
+    char value[32];
+    zc_comm_h comm;
+
+    snprintf(value, sizeof(value), "%d", rank);
+    setenv(f->rank_var, value, 1);
+    setenv(f->local_var, value, 1);
+    snprintf(value, sizeof(value), "%d", nranks);
+    setenv(f->size_var, value, 1);
+    setenv(f->addr_var, "127.0.0.1", 1);
+    snprintf(value, sizeof(value), "%d", f->port);
+    setenv(f->port_var, value, 1);
+    MP_CHECK(zc_comm_init_env(&comm, NULL) == ZC_OK, "init env via %s", f->rank_var);
+    if (check_comm(comm, rank, nranks, nranks))
+        return 1;
+    zc_comm_destroy(comm);
+    return 0;
+}
+
+static int rank_wrong_secret(int rank, int nranks, void *arg)
+{
+    zc_unique_id_t forged = the_id;
+    zc_comm_h comm;
+    zc_config_t config = ZC_CONFIG_INITIALIZER;
+
+    config.timeout_ms = 20000;
+    if (rank == nranks - 1) {
+        /* An intruder with a forged secret must be refused and not count. */
+        forged.internal[8] ^= 0x5a;
+        zc_status_t st = zc_comm_init_rank(&comm, 2, &forged, 1, &config);
+        MP_CHECK(st == ZC_ERR_REFUSED, "forged secret gave %s", zc_strerror(st));
+        MP_CHECK(strstr(zc_get_last_error(), "secret") != NULL, "detail names the secret");
+        return 0;
+    }
+    if (rank == 1)
+        usleep(300000);  /* let the intruder go first */
+    MP_CHECK(zc_comm_init_rank(&comm, 2, &the_id, rank, &config) == ZC_OK, "init");
+    zc_comm_destroy(comm);
+    return 0;
+}
+
+static int rank_missing_peer(int rank, int nranks, void *arg)
+{
+    zc_comm_h comm;
+    zc_config_t config = ZC_CONFIG_INITIALIZER;
+
+    config.timeout_ms = 1500;
+    /* nranks + 1 are expected; the last never comes. */
+    zc_status_t st = zc_comm_init_rank(&comm, nranks + 1, &the_id, rank, &config);
+    MP_CHECK(st == ZC_ERR_TIMEOUT, "missing rank gave %s", zc_strerror(st));
+    return 0;
+}
+
+static int rank_nranks_mismatch(int rank, int nranks, void *arg)
+{
+    zc_comm_h comm;
+    zc_config_t config = ZC_CONFIG_INITIALIZER;
+
+    config.timeout_ms = 3000;
+    if (rank == 1)
+        usleep(200000);  /* rank 0 fixes nranks first */
+    zc_status_t st = zc_comm_init_rank(&comm, rank == 0 ? 2 : 3, &the_id, rank, &config);
+    if (rank == 1)
+        MP_CHECK(st == ZC_ERR_MISMATCH, "rank 1 with another nranks gave %s", zc_strerror(st));
+    else
+        MP_CHECK(st == ZC_ERR_TIMEOUT, "rank 0 left alone gave %s", zc_strerror(st));
+    return 0;
+}
+
+static void bad_arguments(void)
+{
+    zc_comm_h comm = NULL;
+    zc_config_t config = ZC_CONFIG_INITIALIZER;
+    zc_oob_t oob = {0};
+    int v;
+
+    ok(zc_get_unique_id(NULL) == ZC_ERR_INVALID_ARG && strstr(zc_get_last_error(), "id"),
+       "zc_get_unique_id(NULL) refused");
+    ok(zc_comm_init_rank(NULL, 1, &the_id, 0, NULL) == ZC_ERR_INVALID_ARG &&
+       strstr(zc_get_last_error(), "comm"), "init_rank: NULL comm refused");
+    ok(zc_comm_init_rank(&comm, 1, NULL, 0, NULL) == ZC_ERR_INVALID_ARG &&
+       strstr(zc_get_last_error(), "id"), "init_rank: NULL id refused");
+    ok(zc_comm_init_rank(&comm, 0, &the_id, 0, NULL) == ZC_ERR_INVALID_ARG &&
+       strstr(zc_get_last_error(), "nranks"), "init_rank: nranks 0 refused");
+    ok(zc_comm_init_rank(&comm, 2, &the_id, 2, NULL) == ZC_ERR_INVALID_ARG &&
+       strstr(zc_get_last_error(), "rank"), "init_rank: rank == nranks refused");
+    ok(zc_comm_init_rank(&comm, 2, &the_id, -1, NULL) == ZC_ERR_INVALID_ARG,
+       "init_rank: rank -1 refused");
+    config.size = 3;
+    ok(zc_comm_init_rank(&comm, 1, &the_id, 0, &config) == ZC_ERR_INVALID_ARG &&
+       strstr(zc_get_last_error(), "config"), "init_rank: config without its size refused");
+    zc_unique_id_t garbage;
+    memset(&garbage, 0x42, sizeof(garbage));
+    ok(zc_comm_init_rank(&comm, 1, &garbage, 0, NULL) == ZC_ERR_INVALID_ARG &&
+       strstr(zc_get_last_error(), "id"), "init_rank: an id that is not one refused");
+    ok(zc_comm_init_oob(&comm, NULL, NULL) == ZC_ERR_INVALID_ARG, "init_oob: NULL oob refused");
+    oob.size = 1;
+    ok(zc_comm_init_oob(&comm, &oob, NULL) == ZC_ERR_INVALID_ARG &&
+       strstr(zc_get_last_error(), "allgather"), "init_oob: NULL callback refused");
+    oob.allgather = oob_allgather;
+    oob.rank = 1;
+    ok(zc_comm_init_oob(&comm, &oob, NULL) == ZC_ERR_INVALID_ARG &&
+       strstr(zc_get_last_error(), "rank"), "init_oob: rank out of range refused");
+    ok(comm == NULL, "no communicator written on failure");
+    ok(zc_comm_rank(NULL, &v) == ZC_ERR_INVALID_ARG, "query on NULL comm refused");
+    zc_comm_destroy(NULL);
+    ok(1, "zc_comm_destroy(NULL) is a no-op");
+
+    unsetenv("ZC_RANK");
+    unsetenv("RANK");
+    ok(zc_comm_init_env(&comm, NULL) == ZC_ERR_INVALID_ARG &&
+       strstr(zc_get_last_error(), "ZC_RANK"), "init_env without a rank refused, naming ZC_RANK");
+}
+
+static int rank_use_after_destroy(int rank, int nranks, void *arg)
+{
+    zc_comm_h comm;
+    int v;
+
+    MP_CHECK(zc_comm_init_rank(&comm, 1, &the_id, 0, NULL) == ZC_OK, "init");
+    zc_comm_destroy(comm);
+    MP_CHECK(zc_comm_rank(comm, &v) == ZC_ERR_INVALID_ARG, "query after destroy refused");
+    MP_CHECK(strstr(zc_get_last_error(), "destroyed") != NULL, "detail says destroyed");
+    MP_CHECK(zc_barrier(comm) == ZC_ERR_INVALID_ARG, "barrier after destroy refused");
+    return 0;
+}
+
+int main(void)
+{
+    static const int sizes[] = {1, 2, 4, 8};
+    static const env_flavour_t flavours[] = {
+        {"ZC_RANK", "ZC_SIZE", "ZC_LOCAL_RANK", "ZC_MASTER_ADDR", "ZC_MASTER_PORT", 0},
+        {"OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE", "OMPI_COMM_WORLD_LOCAL_RANK",
+         "MASTER_ADDR", "ZC_MASTER_PORT", 0},
+        {"SLURM_PROCID", "SLURM_NTASKS", "SLURM_LOCALID", "MASTER_ADDR", "MASTER_PORT", 0},
+        {"PMI_RANK", "PMI_SIZE", "MPI_LOCALRANKID", "ZC_MASTER_ADDR", "MASTER_PORT", 0},
+        {"RANK", "WORLD_SIZE", "LOCAL_RANK", "MASTER_ADDR", "MASTER_PORT", 0},
+    };
+
+    setenv("ZC_SOCKET_IFNAME", "lo", 0);
+    oob_shm = mp_shared(sizeof(*oob_shm));
+
+    for (size_t i = 0; i < sizeof(sizes) / sizeof(sizes[0]); i++) {
+        ok(zc_get_unique_id(&the_id) == ZC_OK, "unique id for %d ranks", sizes[i]);
+        ok(mp_run(sizes[i], CASE_TIMEOUT_S, rank_by_id, NULL) == 0, "init by unique id, %d ranks",
+           sizes[i]);
+    }
+    for (size_t i = 0; i < sizeof(sizes) / sizeof(sizes[0]); i++)
+        ok(oob_case(sizes[i]) == 0, "init by out-of-band allgather, %d ranks", sizes[i]);
+    for (size_t i = 0; i < sizeof(flavours) / sizeof(flavours[0]); i++) {
+        env_flavour_t f = flavours[i];
+        f.port = free_port();
+        int n = i == 0 ? 8 : 4;
+        ok(mp_run(n, CASE_TIMEOUT_S, rank_by_env, &f) == 0, "init from %s/%s, %d ranks",
+           f.rank_var, f.size_var, n);
+    }
+
+    int per_node = 2;
+    ok(zc_get_unique_id(&the_id) == ZC_OK, "unique id for node emulation");
+    ok(mp_run(8, CASE_TIMEOUT_S, rank_by_id, &per_node) == 0,
+       "8 ranks as 4 nodes by node id: node, local rank and size per rank");
+
+    ok(zc_get_unique_id(&the_id) == ZC_OK, "unique id for the intruder case");
+    ok(mp_run(3, CASE_TIMEOUT_S, rank_wrong_secret, NULL) == 0,
+       "a wrong secret is refused with ZC_ERR_REFUSED and the real ranks still connect");
+    ok(zc_get_unique_id(&the_id) == ZC_OK, "unique id for the timeout case");
+    ok(mp_run(2, CASE_TIMEOUT_S, rank_missing_peer, NULL) == 0,
+       "a rank that never arrives ends init with ZC_ERR_TIMEOUT");
+    ok(zc_get_unique_id(&the_id) == ZC_OK, "unique id for the mismatch case");
+    ok(mp_run(2, CASE_TIMEOUT_S, rank_nranks_mismatch, NULL) == 0,
+       "ranks that disagree on nranks get ZC_ERR_MISMATCH");
+    ok(zc_get_unique_id(&the_id) == ZC_OK, "unique id for use after destroy");
+    ok(mp_run(1, CASE_TIMEOUT_S, rank_use_after_destroy, NULL) == 0,
+       "calls on a destroyed communicator are refused");
+
+    bad_arguments();
+    return tap_done();
+}

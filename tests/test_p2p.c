@@ -1,0 +1,294 @@
+/* Point-to-point over UCX: byte-exact transfers of every size class, order,
+ * count mismatches, bad arguments, and a killed peer. */
+#include "config.h"
+
+#include <stdint.h>
+#include <string.h>
+
+#include "mp.h"
+#include "tap.h"
+#include "zcomm.h"
+
+#define CASE_TIMEOUT_S 120
+
+static zc_unique_id_t the_id;
+
+/* Byte i of a message from `src` with `salt`: differs per byte, sender and
+ * message, so misplaced, stale or swapped data shows. */
+static uint8_t pattern(size_t i, int src, int salt)
+{
+    uint64_t x = (i + 1) * 0x9e3779b97f4a7c15ULL ^ ((uint64_t)src << 48) ^ ((uint64_t)salt << 32);
+    return (uint8_t)(x >> 56 ^ x >> 13 ^ x);
+}
+
+static void fill(uint8_t *buf, size_t n, int src, int salt)
+{
+    for (size_t i = 0; i < n; i++)
+        buf[i] = pattern(i, src, salt);
+}
+
+/* Index of the first wrong byte, or n. */
+static size_t first_wrong(const uint8_t *buf, size_t n, int src, int salt)
+{
+    for (size_t i = 0; i < n; i++)
+        if (buf[i] != pattern(i, src, salt))
+            return i;
+    return n;
+}
+
+static int init(int rank, int nranks, int timeout_ms, zc_comm_h *comm)
+{
+    zc_config_t config = ZC_CONFIG_INITIALIZER;
+
+    config.timeout_ms = timeout_ms;
+    MP_CHECK(zc_comm_init_rank(comm, nranks, &the_id, rank, &config) == ZC_OK, "init");
+    return 0;
+}
+
+static const size_t sizes[] = {0, 1, 2, 7, 63, 4095, 4097, 65537, (1 << 20) + 3, 64 << 20};
+#define NSIZES (sizeof(sizes) / sizeof(sizes[0]))
+
+/* Rank 0 sends every size to rank 1 and gets it back with zc_sendrecv. */
+static int rank_sizes(int rank, int nranks, void *arg)
+{
+    zc_comm_h comm;
+    if (init(rank, nranks, 30000, &comm))
+        return 1;
+    for (size_t s = 0; s < NSIZES; s++) {
+        size_t n = sizes[s];
+        uint8_t *buf = malloc(n + 1), *back = malloc(n + 1);
+        zc_request_h req;
+        MP_CHECK(buf && back, "malloc %zu", n);
+        if (rank == 0) {
+            fill(buf, n, 0, (int)s);
+            MP_CHECK(zc_send(buf, (int64_t)n, ZC_BYTE, ZC_MEM_HOST, 1, comm, &req) == ZC_OK, "send");
+            MP_CHECK(zc_wait(&req) == ZC_OK && req == NULL, "send %zu B completes", n);
+            MP_CHECK(zc_sendrecv(buf, 0, 1, back, (int64_t)n, 1, ZC_BYTE, ZC_MEM_HOST, comm) ==
+                         ZC_OK, "sendrecv back");
+            MP_CHECK(first_wrong(back, n, 1, (int)s) == n, "echo of %zu B byte-exact", n);
+        } else {
+            memset(buf, 0, n + 1);
+            MP_CHECK(zc_recv(buf, (int64_t)n, ZC_BYTE, ZC_MEM_HOST, 0, comm, &req) == ZC_OK, "recv");
+            MP_CHECK(zc_wait(&req) == ZC_OK, "recv %zu B completes", n);
+            MP_CHECK(first_wrong(buf, n, 0, (int)s) == n, "%zu B byte-exact (wrong at %zu)", n,
+                     first_wrong(buf, n, 0, (int)s));
+            MP_CHECK(buf[n] == 0, "nothing written past %zu B", n);
+            fill(back, n, 1, (int)s);
+            MP_CHECK(zc_sendrecv(back, (int64_t)n, 0, buf, 0, 0, ZC_BYTE, ZC_MEM_HOST, comm) ==
+                         ZC_OK, "sendrecv echo");
+        }
+        free(buf);
+        free(back);
+    }
+    zc_comm_destroy(comm);
+    return 0;
+}
+
+/* Every rank sends to its right neighbour and receives from its left, in
+ * float32 with an odd count, several rounds. */
+static int rank_ring(int rank, int nranks, void *arg)
+{
+    const int64_t count = 100003;
+    zc_comm_h comm;
+    if (init(rank, nranks, 30000, &comm))
+        return 1;
+    uint8_t *out = malloc((size_t)count * 4), *in = malloc((size_t)count * 4);
+    int right = (rank + 1) % nranks, left = (rank - 1 + nranks) % nranks;
+    for (int round = 0; round < 3; round++) {
+        fill(out, (size_t)count * 4, rank, round);
+        MP_CHECK(zc_sendrecv(out, count, right, in, count, left, ZC_FLOAT32, ZC_MEM_HOST, comm) ==
+                     ZC_OK, "ring sendrecv round %d", round);
+        MP_CHECK(first_wrong(in, (size_t)count * 4, left, round) == (size_t)count * 4,
+                 "ring round %d byte-exact", round);
+    }
+    free(out);
+    free(in);
+    zc_comm_destroy(comm);
+    return 0;
+}
+
+/* Many messages in flight between one pair arrive in posting order, and
+ * zc_test completes them without zc_wait. */
+static int rank_order(int rank, int nranks, void *arg)
+{
+    enum { N = 64, LEN = 3000 };
+    zc_comm_h comm;
+    if (init(rank, nranks, 30000, &comm))
+        return 1;
+    static uint8_t bufs[N][LEN];
+    zc_request_h reqs[N];
+    for (int i = 0; i < N; i++) {
+        if (rank == 0) {
+            fill(bufs[i], LEN, 0, i);
+            MP_CHECK(zc_send(bufs[i], LEN, ZC_BYTE, ZC_MEM_HOST, 1, comm, &reqs[i]) == ZC_OK, "send");
+        } else {
+            MP_CHECK(zc_recv(bufs[i], LEN, ZC_BYTE, ZC_MEM_HOST, 0, comm, &reqs[i]) == ZC_OK, "recv");
+        }
+    }
+    for (int pending = N; pending > 0;) {
+        pending = 0;
+        for (int i = 0; i < N; i++) {
+            if (!reqs[i])
+                continue;
+            zc_status_t st = zc_test(&reqs[i]);
+            MP_CHECK(st == ZC_OK || st == ZC_INPROGRESS, "zc_test: %s", zc_strerror(st));
+            pending += st == ZC_INPROGRESS;
+        }
+    }
+    if (rank == 1)
+        for (int i = 0; i < N; i++)
+            MP_CHECK(first_wrong(bufs[i], LEN, 0, i) == LEN, "message %d in order", i);
+    MP_CHECK(zc_barrier(comm) == ZC_OK, "barrier");
+    zc_comm_destroy(comm);
+    return 0;
+}
+
+/* A receive posted for another size than sent is ZC_ERR_MISMATCH. */
+static int rank_mismatch(int rank, int nranks, void *arg)
+{
+    uint8_t buf[256] = {0};
+    zc_comm_h comm;
+    zc_request_h req;
+    if (init(rank, nranks, 10000, &comm))
+        return 1;
+    if (rank == 0) {
+        MP_CHECK(zc_send(buf, 100, ZC_BYTE, ZC_MEM_HOST, 1, comm, &req) == ZC_OK, "send");
+        (void)zc_wait(&req);
+        MP_CHECK(zc_send(buf, 100, ZC_BYTE, ZC_MEM_HOST, 1, comm, &req) == ZC_OK, "send");
+        (void)zc_wait(&req);
+    } else {
+        MP_CHECK(zc_recv(buf, 50, ZC_BYTE, ZC_MEM_HOST, 0, comm, &req) == ZC_OK, "recv");
+        zc_status_t st = zc_wait(&req);
+        MP_CHECK(st == ZC_ERR_MISMATCH, "short receive gave %s", zc_strerror(st));
+        MP_CHECK(strstr(zc_get_last_error(), "count") != NULL, "detail names count");
+        MP_CHECK(zc_recv(buf, 200, ZC_BYTE, ZC_MEM_HOST, 0, comm, &req) == ZC_OK, "recv");
+        st = zc_wait(&req);
+        MP_CHECK(st == ZC_ERR_MISMATCH, "long receive gave %s", zc_strerror(st));
+    }
+    MP_CHECK(zc_barrier(comm) == ZC_OK, "barrier");
+    zc_comm_destroy(comm);
+    return 0;
+}
+
+#define EXPECT_ARG(call, word)                                                \
+    do {                                                                      \
+        zc_status_t st_ = (call);                                             \
+        MP_CHECK(st_ == ZC_ERR_INVALID_ARG && strstr(zc_get_last_error(), word), \
+                 "%s gave %s", #call, zc_strerror(st_));                      \
+    } while (0)
+
+static int rank_bad_args(int rank, int nranks, void *arg)
+{
+    uint8_t buf[16];
+    zc_comm_h comm;
+    zc_request_h req = NULL, null_req = NULL;
+    if (init(rank, nranks, 5000, &comm))
+        return 1;
+    EXPECT_ARG(zc_send(buf, 1, ZC_BYTE, ZC_MEM_HOST, 0, comm, NULL), "request");
+    EXPECT_ARG(zc_send(buf, -1, ZC_BYTE, ZC_MEM_HOST, 0, comm, &req), "count");
+    EXPECT_ARG(zc_recv(buf, INT64_MAX, ZC_FLOAT32, ZC_MEM_HOST, 0, comm, &req), "count");
+    EXPECT_ARG(zc_send(buf, 1, (zc_datatype_t)99, ZC_MEM_HOST, 0, comm, &req), "dtype");
+    EXPECT_ARG(zc_send(buf, 1, ZC_BYTE, (zc_memtype_t)7, 0, comm, &req), "memtype");
+    EXPECT_ARG(zc_send(buf, 1, ZC_BYTE, ZC_MEM_HOST, nranks, comm, &req), "peer");
+    EXPECT_ARG(zc_recv(buf, 1, ZC_BYTE, ZC_MEM_HOST, -1, comm, &req), "peer");
+    EXPECT_ARG(zc_recv(NULL, 4, ZC_BYTE, ZC_MEM_HOST, 0, comm, &req), "buf");
+    EXPECT_ARG(zc_send(buf, 1, ZC_BYTE, ZC_MEM_HOST, 0, NULL, &req), "comm");
+    EXPECT_ARG(zc_wait(NULL), "request");
+    EXPECT_ARG(zc_wait(&null_req), "request");
+    EXPECT_ARG(zc_test(&null_req), "request");
+    EXPECT_ARG(zc_sendrecv(buf, 1, 5, buf, 1, 0, ZC_BYTE, ZC_MEM_HOST, comm), "peer");
+    zc_status_t st = zc_send(buf, 1, ZC_BYTE, ZC_MEM_CUDA, 0, comm, &req);
+    MP_CHECK(st == ZC_ERR_UNSUPPORTED && strstr(zc_get_last_error(), "memtype"),
+             "CUDA memory on the host path gave %s", zc_strerror(st));
+    MP_CHECK(req == NULL, "no request written on failure");
+    /* A request whose communicator is destroyed is refused, not followed. */
+    MP_CHECK(zc_recv(buf, 1, ZC_BYTE, ZC_MEM_HOST, 0, comm, &req) == ZC_OK, "recv from self");
+    zc_comm_destroy(comm);
+    EXPECT_ARG(zc_wait(&req), "destroyed");
+    MP_CHECK(req == NULL, "request released");
+    EXPECT_ARG(zc_send(buf, 1, ZC_BYTE, ZC_MEM_HOST, 0, comm, &req), "destroyed");
+    return 0;
+}
+
+/* Rank 1 dies; rank 0's pending receive (and a later send) must end with an
+ * error within the timeout instead of hanging. */
+static int rank_killed_peer(int rank, int nranks, void *arg)
+{
+    static uint8_t buf[1 << 20];
+    zc_comm_h comm;
+    zc_request_h req;
+    if (arg)
+        setenv("UCX_TLS", (const char *)arg, 1);
+    if (init(rank, nranks, 4000, &comm))
+        return 1;
+    MP_CHECK(zc_barrier(comm) == ZC_OK, "barrier");
+    if (rank == 1) {
+        usleep(100000);
+        raise(SIGKILL);
+    }
+    MP_CHECK(zc_recv(buf, sizeof(buf), ZC_BYTE, ZC_MEM_HOST, 1, comm, &req) == ZC_OK, "recv");
+    zc_status_t st = zc_wait(&req);
+    MP_CHECK(st == ZC_ERR_PEER_FAILED || st == ZC_ERR_TIMEOUT, "receive from a dead peer gave %s",
+             zc_strerror(st));
+    fprintf(stderr, "# receive from a killed peer (%s): %s, %s\n", arg ? (char *)arg : "default",
+            zc_strerror(st), zc_get_last_error());
+    zc_comm_destroy(comm);
+    return 0;
+}
+
+/* Over 2^31 bytes in one message: 64-bit counts end to end. */
+static int rank_huge(int rank, int nranks, void *arg)
+{
+    const size_t n = ((size_t)1 << 31) + 13;
+    zc_comm_h comm;
+    zc_request_h req;
+    if (init(rank, nranks, 120000, &comm))
+        return 1;
+    uint64_t *buf = malloc(n + 8);
+    MP_CHECK(buf != NULL, "malloc 2 GiB");
+    size_t words = n / 8;
+    if (rank == 0) {
+        for (size_t i = 0; i < words; i++)
+            buf[i] = i * 0x9e3779b97f4a7c15ULL;
+        memset((char *)buf + words * 8, 0xab, n - words * 8);
+        MP_CHECK(zc_send(buf, (int64_t)n, ZC_BYTE, ZC_MEM_HOST, 1, comm, &req) == ZC_OK, "send");
+    } else {
+        memset(buf, 0, n);
+        MP_CHECK(zc_recv(buf, (int64_t)n, ZC_BYTE, ZC_MEM_HOST, 0, comm, &req) == ZC_OK, "recv");
+    }
+    MP_CHECK(zc_wait(&req) == ZC_OK, "2 GiB transfer completes");
+    if (rank == 1) {
+        for (size_t i = 0; i < words; i++)
+            MP_CHECK(buf[i] == i * 0x9e3779b97f4a7c15ULL, "word %zu wrong", i);
+        for (size_t i = words * 8; i < n; i++)
+            MP_CHECK(((uint8_t *)buf)[i] == 0xab, "tail byte %zu wrong", i);
+    }
+    free(buf);
+    zc_comm_destroy(comm);
+    return 0;
+}
+
+static int run_case(int nranks, mp_rank_fn fn, void *arg)
+{
+    if (zc_get_unique_id(&the_id) != ZC_OK)
+        return -1;
+    return mp_run(nranks, CASE_TIMEOUT_S, fn, arg);
+}
+
+int main(void)
+{
+    setenv("ZC_SOCKET_IFNAME", "lo", 0);
+    ok(run_case(2, rank_sizes, NULL) == 0,
+       "2 ranks: 0 B, 1 B, odd sizes up to 64 MiB byte-exact both ways");
+    ok(run_case(2, rank_order, NULL) == 0, "64 messages in flight arrive in order; zc_test");
+    ok(run_case(4, rank_ring, NULL) == 0, "4-rank ring of odd float32 counts byte-exact");
+    ok(run_case(8, rank_ring, NULL) == 0, "8-rank ring of odd float32 counts byte-exact");
+    ok(run_case(2, rank_mismatch, NULL) == 0, "a receive of another size is ZC_ERR_MISMATCH");
+    ok(run_case(2, rank_bad_args, NULL) == 0, "every bad argument returns its status and names it");
+    mp_killed_rank = 1;
+    ok(run_case(2, rank_killed_peer, NULL) == 0, "a killed peer (shared memory) gives an error");
+    ok(run_case(2, rank_killed_peer, "tcp") == 0, "a killed peer (tcp) gives an error");
+    mp_killed_rank = -1;
+    ok(run_case(2, rank_huge, NULL) == 0, "2 GiB + 13 B in one message byte-exact");
+    return tap_done();
+}
