@@ -68,17 +68,22 @@ static int zc_comm_unregister(struct zc_comm *comm)
     return found;
 }
 
-int zc_comm_peer_failed(zc_comm_h comm, int peer)
+int zc_comm_peer_watchable(zc_comm_h comm, int peer)
 {
     const zc_rank_info_t *me = &comm->ranks[comm->rank], *other = &comm->ranks[peer];
 
+    return other->node_hash == me->node_hash && other->host_hash == me->host_hash &&
+           other->pid_ns == me->pid_ns;
+}
+
+int zc_comm_peer_failed(zc_comm_h comm, int peer)
+{
     if (comm->host_ops->peer_failed(comm->host, peer))
         return 1;
-    /* A peer on this host in this pid namespace: its pid tells if it lives.
-     * This catches peers reached over shared memory, which have no
-     * connection to break. */
-    return other->host_hash == me->host_hash && other->pid_ns == me->pid_ns &&
-           kill(other->pid, 0) != 0 && errno == ESRCH;
+    /* Peers reached over shared memory have no connection to break: their
+     * pid tells if they live. */
+    return zc_comm_peer_watchable(comm, peer) && kill(comm->ranks[peer].pid, 0) != 0 &&
+           errno == ESRCH;
 }
 
 static zc_status_t zc_config_timeout(const zc_config_t *config, int *timeout_ms)

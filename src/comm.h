@@ -39,6 +39,9 @@ struct zc_comm {
 
 /* ZC_OK if `comm` is a live communicator, else ZC_ERR_INVALID_ARG naming it. */
 zc_status_t zc_comm_check(zc_comm_h comm);
+/* Non-zero if `peer` shares this node, host and pid namespace, so that
+ * its pid tells whether it lives. */
+int zc_comm_peer_watchable(zc_comm_h comm, int peer);
 /* Non-zero if `peer` is known dead (its connection failed, or its process
  * is gone when it shares this host and pid namespace). */
 int zc_comm_peer_failed(zc_comm_h comm, int peer);

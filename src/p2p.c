@@ -5,6 +5,7 @@
 
 #include "clock.h"
 #include "log.h"
+#include "memtype.h"
 #include "p2p.h"
 #include "status.h"
 
@@ -125,10 +126,7 @@ static zc_status_t zc_p2p_check(const void *buf, int64_t count, zc_datatype_t dt
     ZC_ARG_CHECK(buf != NULL || count == 0, "buf: is NULL with count %lld", (long long)count);
     ZC_ARG_CHECK(peer >= 0 && peer < comm->size, "peer: %d is out of range 0..%d", peer,
                  comm->size - 1);
-    if (memtype == ZC_MEM_CUDA)
-        return zc_error(ZC_ERR_UNSUPPORTED,
-                        "memtype: CUDA memory needs the device backend, not built in this path");
-    ZC_ARG_CHECK(memtype == ZC_MEM_HOST, "memtype: %d is not a zc_memtype_t", (int)memtype);
+    ZC_CHECK(zc_memtype_check_host_path(buf, memtype, "buf"));
     *bytes = (size_t)count * elem;
     return ZC_OK;
 }

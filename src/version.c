@@ -17,12 +17,9 @@ unsigned zc_get_features(void)
 #ifdef HAVE_CUDA
     features |= ZC_FEATURE_CUDA;
 #endif
-#ifdef HAVE_NCCL
-    features |= ZC_FEATURE_NCCL;
-#endif
-#ifdef HAVE_CUDNN
-    features |= ZC_FEATURE_CUDNN;
-#endif
+    /* ZC_FEATURE_NCCL and ZC_FEATURE_CUDNN are reported once their
+     * backends (transport/nccl, kernels/cuda SDPA) are built, not when
+     * configure merely found the libraries. */
     return features;
 }
 

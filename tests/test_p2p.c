@@ -88,7 +88,7 @@ static int rank_sizes(int rank, int nranks, void *arg)
  * float32 with an odd count, several rounds. */
 static int rank_ring(int rank, int nranks, void *arg)
 {
-    const int64_t count = 100003;
+    const int64_t count = *(int64_t *)arg;
     zc_comm_h comm;
     if (init(rank, nranks, 30000, &comm))
         return 1;
@@ -100,6 +100,8 @@ static int rank_ring(int rank, int nranks, void *arg)
                      ZC_OK, "ring sendrecv round %d", round);
         MP_CHECK(first_wrong(in, (size_t)count * 4, left, round) == (size_t)count * 4,
                  "ring round %d byte-exact", round);
+        /* Barrier messages must never match a data receive. */
+        MP_CHECK(zc_barrier(comm) == ZC_OK, "barrier after round %d", round);
     }
     free(out);
     free(in);
@@ -281,8 +283,13 @@ int main(void)
     ok(run_case(2, rank_sizes, NULL) == 0,
        "2 ranks: 0 B, 1 B, odd sizes up to 64 MiB byte-exact both ways");
     ok(run_case(2, rank_order, NULL) == 0, "64 messages in flight arrive in order; zc_test");
-    ok(run_case(4, rank_ring, NULL) == 0, "4-rank ring of odd float32 counts byte-exact");
-    ok(run_case(8, rank_ring, NULL) == 0, "8-rank ring of odd float32 counts byte-exact");
+    static int64_t ring_counts[] = {2, 100003};
+    for (int i = 0; i < 2; i++) {
+        ok(run_case(4, rank_ring, &ring_counts[i]) == 0,
+           "4-rank ring of %lld float32 with barriers byte-exact", (long long)ring_counts[i]);
+        ok(run_case(8, rank_ring, &ring_counts[i]) == 0,
+           "8-rank ring of %lld float32 with barriers byte-exact", (long long)ring_counts[i]);
+    }
     ok(run_case(2, rank_mismatch, NULL) == 0, "a receive of another size is ZC_ERR_MISMATCH");
     ok(run_case(2, rank_bad_args, NULL) == 0, "every bad argument returns its status and names it");
     mp_killed_rank = 1;

@@ -24,7 +24,6 @@
 typedef struct {
     zc_request_h req;      /* NULL once abandoned */
     void *ucx_req;
-    ucp_tag_recv_info_t info;  /* filled when a receive completes in place */
 } zc_ucx_op_t;
 
 typedef struct {
@@ -120,8 +119,8 @@ static zc_status_t zc_ucx_post(zc_ucx_op_t *op, ucs_status_ptr_t sp, zc_request_
         return zc_error(zc_ucx_status(status), "ucx: posting to rank %d failed: %s", req->peer,
                         ucs_status_string(status));
     }
-    if (sp == NULL) {            /* completed in place; no callback comes */
-        zc_ucx_complete(op, UCS_OK, op->info.length);
+    if (sp == NULL) {            /* a send completed in place; no callback */
+        zc_ucx_complete(op, UCS_OK, 0);
         return ZC_OK;
     }
     if (req->done) {             /* the callback already ran inside the post */
@@ -164,8 +163,9 @@ static zc_status_t zc_ucx_irecv(zc_transport_t *tp, void *buf, size_t bytes, int
     op->req = req;
     param.op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA |
                          UCP_OP_ATTR_FIELD_DATATYPE;
-    param.op_attr_mask |= UCP_OP_ATTR_FIELD_RECV_INFO;
-    param.recv_info.tag_info = &op->info;
+    /* UCX 1.13 does not report the length of a receive that completes in
+     * place, so always take the callback, which does. */
+    param.op_attr_mask |= UCP_OP_ATTR_FLAG_NO_IMM_CMPL;
     param.cb.recv = zc_ucx_recv_cb;
     param.user_data = op;
     param.datatype = ucp_dt_make_contig(1);
@@ -371,7 +371,12 @@ static zc_status_t zc_ucx_create(zc_comm_h comm, zc_bootstrap_t *bs, zc_transpor
                                UCP_EP_PARAM_FIELD_ERR_HANDLING_MODE |
                                UCP_EP_PARAM_FIELD_ERR_HANDLER;
         ep_params.address = (const ucp_address_t *)(table + stride * (size_t)r);
-        ep_params.err_mode = UCP_ERR_HANDLING_MODE_PEER;
+        /* Peer-failure handling keeps UCX off its single-copy shared
+         * memory path (cma), a 4x loss here; peers on this host in this
+         * pid namespace are watched through their pid instead (see
+         * zc_comm_peer_failed), so only the others need it. */
+        ep_params.err_mode = zc_comm_peer_watchable(comm, r) ? UCP_ERR_HANDLING_MODE_NONE
+                                                              : UCP_ERR_HANDLING_MODE_PEER;
         ep_params.err_handler.cb = zc_ucx_ep_error;
         ep_params.err_handler.arg = &tp->peers[r];
         us = ucp_ep_create(tp->worker, &ep_params, &tp->peers[r].ep);
