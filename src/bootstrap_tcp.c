@@ -326,8 +326,11 @@ static zc_status_t zc_bs_tcp_allgather(zc_bootstrap_t *base, const void *send, v
     st = zc_socket_send_all(bs->fd, &hdr, sizeof(hdr), deadline);
     if (st == ZC_OK)
         st = zc_socket_send_all(bs->fd, send, len, deadline);
-    if (st == ZC_OK)
-        st = zc_socket_recv_all(bs->fd, &reply, sizeof(reply), deadline);
+    /* Even when sending failed, the root may have left its verdict (a
+     * refusal, a mismatch) before closing: read it. */
+    zc_status_t recv_st = zc_socket_recv_all(bs->fd, &reply, sizeof(reply), deadline);
+    if (st == ZC_OK || (recv_st == ZC_OK && reply.status != ZC_OK))
+        st = recv_st;
     if (st == ZC_ERR_TIMEOUT)
         return zc_error(st, "bootstrap root %s did not answer within %d ms", bs->root,
                         bs->timeout_ms);
