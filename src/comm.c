@@ -150,6 +150,33 @@ static void zc_comm_place_nodes(struct zc_comm *comm)
     comm->node = comm->rank_node[comm->rank];
 }
 
+/* Rails are striped only when every node has them, over as many as the
+ * node with the fewest has; a single node needs none. */
+static zc_status_t zc_comm_agree_rails(struct zc_comm *comm, zc_bootstrap_t *bs)
+{
+    int32_t mine[2], *all = malloc(sizeof(int32_t) * 2 * (size_t)comm->size);
+    zc_status_t st;
+
+    if (!all)
+        return zc_error(ZC_ERR_NO_MEMORY, "cannot allocate the rail table");
+    if (comm->nnodes > 1)
+        zc_rails_discover(comm->local_rank, &comm->rails);
+    else
+        memset(&comm->rails, 0, sizeof(comm->rails));
+    mine[0] = comm->rails.count;
+    mine[1] = comm->rails.mine;
+    st = zc_bootstrap_allgather(bs, mine, all, sizeof(mine));
+    if (st == ZC_OK) {
+        comm->nrails = comm->nnodes > 1 ? ZC_MAX_RAILS : 0;
+        for (int r = 0; r < comm->size; r++)
+            comm->nrails = all[2 * r] < comm->nrails ? all[2 * r] : comm->nrails;
+        for (int r = 0; r < comm->size; r++)
+            comm->rank_rail[r] = comm->nrails ? all[2 * r + 1] % comm->nrails : -1;
+    }
+    free(all);
+    return st;
+}
+
 static void zc_comm_free(struct zc_comm *comm)
 {
     if (!comm)
@@ -158,6 +185,7 @@ static void zc_comm_free(struct zc_comm *comm)
         comm->host_ops->destroy(comm->host);
     free(comm->ranks);
     free(comm->rank_node);
+    free(comm->rank_rail);
     comm->magic = 0;
     free(comm);
 }
@@ -178,13 +206,15 @@ static zc_status_t zc_comm_create(zc_bootstrap_t *bs, int nranks, int rank,
     comm->host_ops = &zc_transport_ucx;
     comm->ranks = calloc((size_t)nranks, sizeof(*comm->ranks));
     comm->rank_node = calloc((size_t)nranks, sizeof(int));
-    if (!comm->ranks || !comm->rank_node) {
+    comm->rank_rail = calloc((size_t)nranks, sizeof(int));
+    if (!comm->ranks || !comm->rank_node || !comm->rank_rail) {
         st = zc_error(ZC_ERR_NO_MEMORY, "cannot allocate the rank table");
         goto err;
     }
     zc_rank_info_self(config, &mine);
     ZC_CHECK_GOTO(zc_bootstrap_allgather(bs, &mine, comm->ranks, sizeof(mine)), st, err);
     zc_comm_place_nodes(comm);
+    ZC_CHECK_GOTO(zc_comm_agree_rails(comm, bs), st, err);
     ZC_CHECK_GOTO(comm->host_ops->create(comm, bs, &comm->host), st, err);
     comm->magic = ZC_COMM_MAGIC;
     zc_comm_register(comm);
@@ -341,9 +371,10 @@ zc_status_t zc_barrier(zc_comm_h comm)
         zc_request_h reqs[2];
 
         ZC_CHECK(zc_p2p_post(comm, ZC_REQ_RECV, NULL, 0, from,
-                             ZC_TAG(from, ZC_TAG_CLASS_BARRIER, seq), &reqs[0]));
+                             ZC_TAG(from, ZC_TAG_CLASS_BARRIER, seq), ZC_RAIL_AUTO, &reqs[0]));
         zc_status_t st = zc_p2p_post(comm, ZC_REQ_SEND, NULL, 0, to,
-                                     ZC_TAG(comm->rank, ZC_TAG_CLASS_BARRIER, seq), &reqs[1]);
+                                     ZC_TAG(comm->rank, ZC_TAG_CLASS_BARRIER, seq), ZC_RAIL_AUTO,
+                                     &reqs[1]);
         if (st != ZC_OK) {
             zc_p2p_abandon(&reqs[0], st);
             return st;

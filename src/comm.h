@@ -5,6 +5,7 @@
 #include <stdint.h>
 #include <sys/types.h>
 
+#include "rails.h"
 #include "transport/transport.h"
 #include "zcomm.h"
 
@@ -31,6 +32,11 @@ struct zc_comm {
     int timeout_ms;
     zc_rank_info_t *ranks;     /* [size] */
     int *rank_node;            /* [size]: node index of each rank */
+    /* Rails for inter-node traffic: the same count on every node (0: no
+     * striping, UCX chooses), and the rail each rank sends on. */
+    int nrails;
+    int *rank_rail;            /* [size] */
+    zc_rails_t rails;          /* this node's NICs behind rails 0..nrails-1 */
     const zc_transport_ops_t *host_ops;
     zc_transport_t *host;
     uint32_t barrier_seq;

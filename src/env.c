@@ -27,7 +27,24 @@ static const zc_env_var_t zc_env_table[] = {
      "port rank 0 listens on for zc_comm_init_env; default: MASTER_PORT, else from the job id"},
     {"ZC_SECRET", NULL,
      "shared secret for zc_comm_init_env bootstrap (32 hex digits); default: from the job id"},
-    {"ZC_UCX_TLS", "self,sm,tcp", "UCX transports libzcomm's host path uses (UCX_TLS syntax)"},
+    {"ZC_UCX_TLS", "self,sm,tcp",
+     "UCX transports of the host path when there are no rails (UCX_TLS syntax; UCX_TLS wins)"},
+    {"ZC_UCX_INTRA_TLS", "self,sm",
+     "UCX transports between the ranks of one node when there are rails (UCX_TLS wins)"},
+    {"ZC_UCX_NET_TLS", "tcp",
+     "UCX transports of each rail's lane to other nodes, restricted to that NIC (e.g. rc,ud "
+     "on InfiniBand)"},
+    {"ZC_TOPO_FILE", NULL,
+     "topology XML (hwloc or NCCL format) zc_topo_load reads instead of the live machine "
+     "(then hwloc's HWLOC_XMLFILE)"},
+    {"ZC_IB_HCA", NULL,
+     "NICs to use, NCCL_IB_HCA syntax: prefixes, ^ to exclude, = for exact names, dev:port"},
+    {"ZC_NIC_NETDEV", NULL,
+     "network interface of each NIC, e.g. mlx5_0=veth0,mlx5_1=veth1 (default: from hwloc)"},
+    {"ZC_NUM_THREADS", NULL,
+     "threads of the CPU attention kernels (the caller included); default: online cores"},
+    {"ZC_CPU_ISA", "auto",
+     "SIMD path of the CPU attention kernels: auto, avx512, avx2 or scalar"},
 };
 
 const zc_env_var_t *zc_env_vars(size_t *count)

@@ -13,7 +13,7 @@
 #define ZC_WAIT_SLICE_MS 100
 
 zc_status_t zc_p2p_post(zc_comm_h comm, zc_request_kind_t kind, void *buf, size_t bytes, int peer,
-                        uint64_t tag, zc_request_h *req_out)
+                        uint64_t tag, int rail, zc_request_h *req_out)
 {
     zc_request_h req = calloc(1, sizeof(*req));
     zc_status_t st;
@@ -25,9 +25,9 @@ zc_status_t zc_p2p_post(zc_comm_h comm, zc_request_kind_t kind, void *buf, size_
     req->peer = peer;
     req->bytes = bytes;
     if (kind == ZC_REQ_SEND)
-        st = comm->host_ops->isend(comm->host, buf, bytes, peer, tag, req);
+        st = comm->host_ops->isend(comm->host, buf, bytes, peer, tag, rail, req);
     else
-        st = comm->host_ops->irecv(comm->host, buf, bytes, peer, tag, req);
+        st = comm->host_ops->irecv(comm->host, buf, bytes, peer, tag, rail, req);
     if (st != ZC_OK) {
         free(req);
         return st;
@@ -139,7 +139,7 @@ zc_status_t zc_send(const void *buf, int64_t count, zc_datatype_t dtype, zc_memt
     ZC_ARG_CHECK(request != NULL, "request: is NULL");
     ZC_CHECK(zc_p2p_check(buf, count, dtype, memtype, peer, comm, &bytes));
     return zc_p2p_post(comm, ZC_REQ_SEND, (void *)buf, bytes, peer,
-                       ZC_TAG(comm->rank, ZC_TAG_CLASS_P2P, 0), request);
+                       ZC_TAG(comm->rank, ZC_TAG_CLASS_P2P, 0), ZC_RAIL_AUTO, request);
 }
 
 zc_status_t zc_recv(void *buf, int64_t count, zc_datatype_t dtype, zc_memtype_t memtype, int peer,
@@ -150,7 +150,7 @@ zc_status_t zc_recv(void *buf, int64_t count, zc_datatype_t dtype, zc_memtype_t 
     ZC_ARG_CHECK(request != NULL, "request: is NULL");
     ZC_CHECK(zc_p2p_check(buf, count, dtype, memtype, peer, comm, &bytes));
     return zc_p2p_post(comm, ZC_REQ_RECV, buf, bytes, peer, ZC_TAG(peer, ZC_TAG_CLASS_P2P, 0),
-                       request);
+                       ZC_RAIL_AUTO, request);
 }
 
 static zc_status_t zc_request_check(zc_request_h *request)

@@ -4,9 +4,10 @@
 
 #include "comm.h"
 
-/* Post a send or receive of `bytes` with a full 64-bit `tag` (ZC_TAG). */
+/* Post a send or receive of `bytes` with a full 64-bit `tag` (ZC_TAG) on
+ * `rail` (ZC_RAIL_AUTO: the sender's own; ignored inside a node). */
 zc_status_t zc_p2p_post(zc_comm_h comm, zc_request_kind_t kind, void *buf, size_t bytes, int peer,
-                        uint64_t tag, zc_request_h *req);
+                        uint64_t tag, int rail, zc_request_h *req);
 /* Progress once; ZC_INPROGRESS or the final status (then *req is freed). */
 zc_status_t zc_p2p_test(zc_request_h *req);
 /* Block until done, the peer fails or the comm's timeout passes; frees. */

@@ -19,6 +19,8 @@ typedef struct zc_transport zc_transport_t;
 #define ZC_TAG(src, cls, low) \
     (((uint64_t)(uint32_t)(src) << 40) | ((uint64_t)((cls) & 0xffu) << 32) | (uint32_t)(low))
 
+#define ZC_RAIL_AUTO (-1)
+
 typedef enum { ZC_REQ_SEND, ZC_REQ_RECV } zc_request_kind_t;
 
 struct zc_request {
@@ -38,10 +40,12 @@ typedef struct {
     /* Flushes what was sent, then frees everything; never blocks past the
      * communicator's timeout. */
     void (*destroy)(zc_transport_t *tp);
+    /* `rail` picks the NIC for a peer on another node: ZC_RAIL_AUTO is the
+     * sender's own rail (so a receiver names its peer's). */
     zc_status_t (*isend)(zc_transport_t *tp, const void *buf, size_t bytes, int peer,
-                         uint64_t tag, zc_request_h req);
+                         uint64_t tag, int rail, zc_request_h req);
     zc_status_t (*irecv)(zc_transport_t *tp, void *buf, size_t bytes, int peer, uint64_t tag,
-                         zc_request_h req);
+                         int rail, zc_request_h req);
     /* Advance without blocking. */
     void (*progress)(zc_transport_t *tp);
     /* Sleep until something may have completed, or `timeout_ms`. */

@@ -1,7 +1,13 @@
-/* UCX backend for host memory: one context and worker per communicator,
- * tag-matched messages, endpoints with peer-failure detection, and waits
- * that sleep on the worker's event fd instead of spinning (two cores run
- * every rank of a node here, and on real nodes the cores belong to compute).
+/* UCX backend for host memory.
+ *
+ * Lanes (ucx_lane.h): lane 0 reaches the ranks of this node over shared
+ * memory (or every rank, when there are no rails); lane 1 + k reaches
+ * other nodes over rail k's NIC only.  A message between two nodes travels
+ * on one rail at both ends: by default the sender's own rail, so a receiver
+ * posts on its peer's rail; routed transfers name the rail.
+ *
+ * Waits sleep on the lanes' event fds instead of spinning: two cores run
+ * every rank of a node here, and on real nodes the cores belong to compute.
  */
 #include "config.h"
 
@@ -10,63 +16,72 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include <ucp/api/ucp.h>
-
 #include "src/clock.h"
 #include "src/comm.h"
 #include "src/env.h"
 #include "src/log.h"
 #include "src/status.h"
 #include "transport/transport.h"
+#include "transport/ucx/ucx_lane.h"
+
+#define ZC_UCX_MAX_LANES (1 + ZC_MAX_RAILS)
 
 /* What a UCX callback points at.  It outlives an abandoned zc_request:
  * the callback frees it when UCX finally lets go of the operation. */
 typedef struct {
     zc_request_h req;      /* NULL once abandoned */
     void *ucx_req;
+    ucp_worker_h worker;
 } zc_ucx_op_t;
 
 typedef struct {
     ucp_ep_h ep;
     int failed;
     int closing;     /* peers that exit first break the link: not news */
-} zc_ucx_peer_t;
+} zc_ucx_conn_t;
 
 struct zc_transport {
     zc_comm_h comm;
-    ucp_context_h context;
-    ucp_worker_h worker;
-    int event_fd;
-    zc_ucx_peer_t *peers;
+    int nlanes;
+    zc_ucx_lane_t lanes[ZC_UCX_MAX_LANES];
+    zc_ucx_conn_t *conns;  /* [nlanes][size]; ep NULL where a lane does not reach */
 };
 
-static zc_status_t zc_ucx_status(ucs_status_t status)
+static zc_ucx_conn_t *zc_ucx_conn(zc_transport_t *tp, int lane, int peer)
 {
-    switch (status) {
-    case UCS_OK:                     return ZC_OK;
-    case UCS_INPROGRESS:             return ZC_INPROGRESS;
-    case UCS_ERR_NO_MEMORY:          return ZC_ERR_NO_MEMORY;
-    case UCS_ERR_MESSAGE_TRUNCATED:  return ZC_ERR_MISMATCH;
-    case UCS_ERR_CANCELED:           return ZC_ERR_TIMEOUT;
-    case UCS_ERR_TIMED_OUT:
-    case UCS_ERR_ENDPOINT_TIMEOUT:   return ZC_ERR_TIMEOUT;
-    case UCS_ERR_CONNECTION_RESET:
-    case UCS_ERR_UNREACHABLE:        return ZC_ERR_PEER_FAILED;
-    case UCS_ERR_UNSUPPORTED:        return ZC_ERR_UNSUPPORTED;
-    default:                         return ZC_ERR_TRANSPORT;
+    return &tp->conns[(size_t)lane * (size_t)tp->comm->size + (size_t)peer];
+}
+
+/* Which lane carries a message with `peer`: the intra-node lane, or the
+ * rail's lane (`rail` < 0: the sender's own rail). */
+static zc_status_t zc_ucx_pick_lane(zc_transport_t *tp, int peer, int rail, int sending,
+                                    int *lane)
+{
+    zc_comm_h comm = tp->comm;
+
+    if (comm->nrails == 0 || comm->rank_node[peer] == comm->node) {
+        *lane = 0;
+        return ZC_OK;
     }
+    if (rail < 0)
+        rail = comm->rank_rail[sending ? comm->rank : peer];
+    if (rail >= comm->nrails)
+        return zc_error(ZC_ERR_INVALID_ARG, "rail: %d is out of range 0..%d", rail,
+                        comm->nrails - 1);
+    *lane = 1 + rail;
+    return ZC_OK;
 }
 
 static void zc_ucx_ep_error(void *arg, ucp_ep_h ep, ucs_status_t status)
 {
-    zc_ucx_peer_t *peer = arg;
+    zc_ucx_conn_t *conn = arg;
 
     /* Waits turn this into ZC_ERR_PEER_FAILED with a detail; a peer that
      * destroyed its communicator first also breaks the link, so this is
      * no warning by itself. */
-    if (!peer->failed && !peer->closing)
+    if (!conn->failed && !conn->closing)
         zc_log_info("ucx: connection to a peer failed: %s", ucs_status_string(status));
-    peer->failed = 1;
+    conn->failed = 1;
 }
 
 static void zc_ucx_complete(zc_ucx_op_t *op, ucs_status_t status, size_t received)
@@ -123,76 +138,93 @@ static zc_status_t zc_ucx_post(zc_ucx_op_t *op, ucs_status_ptr_t sp, zc_request_
         zc_ucx_complete(op, UCS_OK, 0);
         return ZC_OK;
     }
-    if (req->done) {             /* the callback already ran inside the post */
+    if (req->done)               /* the callback already ran inside the post */
         return ZC_OK;
-    }
     op->ucx_req = sp;
     req->backend = op;
     return ZC_OK;
 }
 
-static zc_status_t zc_ucx_isend(zc_transport_t *tp, const void *buf, size_t bytes, int peer,
-                                uint64_t tag, zc_request_h req)
+static zc_status_t zc_ucx_new_op(zc_transport_t *tp, int lane, zc_request_h req,
+                                 zc_ucx_op_t **op_out)
 {
     zc_ucx_op_t *op = calloc(1, sizeof(*op));
-    ucp_request_param_t param = {0};
 
     if (!op)
-        return zc_error(ZC_ERR_NO_MEMORY, "cannot allocate a send");
-    if (tp->peers[peer].failed) {
-        free(op);
-        return zc_error(ZC_ERR_PEER_FAILED, "rank %d failed earlier", peer);
-    }
+        return zc_error(ZC_ERR_NO_MEMORY, "cannot allocate a request");
     op->req = req;
+    op->worker = tp->lanes[lane].worker;
+    *op_out = op;
+    return ZC_OK;
+}
+
+static zc_status_t zc_ucx_isend(zc_transport_t *tp, const void *buf, size_t bytes, int peer,
+                                uint64_t tag, int rail, zc_request_h req)
+{
+    ucp_request_param_t param = {0};
+    zc_ucx_op_t *op = NULL;
+    int lane;
+
+    ZC_CHECK(zc_ucx_pick_lane(tp, peer, rail, 1, &lane));
+    zc_ucx_conn_t *conn = zc_ucx_conn(tp, lane, peer);
+    if (conn->failed)
+        return zc_error(ZC_ERR_PEER_FAILED, "rank %d failed earlier", peer);
+    if (!conn->ep)
+        return zc_error(ZC_ERR_UNSUPPORTED, "rank %d has no endpoint on the %s lane", peer,
+                        tp->lanes[lane].name);
+    ZC_CHECK(zc_ucx_new_op(tp, lane, req, &op));
     param.op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA |
                          UCP_OP_ATTR_FIELD_DATATYPE;
     param.cb.send = zc_ucx_send_cb;
     param.user_data = op;
     param.datatype = ucp_dt_make_contig(1);
-    return zc_ucx_post(op, ucp_tag_send_nbx(tp->peers[peer].ep, buf, bytes, tag, &param), req);
+    return zc_ucx_post(op, ucp_tag_send_nbx(conn->ep, buf, bytes, tag, &param), req);
 }
 
 static zc_status_t zc_ucx_irecv(zc_transport_t *tp, void *buf, size_t bytes, int peer,
-                                uint64_t tag, zc_request_h req)
+                                uint64_t tag, int rail, zc_request_h req)
 {
-    zc_ucx_op_t *op = calloc(1, sizeof(*op));
     ucp_request_param_t param = {0};
+    zc_ucx_op_t *op = NULL;
+    int lane;
 
-    if (!op)
-        return zc_error(ZC_ERR_NO_MEMORY, "cannot allocate a receive");
-    op->req = req;
-    param.op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA |
-                         UCP_OP_ATTR_FIELD_DATATYPE;
+    ZC_CHECK(zc_ucx_pick_lane(tp, peer, rail, 0, &lane));
+    ZC_CHECK(zc_ucx_new_op(tp, lane, req, &op));
     /* UCX 1.13 does not report the length of a receive that completes in
      * place, so always take the callback, which does. */
-    param.op_attr_mask |= UCP_OP_ATTR_FLAG_NO_IMM_CMPL;
+    param.op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA |
+                         UCP_OP_ATTR_FIELD_DATATYPE | UCP_OP_ATTR_FLAG_NO_IMM_CMPL;
     param.cb.recv = zc_ucx_recv_cb;
     param.user_data = op;
     param.datatype = ucp_dt_make_contig(1);
-    return zc_ucx_post(op, ucp_tag_recv_nbx(tp->worker, buf, bytes, tag, UINT64_MAX, &param),
+    return zc_ucx_post(op, ucp_tag_recv_nbx(op->worker, buf, bytes, tag, UINT64_MAX, &param),
                        req);
 }
 
 static void zc_ucx_progress(zc_transport_t *tp)
 {
-    while (ucp_worker_progress(tp->worker))
-        ;
+    for (int l = 0; l < tp->nlanes; l++)
+        while (ucp_worker_progress(tp->lanes[l].worker))
+            ;
 }
 
 static void zc_ucx_wait_event(zc_transport_t *tp, int timeout_ms)
 {
-    struct pollfd pfd = {.fd = tp->event_fd, .events = POLLIN};
-    ucs_status_t status;
+    struct pollfd pfds[ZC_UCX_MAX_LANES];
 
     zc_ucx_progress(tp);
-    status = ucp_worker_arm(tp->worker);
-    if (status == UCS_ERR_BUSY)  /* events arrived meanwhile: go progress them */
-        return;
-    if (status != UCS_OK) {
-        zc_log_debug("ucx: ucp_worker_arm: %s", ucs_status_string(status));
-        return;
+    for (int l = 0; l < tp->nlanes; l++) {
+        ucs_status_t status = ucp_worker_arm(tp->lanes[l].worker);
+        if (status == UCS_ERR_BUSY)  /* events arrived meanwhile: go progress */
+            return;
+        if (status != UCS_OK) {
+            zc_log_debug("ucx: ucp_worker_arm: %s", ucs_status_string(status));
+            return;
+        }
+        pfds[l].fd = tp->lanes[l].event_fd;
+        pfds[l].events = POLLIN;
     }
-    (void)poll(&pfd, 1, timeout_ms);
+    (void)poll(pfds, (nfds_t)tp->nlanes, timeout_ms);
 }
 
 static void zc_ucx_abandon(zc_transport_t *tp, zc_request_h req, zc_status_t status)
@@ -207,18 +239,23 @@ static void zc_ucx_abandon(zc_transport_t *tp, zc_request_h req, zc_status_t sta
     /* Receives can be cancelled; a send's buffer may still be read by UCX
      * until the endpoint closes, which destroy does before returning. */
     if (req->kind == ZC_REQ_RECV)
-        ucp_request_cancel(tp->worker, op->ucx_req);
+        ucp_request_cancel(op->worker, op->ucx_req);
     req->status = status;
     req->done = 1;
 }
 
 static int zc_ucx_peer_failed(zc_transport_t *tp, int peer)
 {
-    return tp->peers[peer].failed;
+    for (int l = 0; l < tp->nlanes; l++)
+        if (zc_ucx_conn(tp, l, peer)->failed)
+            return 1;
+    return 0;
 }
 
-static zc_status_t zc_ucx_exchange_addresses(zc_transport_t *tp, zc_bootstrap_t *bs,
-                                             char **table_out, size_t *stride_out)
+/* Allgather of one lane's worker addresses, padded to the longest. */
+static zc_status_t zc_ucx_exchange_addresses(zc_transport_t *tp, zc_ucx_lane_t *lane,
+                                             zc_bootstrap_t *bs, char **table_out,
+                                             size_t *stride_out)
 {
     ucp_address_t *addr;
     size_t addr_len;
@@ -228,10 +265,10 @@ static zc_status_t zc_ucx_exchange_addresses(zc_transport_t *tp, zc_bootstrap_t 
     ucs_status_t us;
     zc_status_t st;
 
-    us = ucp_worker_get_address(tp->worker, &addr, &addr_len);
+    us = ucp_worker_get_address(lane->worker, &addr, &addr_len);
     if (us != UCS_OK)
-        return zc_error(ZC_ERR_TRANSPORT, "ucx: cannot get the worker address: %s",
-                        ucs_status_string(us));
+        return zc_error(ZC_ERR_TRANSPORT, "ucx: %s lane: cannot get the worker address: %s",
+                        lane->name, ucs_status_string(us));
     lens = malloc(sizeof(uint64_t) * (size_t)n);
     if (!lens) {
         st = zc_error(ZC_ERR_NO_MEMORY, "cannot allocate the address lengths");
@@ -241,7 +278,7 @@ static zc_status_t zc_ucx_exchange_addresses(zc_transport_t *tp, zc_bootstrap_t 
     ZC_CHECK_GOTO(zc_bootstrap_allgather(bs, &my_len, lens, sizeof(my_len)), st, out);
     for (int r = 0; r < n; r++)
         max_len = lens[r] > max_len ? lens[r] : max_len;
-    if (max_len + sizeof(uint64_t) > ZC_BOOTSTRAP_MAX_BLOB) {
+    if (max_len > ZC_BOOTSTRAP_MAX_BLOB) {
         st = zc_error(ZC_ERR_UNSUPPORTED, "ucx: worker addresses of %llu bytes are too long",
                       (unsigned long long)max_len);
         goto out;
@@ -261,111 +298,24 @@ out:
     free(table);
     free(mine);
     free(lens);
-    ucp_worker_release_address(tp->worker, addr);
+    ucp_worker_release_address(lane->worker, addr);
     return st;
 }
 
-static void zc_ucx_close_endpoints(zc_transport_t *tp)
+/* Endpoints of lane `l` to the peers it reaches. */
+static zc_status_t zc_ucx_connect_lane(zc_transport_t *tp, int l, zc_bootstrap_t *bs)
 {
-    int64_t deadline = zc_now_ms() + tp->comm->timeout_ms;
-    void **closing = calloc((size_t)tp->comm->size, sizeof(void *));
-
-    /* Flush first, so that every message this rank sent is delivered
-     * before its process may exit; force-close what failed or timed out. */
-    for (int r = 0; r < tp->comm->size; r++) {
-        ucp_request_param_t param = {.op_attr_mask = UCP_OP_ATTR_FIELD_FLAGS};
-        if (!tp->peers[r].ep)
-            continue;
-        tp->peers[r].closing = 1;
-        param.flags = tp->peers[r].failed ? UCP_EP_CLOSE_FLAG_FORCE : 0;
-        ucs_status_ptr_t sp = ucp_ep_close_nbx(tp->peers[r].ep, &param);
-        if (UCS_PTR_IS_PTR(sp)) {
-            if (closing)
-                closing[r] = sp;
-            else
-                ucp_request_free(sp);  /* no memory to track it: let UCX finish alone */
-        }
-        tp->peers[r].ep = NULL;
-    }
-    for (int r = 0; closing && r < tp->comm->size; r++) {
-        while (closing[r] && ucp_request_check_status(closing[r]) == UCS_INPROGRESS) {
-            if (zc_ms_left(deadline) == 0) {
-                zc_log_warn("ucx: closing the endpoint to rank %d timed out", r);
-                break;
-            }
-            zc_ucx_wait_event(tp, 50);
-        }
-        if (closing[r])
-            ucp_request_free(closing[r]);
-    }
-    free(closing);
-}
-
-static void zc_ucx_destroy(zc_transport_t *tp)
-{
-    if (!tp)
-        return;
-    if (tp->peers)
-        zc_ucx_close_endpoints(tp);
-    free(tp->peers);
-    if (tp->worker)
-        ucp_worker_destroy(tp->worker);
-    if (tp->context)
-        ucp_cleanup(tp->context);
-    free(tp);
-}
-
-static zc_status_t zc_ucx_create(zc_comm_h comm, zc_bootstrap_t *bs, zc_transport_t **tp_out)
-{
-    ucp_params_t params = {0};
-    ucp_worker_params_t wparams = {0};
-    ucp_config_t *config;
-    ucs_status_t us;
-    zc_transport_t *tp;
+    zc_comm_h comm = tp->comm;
     char *table = NULL;
     size_t stride = 0;
-    zc_status_t st = ZC_OK;
+    zc_status_t st;
 
-    tp = calloc(1, sizeof(*tp));
-    if (!tp)
-        return zc_error(ZC_ERR_NO_MEMORY, "cannot allocate the UCX transport");
-    tp->comm = comm;
-    tp->peers = calloc((size_t)comm->size, sizeof(*tp->peers));
-    if (!tp->peers) {
-        st = zc_error(ZC_ERR_NO_MEMORY, "cannot allocate the UCX peers");
-        goto err;
-    }
-
-    us = ucp_config_read(NULL, NULL, &config);
-    if (us != UCS_OK) {
-        st = zc_error(ZC_ERR_TRANSPORT, "ucx: cannot read its configuration: %s",
-                      ucs_status_string(us));
-        goto err;
-    }
-    /* The user's UCX_TLS wins; otherwise the transports this path needs. */
-    if (!getenv("UCX_TLS"))
-        ucp_config_modify(config, "TLS", zc_env_get("ZC_UCX_TLS"));
-    params.field_mask = UCP_PARAM_FIELD_FEATURES | UCP_PARAM_FIELD_ESTIMATED_NUM_EPS;
-    params.features = UCP_FEATURE_TAG | UCP_FEATURE_WAKEUP;
-    params.estimated_num_eps = (size_t)comm->size;
-    us = ucp_init(&params, config, &tp->context);
-    ucp_config_release(config);
-    if (us != UCS_OK) {
-        st = zc_error(ZC_ERR_TRANSPORT, "ucx: ucp_init failed: %s", ucs_status_string(us));
-        goto err;
-    }
-    wparams.field_mask = UCP_WORKER_PARAM_FIELD_THREAD_MODE;
-    wparams.thread_mode = UCS_THREAD_MODE_SINGLE;
-    us = ucp_worker_create(tp->context, &wparams, &tp->worker);
-    if (us == UCS_OK)
-        us = ucp_worker_get_efd(tp->worker, &tp->event_fd);
-    if (us != UCS_OK) {
-        st = zc_error(ZC_ERR_TRANSPORT, "ucx: cannot create a worker: %s", ucs_status_string(us));
-        goto err;
-    }
-
-    ZC_CHECK_GOTO(zc_ucx_exchange_addresses(tp, bs, &table, &stride), st, err);
+    ZC_CHECK(zc_ucx_exchange_addresses(tp, &tp->lanes[l], bs, &table, &stride));
     for (int r = 0; r < comm->size; r++) {
+        int same_node = comm->rank_node[r] == comm->node;
+        if (comm->nrails > 0 && (l == 0) != same_node)
+            continue;
+        zc_ucx_conn_t *conn = zc_ucx_conn(tp, l, r);
         ucp_ep_params_t ep_params = {0};
         ep_params.field_mask = UCP_EP_PARAM_FIELD_REMOTE_ADDRESS |
                                UCP_EP_PARAM_FIELD_ERR_HANDLING_MODE |
@@ -378,20 +328,114 @@ static zc_status_t zc_ucx_create(zc_comm_h comm, zc_bootstrap_t *bs, zc_transpor
         ep_params.err_mode = zc_comm_peer_watchable(comm, r) ? UCP_ERR_HANDLING_MODE_NONE
                                                               : UCP_ERR_HANDLING_MODE_PEER;
         ep_params.err_handler.cb = zc_ucx_ep_error;
-        ep_params.err_handler.arg = &tp->peers[r];
-        us = ucp_ep_create(tp->worker, &ep_params, &tp->peers[r].ep);
+        ep_params.err_handler.arg = conn;
+        ucs_status_t us = ucp_ep_create(tp->lanes[l].worker, &ep_params, &conn->ep);
         if (us != UCS_OK) {
-            st = zc_error(ZC_ERR_TRANSPORT, "ucx: cannot connect to rank %d: %s", r,
-                          ucs_status_string(us));
-            goto err;
+            st = zc_error(ZC_ERR_TRANSPORT, "ucx: %s lane: cannot connect to rank %d: %s",
+                          tp->lanes[l].name, r, ucs_status_string(us));
+            free(table);
+            return st;
         }
     }
     free(table);
+    return ZC_OK;
+}
+
+static void zc_ucx_close_endpoints(zc_transport_t *tp)
+{
+    int64_t deadline = zc_now_ms() + tp->comm->timeout_ms;
+    size_t n = (size_t)tp->nlanes * (size_t)tp->comm->size;
+    void **closing = calloc(n, sizeof(void *));
+
+    /* Flush first, so that every message this rank sent is delivered
+     * before its process may exit; force-close what failed. */
+    for (size_t i = 0; i < n; i++) {
+        ucp_request_param_t param = {.op_attr_mask = UCP_OP_ATTR_FIELD_FLAGS};
+        zc_ucx_conn_t *conn = &tp->conns[i];
+        if (!conn->ep)
+            continue;
+        conn->closing = 1;
+        param.flags = conn->failed ? UCP_EP_CLOSE_FLAG_FORCE : 0;
+        ucs_status_ptr_t sp = ucp_ep_close_nbx(conn->ep, &param);
+        if (UCS_PTR_IS_PTR(sp)) {
+            if (closing)
+                closing[i] = sp;
+            else
+                ucp_request_free(sp);  /* no memory to track it: let UCX finish alone */
+        }
+        conn->ep = NULL;
+    }
+    for (size_t i = 0; closing && i < n; i++) {
+        while (closing[i] && ucp_request_check_status(closing[i]) == UCS_INPROGRESS) {
+            if (zc_ms_left(deadline) == 0) {
+                zc_log_warn("ucx: closing an endpoint to rank %zu timed out",
+                            i % (size_t)tp->comm->size);
+                break;
+            }
+            zc_ucx_wait_event(tp, 50);
+        }
+        if (closing[i])
+            ucp_request_free(closing[i]);
+    }
+    free(closing);
+}
+
+static void zc_ucx_destroy(zc_transport_t *tp)
+{
+    if (!tp)
+        return;
+    if (tp->conns)
+        zc_ucx_close_endpoints(tp);
+    free(tp->conns);
+    for (int l = 0; l < tp->nlanes; l++)
+        zc_ucx_lane_close(&tp->lanes[l]);
+    free(tp);
+}
+
+static zc_status_t zc_ucx_open_lanes(zc_transport_t *tp)
+{
+    zc_comm_h comm = tp->comm;
+    /* The user's UCX_TLS wins over ours. */
+    const char *user_tls = getenv("UCX_TLS");
+
+    if (comm->nrails == 0)
+        return zc_ucx_lane_open(&tp->lanes[0], "all", user_tls ? NULL : zc_env_get("ZC_UCX_TLS"),
+                                NULL, comm->size);
+    ZC_CHECK(zc_ucx_lane_open(&tp->lanes[0], "intra",
+                              user_tls ? NULL : zc_env_get("ZC_UCX_INTRA_TLS"), NULL,
+                              comm->local_size));
+    for (int k = 0; k < comm->nrails; k++) {
+        char name[32];
+        snprintf(name, sizeof(name), "rail %d", k);
+        ZC_CHECK(zc_ucx_lane_open(&tp->lanes[1 + k], name, zc_env_get("ZC_UCX_NET_TLS"),
+                                  comm->rails.devices[k], comm->size));
+    }
+    return ZC_OK;
+}
+
+static zc_status_t zc_ucx_create(zc_comm_h comm, zc_bootstrap_t *bs, zc_transport_t **tp_out)
+{
+    zc_transport_t *tp = calloc(1, sizeof(*tp));
+    zc_status_t st;
+
+    if (!tp)
+        return zc_error(ZC_ERR_NO_MEMORY, "cannot allocate the UCX transport");
+    tp->comm = comm;
+    st = zc_ucx_open_lanes(tp);
+    tp->nlanes = 1 + comm->nrails;
+    if (st != ZC_OK)
+        goto err;
+    tp->conns = calloc((size_t)tp->nlanes * (size_t)comm->size, sizeof(*tp->conns));
+    if (!tp->conns) {
+        st = zc_error(ZC_ERR_NO_MEMORY, "cannot allocate the UCX endpoints");
+        goto err;
+    }
+    for (int l = 0; l < tp->nlanes; l++)
+        ZC_CHECK_GOTO(zc_ucx_connect_lane(tp, l, bs), st, err);
     *tp_out = tp;
     return ZC_OK;
 
 err:
-    free(table);
     zc_ucx_destroy(tp);
     return st;
 }

@@ -1,0 +1,26 @@
+/* A lane: one UCX context and worker, restricted to some transports and
+ * devices.  The host path has one lane inside a node (shared memory) and
+ * one per rail between nodes (that NIC only), because UCX's own multi-rail
+ * stops at two rails and would not keep transfers rail-aligned. */
+#ifndef ZC_UCX_LANE_H
+#define ZC_UCX_LANE_H
+
+#include <ucp/api/ucp.h>
+
+#include "zcomm.h"
+
+typedef struct {
+    ucp_context_h context;
+    ucp_worker_h worker;
+    int event_fd;
+    char name[32];             /* for messages: "intra", "rail 2" */
+} zc_ucx_lane_t;
+
+/* `tls` and `devices` are UCX_TLS and UCX_NET_DEVICES values; NULL leaves
+ * UCX's own (or the user's UCX_* variables) in force. */
+zc_status_t zc_ucx_lane_open(zc_ucx_lane_t *lane, const char *name, const char *tls,
+                             const char *devices, int nranks);
+void zc_ucx_lane_close(zc_ucx_lane_t *lane);
+zc_status_t zc_ucx_status(ucs_status_t status);
+
+#endif
