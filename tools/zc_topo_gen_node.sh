@@ -1,0 +1,135 @@
+#!/bin/sh
+# zc_topo_gen_node.sh: write the hwloc 2.x XML of a synthetic GPU node.
+#
+#   zc_topo_gen_node.sh -g GPUS -n NICS [-s SOCKETS] [-p PREFIX] [-d DOWN] > node.xml
+#
+# The node has SOCKETS packages (one NUMA node and one PU each) and one PCIe
+# switch per NIC (one per GPU when there is no NIC), each under its own host
+# bridge and root port.  Switch w holds NIC w (mlx5_<w>, InfiniBand) and the
+# GPUs g with g * switches / GPUS == w, so GPUs spread evenly: 8 GPUs over 4
+# NICs put 2 GPUs behind each NIC (PIX), like Cluster A of the paper; 8 over
+# 8 pair them 1:1 (Cluster C).  Switches spread over the sockets the same
+# way.  Beside mlx5_<w> sits the network interface <PREFIX><w> (default
+# veth<w>, the emulated cluster's interfaces; -p none for no interface), so
+# zc_topo_load binds NIC w to veth<w> with no ZC_NIC_NETDEV.  DOWN is a
+# comma list of NIC indices whose port 1 is DOWN (default: all ACTIVE).
+#
+# The emulated cluster loads one file per node through ZC_TOPO_FILE; the
+# test suite keeps emu-node-1.xml .. emu-node-8.xml (K GPUs, K NICs, one
+# socket) in tests/fixtures/topo/ and checks they equal this script's output.
+set -eu
+
+gpus=0 nics=0 sockets=1 prefix=veth down=
+usage() {
+    echo "usage: $0 -g GPUS -n NICS [-s SOCKETS] [-p PREFIX|none] [-d DOWN]" >&2
+    exit 2
+}
+while getopts g:n:s:p:d:h opt; do
+    case $opt in
+    g) gpus=$OPTARG ;;
+    n) nics=$OPTARG ;;
+    s) sockets=$OPTARG ;;
+    p) prefix=$OPTARG ;;
+    d) down=$OPTARG ;;
+    *) usage ;;
+    esac
+done
+for v in "$gpus" "$nics" "$sockets"; do
+    case $v in '' | *[!0-9]*) usage ;; esac
+done
+switches=$nics
+[ "$switches" -gt 0 ] || switches=$gpus
+if [ "$sockets" -lt 1 ] || [ "$switches" -gt 30 ] || [ "$gpus" -gt 64 ]; then
+    echo "$0: need 1+ sockets, at most 30 switches and 64 GPUs" >&2
+    exit 2
+fi
+# Each switch holds its NIC and its GPUs on 5 downstream buses at most.
+per_switch=$(( (gpus + switches - 1) / (switches > 0 ? switches : 1) ))
+if [ "$per_switch" -gt 4 ]; then
+    echo "$0: at most 4 GPUs per switch" >&2
+    exit 2
+fi
+
+hex() { printf '%02x' "$1"; }
+mask() { printf '0x%08x' $(( $1 )); }
+link='pci_link_speed="31.507692"'
+
+is_down() {
+    case ",$down," in *",$1,"*) return 0 ;; esac
+    return 1
+}
+
+# device BUS KIND INDEX: one endpoint under a switch downstream port.
+device() {
+    if [ "$2" = gpu ]; then
+        printf '            <object type="PCIDev" pci_busid="0000:%s:00.0" pci_type="0302 [10de:20b0] [10de:144e] a1" %s/>\n' "$(hex "$1")" "$link"
+        return
+    fi
+    state=4
+    if is_down "$3"; then state=1; fi
+    printf '            <object type="PCIDev" pci_busid="0000:%s:00.0" pci_type="0207 [15b3:101b] [15b3:0007] 00" %s>\n' "$(hex "$1")" "$link"
+    if [ "$prefix" != none ]; then
+        printf '              <object type="OSDev" name="%s%d" osdev_type="2">\n' "$prefix" "$3"
+        printf '                <info name="Port" value="1"/>\n'
+        printf '              </object>\n'
+    fi
+    printf '              <object type="OSDev" name="mlx5_%d" osdev_type="3">\n' "$3"
+    printf '                <info name="Port1State" value="%d"/>\n' "$state"
+    printf '              </object>\n'
+    printf '            </object>\n'
+}
+
+# pcie_switch W: host bridge, root port, switch, and its devices.
+pcie_switch() {
+    w=$1
+    base=$(( 8 * (w + 1) ))
+    printf '      <object type="Bridge" bridge_type="0-1" depth="0" bridge_pci="0000:[%s-%s]">\n' "$(hex $base)" "$(hex $((base + 7)))"
+    printf '        <object type="Bridge" bridge_type="1-1" depth="1" bridge_pci="0000:[%s-%s]" pci_busid="0000:%s:01.0" pci_type="0604 [1022:1483] [0000:0000] 00" %s>\n' "$(hex $((base + 1)))" "$(hex $((base + 7)))" "$(hex $base)" "$link"
+    printf '          <object type="Bridge" bridge_type="1-1" depth="2" bridge_pci="0000:[%s-%s]" pci_busid="0000:%s:00.0" pci_type="0604 [1000:c010] [0000:0000] b0" %s>\n' "$(hex $((base + 2)))" "$(hex $((base + 7)))" "$(hex $((base + 1)))" "$link"
+    port=0
+    bus=$(( base + 3 ))
+    if [ "$nics" -gt 0 ]; then
+        set -- "nic:$w"
+    else
+        set --
+    fi
+    g=0
+    while [ "$g" -lt "$gpus" ]; do
+        if [ $(( g * switches / gpus )) -eq "$w" ]; then set -- "$@" "gpu:$g"; fi
+        g=$(( g + 1 ))
+    done
+    for dev in "$@"; do
+        printf '          <object type="Bridge" bridge_type="1-1" depth="3" bridge_pci="0000:[%s-%s]" pci_busid="0000:%s:%02x.0" pci_type="0604 [1000:c010] [0000:0000] b0" %s>\n' "$(hex $bus)" "$(hex $bus)" "$(hex $((base + 2)))" "$port" "$link"
+        device "$bus" "${dev%%:*}" "${dev#*:}"
+        printf '          </object>\n'
+        port=$(( port + 1 ))
+        bus=$(( bus + 1 ))
+    done
+    printf '          </object>\n'
+    printf '        </object>\n'
+    printf '      </object>\n'
+}
+
+all=$(( (1 << sockets) - 1 ))
+printf '<?xml version="1.0" encoding="UTF-8"?>\n'
+printf '<!DOCTYPE topology SYSTEM "hwloc2.dtd">\n'
+printf '<!-- generated by zc_topo_gen_node.sh -g %s -n %s -s %s -p %s -d "%s" -->\n' "$gpus" "$nics" "$sockets" "$prefix" "$down"
+printf '<topology version="2.0">\n'
+printf '  <object type="Machine" os_index="0" cpuset="%s" complete_cpuset="%s" allowed_cpuset="%s" nodeset="%s" complete_nodeset="%s" allowed_nodeset="%s">\n' \
+    "$(mask $all)" "$(mask $all)" "$(mask $all)" "$(mask $all)" "$(mask $all)" "$(mask $all)"
+s=0
+while [ "$s" -lt "$sockets" ]; do
+    m=$(mask "1 << $s")
+    printf '    <object type="Package" os_index="%d" cpuset="%s" complete_cpuset="%s" nodeset="%s" complete_nodeset="%s">\n' "$s" "$m" "$m" "$m" "$m"
+    printf '      <object type="NUMANode" os_index="%d" cpuset="%s" complete_cpuset="%s" nodeset="%s" complete_nodeset="%s" local_memory="68719476736"/>\n' "$s" "$m" "$m" "$m" "$m"
+    printf '      <object type="PU" os_index="%d" cpuset="%s" complete_cpuset="%s" nodeset="%s" complete_nodeset="%s"/>\n' "$s" "$m" "$m" "$m" "$m"
+    w=0
+    while [ "$w" -lt "$switches" ]; do
+        if [ $(( w * sockets / switches )) -eq "$s" ]; then pcie_switch "$w"; fi
+        w=$(( w + 1 ))
+    done
+    printf '    </object>\n'
+    s=$(( s + 1 ))
+done
+printf '  </object>\n'
+printf '</topology>\n'
