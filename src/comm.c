@@ -359,6 +359,34 @@ zc_status_t zc_comm_rank_node(zc_comm_h comm, int rank, int *node)
     return ZC_OK;
 }
 
+zc_status_t zc_comm_rail_count(zc_comm_h comm, int *nrails)
+{
+    ZC_CHECK(zc_comm_check(comm));
+    ZC_ARG_CHECK(nrails != NULL, "nrails: is NULL");
+    *nrails = comm->nrails;
+    return ZC_OK;
+}
+
+zc_status_t zc_comm_rank_rail(zc_comm_h comm, int rank, int *rail)
+{
+    ZC_CHECK(zc_comm_check(comm));
+    ZC_ARG_CHECK(rank >= 0 && rank < comm->size, "rank: %d is out of range 0..%d", rank,
+                 comm->size - 1);
+    ZC_ARG_CHECK(rail != NULL, "rail: is NULL");
+    *rail = comm->rank_rail[rank];
+    return ZC_OK;
+}
+
+zc_status_t zc_comm_rail_bytes(zc_comm_h comm, int rail, uint64_t *sent, uint64_t *received)
+{
+    ZC_CHECK(zc_comm_check(comm));
+    ZC_ARG_CHECK(rail >= -1 && rail < comm->nrails, "rail: %d is out of range -1..%d", rail,
+                 comm->nrails - 1);
+    ZC_ARG_CHECK(sent != NULL && received != NULL, "sent, received: NULL output");
+    comm->host_ops->rail_bytes(comm->host, rail, sent, received);
+    return ZC_OK;
+}
+
 /* Dissemination barrier: log2(size) rounds of empty messages. */
 zc_status_t zc_barrier(zc_comm_h comm)
 {

@@ -40,6 +40,7 @@ struct zc_comm {
     const zc_transport_ops_t *host_ops;
     zc_transport_t *host;
     uint32_t barrier_seq;
+    unsigned coll_seq;         /* numbers collective calls, for their tags */
     struct zc_comm *next_live; /* registry of live communicators */
 };
 

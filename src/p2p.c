@@ -7,6 +7,7 @@
 #include "log.h"
 #include "memtype.h"
 #include "p2p.h"
+#include "sched.h"
 #include "status.h"
 
 /* How often a blocked wait looks for dead peers. */
@@ -40,6 +41,7 @@ static zc_status_t zc_p2p_finish(zc_request_h *req)
 {
     zc_status_t st = (*req)->status;
 
+    zc_sched_destroy((*req)->sched);
     free(*req);
     *req = NULL;
     return st;
@@ -170,13 +172,19 @@ static zc_status_t zc_request_check(zc_request_h *request)
 zc_status_t zc_test(zc_request_h *request)
 {
     ZC_CHECK(zc_request_check(request));
-    return zc_p2p_test(request);
+    if ((*request)->kind != ZC_REQ_SCHED)
+        return zc_p2p_test(request);
+    (*request)->status = zc_sched_test((*request)->sched);
+    return (*request)->status == ZC_INPROGRESS ? ZC_INPROGRESS : zc_p2p_finish(request);
 }
 
 zc_status_t zc_wait(zc_request_h *request)
 {
     ZC_CHECK(zc_request_check(request));
-    return zc_p2p_wait(request);
+    if ((*request)->kind != ZC_REQ_SCHED)
+        return zc_p2p_wait(request);
+    (*request)->status = zc_sched_wait((*request)->sched);
+    return zc_p2p_finish(request);
 }
 
 zc_status_t zc_sendrecv(const void *sendbuf, int64_t sendcount, int dst, void *recvbuf,

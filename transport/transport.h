@@ -15,13 +15,17 @@ typedef struct zc_transport zc_transport_t;
 /* Tags: 24 bits of source rank, 8 bits of class, 32 bits for the class. */
 #define ZC_TAG_CLASS_P2P     0u
 #define ZC_TAG_CLASS_BARRIER 1u
+#define ZC_TAG_CLASS_ROUTED  2u
+#define ZC_TAG_CLASS_ALLTOALLV 3u
+#define ZC_TAG_CLASS_RING    4u
 #define ZC_TAG_MAX_RANKS     (1 << 24)
 #define ZC_TAG(src, cls, low) \
     (((uint64_t)(uint32_t)(src) << 40) | ((uint64_t)((cls) & 0xffu) << 32) | (uint32_t)(low))
 
 #define ZC_RAIL_AUTO (-1)
 
-typedef enum { ZC_REQ_SEND, ZC_REQ_RECV } zc_request_kind_t;
+/* A request is one send or receive, or a whole schedule (src/sched.h). */
+typedef enum { ZC_REQ_SEND, ZC_REQ_RECV, ZC_REQ_SCHED } zc_request_kind_t;
 
 struct zc_request {
     zc_comm_h comm;
@@ -31,6 +35,7 @@ struct zc_request {
     int done;              /* set by the backend on completion */
     zc_status_t status;    /* final status once done */
     void *backend;         /* backend's own request */
+    struct zc_sched *sched; /* ZC_REQ_SCHED: the schedule it runs */
 };
 
 typedef struct {
@@ -55,6 +60,9 @@ typedef struct {
     void (*abandon)(zc_transport_t *tp, zc_request_h req, zc_status_t status);
     /* Non-zero once the backend saw `peer`'s connection fail. */
     int (*peer_failed)(zc_transport_t *tp, int peer);
+    /* Bytes posted for sending and bytes received on `rail` (-1: inside
+     * the node, or everything when there are no rails). */
+    void (*rail_bytes)(zc_transport_t *tp, int rail, uint64_t *sent, uint64_t *received);
 } zc_transport_ops_t;
 
 extern const zc_transport_ops_t zc_transport_ucx;

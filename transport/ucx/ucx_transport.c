@@ -32,6 +32,7 @@ typedef struct {
     zc_request_h req;      /* NULL once abandoned */
     void *ucx_req;
     ucp_worker_h worker;
+    uint64_t *received;    /* the lane's byte counter */
 } zc_ucx_op_t;
 
 typedef struct {
@@ -45,6 +46,8 @@ struct zc_transport {
     int nlanes;
     zc_ucx_lane_t lanes[ZC_UCX_MAX_LANES];
     zc_ucx_conn_t *conns;  /* [nlanes][size]; ep NULL where a lane does not reach */
+    uint64_t sent[ZC_UCX_MAX_LANES];
+    uint64_t received[ZC_UCX_MAX_LANES];
 };
 
 static zc_ucx_conn_t *zc_ucx_conn(zc_transport_t *tp, int lane, int peer)
@@ -122,6 +125,8 @@ static void zc_ucx_recv_cb(void *ucx_req, ucs_status_t status, const ucp_tag_rec
     zc_ucx_op_t *op = user_data;
 
     op->ucx_req = ucx_req;
+    if (status == UCS_OK)
+        *op->received += info->length;
     zc_ucx_complete(op, status, status == UCS_OK ? info->length : 0);
 }
 
@@ -154,6 +159,7 @@ static zc_status_t zc_ucx_new_op(zc_transport_t *tp, int lane, zc_request_h req,
         return zc_error(ZC_ERR_NO_MEMORY, "cannot allocate a request");
     op->req = req;
     op->worker = tp->lanes[lane].worker;
+    op->received = &tp->received[lane];
     *op_out = op;
     return ZC_OK;
 }
@@ -173,6 +179,7 @@ static zc_status_t zc_ucx_isend(zc_transport_t *tp, const void *buf, size_t byte
         return zc_error(ZC_ERR_UNSUPPORTED, "rank %d has no endpoint on the %s lane", peer,
                         tp->lanes[lane].name);
     ZC_CHECK(zc_ucx_new_op(tp, lane, req, &op));
+    tp->sent[lane] += bytes;
     param.op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA |
                          UCP_OP_ATTR_FIELD_DATATYPE;
     param.cb.send = zc_ucx_send_cb;
@@ -250,6 +257,14 @@ static int zc_ucx_peer_failed(zc_transport_t *tp, int peer)
         if (zc_ucx_conn(tp, l, peer)->failed)
             return 1;
     return 0;
+}
+
+static void zc_ucx_rail_bytes(zc_transport_t *tp, int rail, uint64_t *sent, uint64_t *received)
+{
+    int lane = rail < 0 ? 0 : 1 + rail;
+
+    *sent = lane < tp->nlanes ? tp->sent[lane] : 0;
+    *received = lane < tp->nlanes ? tp->received[lane] : 0;
 }
 
 /* Allgather of one lane's worker addresses, padded to the longest. */
@@ -450,4 +465,5 @@ const zc_transport_ops_t zc_transport_ucx = {
     .wait_event = zc_ucx_wait_event,
     .abandon = zc_ucx_abandon,
     .peer_failed = zc_ucx_peer_failed,
+    .rail_bytes = zc_ucx_rail_bytes,
 };

@@ -1,0 +1,229 @@
+/* zc_routed_sendrecv: one inter-node transfer spread over every rail.
+ *
+ * Slice k of a transfer from rank s (node A) to rank d (node B) goes
+ *   s --shm--> p_k --rail k--> q_k --shm--> d
+ * where p_k and q_k are the ranks of A and B that sit on rail k (s itself
+ * or d itself when they do: then that hop disappears).  Every slice moves
+ * in chunks through a window of staging slots at the proxies, so dispatch,
+ * wire and combine of different chunks overlap.  Every rank computes the
+ * same routes from the same transfer list, so nobody needs to be told. */
+#include "config.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "comm.h"
+#include "env.h"
+#include "memtype.h"
+#include "sched.h"
+#include "status.h"
+
+/* Tag layout below the class: stage, call sequence, rail, chunk, transfer. */
+enum { ZC_ROUTED_DIRECT, ZC_ROUTED_DISPATCH, ZC_ROUTED_WIRE, ZC_ROUTED_COMBINE };
+#define ZC_ROUTED_MAX_CHUNKS 1024
+#define ZC_ROUTED_WINDOW 4
+
+static uint64_t zc_routed_tag(int sender, int stage, unsigned seq, int rail, int chunk, int xfer)
+{
+    uint32_t low = (uint32_t)stage << 30 | (seq & 15u) << 26 | (uint32_t)rail << 22 |
+                   (uint32_t)chunk << 12 | (uint32_t)xfer;
+    return ZC_TAG(sender, ZC_TAG_CLASS_ROUTED, low);
+}
+
+typedef struct {
+    zc_comm_h comm;
+    zc_sched_t *sched;
+    unsigned seq;
+    size_t elem;
+    size_t chunk;          /* bytes per chunk, a multiple of elem */
+    int64_t min_routed;    /* bytes below which a transfer goes direct */
+} zc_routed_ctx_t;
+
+/* The rank of `node` that forwards rail `rail` of a transfer whose end on
+ * that node is `end`: `end` itself if it sits on the rail, else one of the
+ * node's ranks on the rail (spread by `salt`), else any rank of the node
+ * (every rank has a lane on every rail). */
+static int zc_routed_proxy(zc_comm_h comm, int end, int rail, int salt)
+{
+    int node = comm->rank_node[end], on_rail = 0, on_node = 0, pick;
+
+    if (comm->rank_rail[end] == rail)
+        return end;
+    for (int r = 0; r < comm->size; r++) {
+        if (comm->rank_node[r] != node)
+            continue;
+        on_node++;
+        on_rail += comm->rank_rail[r] == rail;
+    }
+    pick = (salt + rail) % (on_rail ? on_rail : on_node);
+    for (int r = 0; r < comm->size; r++) {
+        if (comm->rank_node[r] != node || (on_rail && comm->rank_rail[r] != rail))
+            continue;
+        if (pick-- == 0)
+            return r;
+    }
+    return end;  /* not reached: `end` is on its own node */
+}
+
+/* What this rank does for slice `k` of transfer `x`: bytes [off, off+len). */
+static void zc_routed_slice(zc_routed_ctx_t *ctx, int x, const zc_transfer_t *t, int k,
+                            size_t off, size_t len, const char *sendbuf, char *recvbuf)
+{
+    zc_comm_h comm = ctx->comm;
+    zc_sched_t *s = ctx->sched;
+    int me = comm->rank;
+    int p = zc_routed_proxy(comm, t->src, k, x), q = zc_routed_proxy(comm, t->dst, k, x);
+    size_t chunk = ctx->chunk;
+    int nchunks = (int)((len + chunk - 1) / chunk);
+    char *slots_p = NULL, *slots_q = NULL;
+    int wire_send[ZC_ROUTED_MAX_CHUNKS], wire_recv_done[ZC_ROUTED_MAX_CHUNKS];
+
+    if (me != t->src && me != t->dst && me != p && me != q)
+        return;
+    if (me == p && p != t->src)
+        slots_p = zc_sched_buffer(s, chunk * ZC_ROUTED_WINDOW);
+    if (me == q && q != t->dst)
+        slots_q = zc_sched_buffer(s, chunk * ZC_ROUTED_WINDOW);
+    for (int c = 0; c < nchunks; c++) {
+        size_t coff = off + (size_t)c * chunk;
+        size_t clen = len - (size_t)c * chunk < chunk ? len - (size_t)c * chunk : chunk;
+        int slot = c % ZC_ROUTED_WINDOW;
+        int reuse_p = c >= ZC_ROUTED_WINDOW ? wire_send[c - ZC_ROUTED_WINDOW] : ZC_SCHED_NONE;
+        int reuse_q = c >= ZC_ROUTED_WINDOW ? wire_recv_done[c - ZC_ROUTED_WINDOW]
+                                            : ZC_SCHED_NONE;
+        wire_send[c] = wire_recv_done[c] = ZC_SCHED_NONE;
+
+        /* dispatch: s -> p over shared memory */
+        if (me == t->src && p != t->src)
+            zc_sched_p2p(s, ZC_REQ_SEND, (char *)sendbuf + coff, clen, p,
+                         zc_routed_tag(me, ZC_ROUTED_DISPATCH, ctx->seq, k, c, x), ZC_RAIL_AUTO,
+                         ZC_SCHED_NONE, ZC_SCHED_NONE);
+        /* wire: p -> q over rail k */
+        if (me == p) {
+            char *from = (char *)sendbuf + coff;
+            int got = ZC_SCHED_NONE;
+            if (p != t->src) {
+                from = slots_p + (size_t)slot * chunk;
+                got = zc_sched_p2p(s, ZC_REQ_RECV, from, clen, t->src,
+                                   zc_routed_tag(t->src, ZC_ROUTED_DISPATCH, ctx->seq, k, c, x),
+                                   ZC_RAIL_AUTO, reuse_p, ZC_SCHED_NONE);
+            }
+            wire_send[c] = zc_sched_p2p(s, ZC_REQ_SEND, from, clen, q,
+                                        zc_routed_tag(me, ZC_ROUTED_WIRE, ctx->seq, k, c, x), k,
+                                        got, ZC_SCHED_NONE);
+        }
+        /* combine: q -> d over shared memory */
+        if (me == q) {
+            char *into = q == t->dst ? recvbuf + coff : slots_q + (size_t)slot * chunk;
+            int got = zc_sched_p2p(s, ZC_REQ_RECV, into, clen, p,
+                                   zc_routed_tag(p, ZC_ROUTED_WIRE, ctx->seq, k, c, x), k,
+                                   reuse_q, ZC_SCHED_NONE);
+            wire_recv_done[c] = got;
+            if (q != t->dst)
+                wire_recv_done[c] = zc_sched_p2p(s, ZC_REQ_SEND, into, clen, t->dst,
+                                                 zc_routed_tag(me, ZC_ROUTED_COMBINE, ctx->seq, k,
+                                                               c, x),
+                                                 ZC_RAIL_AUTO, got, ZC_SCHED_NONE);
+        }
+        if (me == t->dst && q != t->dst)
+            zc_sched_p2p(s, ZC_REQ_RECV, recvbuf + coff, clen, q,
+                         zc_routed_tag(q, ZC_ROUTED_COMBINE, ctx->seq, k, c, x), ZC_RAIL_AUTO,
+                         ZC_SCHED_NONE, ZC_SCHED_NONE);
+    }
+}
+
+/* Transfer `x`: direct, or one slice per rail. */
+static void zc_routed_transfer(zc_routed_ctx_t *ctx, int x, const zc_transfer_t *t,
+                               const char *sendbuf, char *recvbuf)
+{
+    zc_comm_h comm = ctx->comm;
+    int me = comm->rank, k, nrails = comm->nrails;
+    size_t bytes = (size_t)t->count * ctx->elem;
+
+    if (t->src == t->dst) {
+        if (me == t->src)
+            zc_sched_copy(ctx->sched, recvbuf, sendbuf, bytes, ZC_SCHED_NONE, ZC_SCHED_NONE);
+        return;
+    }
+    if (nrails == 0 || comm->rank_node[t->src] == comm->rank_node[t->dst] ||
+        (int64_t)bytes < ctx->min_routed) {
+        if (me == t->src)
+            zc_sched_p2p(ctx->sched, ZC_REQ_SEND, (void *)sendbuf, bytes, t->dst,
+                         zc_routed_tag(me, ZC_ROUTED_DIRECT, ctx->seq, 0, 0, x), ZC_RAIL_AUTO,
+                         ZC_SCHED_NONE, ZC_SCHED_NONE);
+        if (me == t->dst)
+            zc_sched_p2p(ctx->sched, ZC_REQ_RECV, recvbuf, bytes, t->src,
+                         zc_routed_tag(t->src, ZC_ROUTED_DIRECT, ctx->seq, 0, 0, x),
+                         ZC_RAIL_AUTO, ZC_SCHED_NONE, ZC_SCHED_NONE);
+        return;
+    }
+    /* Equal slices in whole elements, the remainder one element at a time. */
+    size_t per = (size_t)t->count / (size_t)nrails, extra = (size_t)t->count % (size_t)nrails;
+    size_t off = 0;
+    for (k = 0; k < nrails; k++) {
+        size_t len = (per + ((size_t)k < extra)) * ctx->elem;
+        if (len)
+            zc_routed_slice(ctx, x, t, k, off, len, sendbuf, recvbuf);
+        off += len;
+    }
+}
+
+static zc_status_t zc_routed_check(const zc_transfer_t *transfers, int ntransfers,
+                                   const void *sendbuf, void *recvbuf, zc_datatype_t dtype,
+                                   zc_memtype_t memtype, zc_comm_h comm)
+{
+    size_t elem = zc_datatype_size(dtype);
+    int sends = 0, recvs = 0;
+
+    ZC_CHECK(zc_comm_check(comm));
+    ZC_ARG_CHECK(ntransfers >= 0 && ntransfers <= ZC_ROUTED_MAX_TRANSFERS,
+                 "ntransfers: %d is out of range 0..%d", ntransfers, ZC_ROUTED_MAX_TRANSFERS);
+    ZC_ARG_CHECK(transfers != NULL || ntransfers == 0, "transfers: is NULL");
+    ZC_ARG_CHECK(elem != 0, "dtype: %d is not a zc_datatype_t", (int)dtype);
+    for (int i = 0; i < ntransfers; i++) {
+        const zc_transfer_t *t = &transfers[i];
+        ZC_ARG_CHECK(t->src >= 0 && t->src < comm->size, "transfers[%d].src: %d is out of range",
+                     i, t->src);
+        ZC_ARG_CHECK(t->dst >= 0 && t->dst < comm->size, "transfers[%d].dst: %d is out of range",
+                     i, t->dst);
+        ZC_ARG_CHECK(t->count >= 0 && (uint64_t)t->count <= (uint64_t)INT64_MAX / elem,
+                     "transfers[%d].count: %lld is negative or overflows", i,
+                     (long long)t->count);
+        if (t->src == comm->rank) {
+            ZC_ARG_CHECK(++sends == 1, "transfers: rank %d is the src of more than one", t->src);
+            ZC_ARG_CHECK(sendbuf != NULL || t->count == 0, "sendbuf: is NULL");
+        }
+        if (t->dst == comm->rank) {
+            ZC_ARG_CHECK(++recvs == 1, "transfers: rank %d is the dst of more than one", t->dst);
+            ZC_ARG_CHECK(recvbuf != NULL || t->count == 0, "recvbuf: is NULL");
+        }
+    }
+    ZC_CHECK(zc_memtype_check_host_path(sendbuf, memtype, "sendbuf"));
+    ZC_CHECK(zc_memtype_check_host_path(recvbuf, memtype, "recvbuf"));
+    return ZC_OK;
+}
+
+zc_status_t zc_routed_sendrecv(const zc_transfer_t *transfers, int ntransfers, const void *sendbuf,
+                               void *recvbuf, zc_datatype_t dtype, zc_memtype_t memtype,
+                               zc_comm_h comm, zc_request_h *request)
+{
+    zc_routed_ctx_t ctx = {.comm = comm};
+    int64_t chunk;
+
+    ZC_ARG_CHECK(request != NULL, "request: is NULL");
+    ZC_CHECK(zc_routed_check(transfers, ntransfers, sendbuf, recvbuf, dtype, memtype, comm));
+    ZC_CHECK(zc_env_get_int("ZC_ROUTED_MIN_BYTES", &ctx.min_routed));
+    ZC_CHECK(zc_env_get_int("ZC_ROUTED_CHUNK", &chunk));
+    ctx.elem = zc_datatype_size(dtype);
+    ctx.seq = comm->coll_seq++;
+    ZC_CHECK(zc_sched_create(comm, &ctx.sched));
+    for (int x = 0; x < ntransfers; x++) {
+        /* Chunks of whole elements, few enough for the tag's chunk field. */
+        size_t bytes = (size_t)transfers[x].count * ctx.elem;
+        size_t need = bytes / ZC_ROUTED_MAX_CHUNKS + 1;
+        ctx.chunk = (size_t)(chunk > 0 ? chunk : 1) > need ? (size_t)chunk : need;
+        ctx.chunk = (ctx.chunk + ctx.elem - 1) / ctx.elem * ctx.elem;
+        zc_routed_transfer(&ctx, x, &transfers[x], sendbuf, recvbuf);
+    }
+    return zc_sched_start(ctx.sched, request);
+}

@@ -1,0 +1,102 @@
+/* Helpers of the multi-node rank programs (tests/mn_*.c): each runs in
+ * every rank of an emulated cluster (or of mpirun), checks collectives
+ * case by case and prints TAP from rank 0 with the failures of all ranks
+ * summed.  Header-only. */
+#ifndef ZC_TESTS_MN_COMMON_H
+#define ZC_TESTS_MN_COMMON_H
+
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "zcomm.h"
+
+static int mn_rank, mn_size, mn_cases, mn_failed_cases;
+static int64_t mn_failures;  /* of the current case, this rank */
+
+#define MN_CHECK(cond, ...)                                                   \
+    do {                                                                      \
+        if (!(cond)) {                                                        \
+            fprintf(stderr, "# rank %d: check failed at %s:%d: ", mn_rank, __FILE__, __LINE__); \
+            fprintf(stderr, __VA_ARGS__);                                     \
+            fprintf(stderr, " (%s)\n", zc_get_last_error());                 \
+            mn_failures++;                                                    \
+        }                                                                     \
+    } while (0)
+
+/* Byte i of the data rank `src` sends in case `salt`. */
+static inline uint8_t mn_byte(size_t i, int src, int salt)
+{
+    uint64_t x = (i + 1) * 0x9e3779b97f4a7c15ULL ^ ((uint64_t)(unsigned)src << 44) ^
+                 ((uint64_t)(unsigned)salt << 24);
+    return (uint8_t)(x >> 56 ^ x >> 21 ^ x);
+}
+
+static inline void mn_fill(void *buf, size_t n, int src, int salt)
+{
+    for (size_t i = 0; i < n; i++)
+        ((uint8_t *)buf)[i] = mn_byte(i, src, salt);
+}
+
+/* Offset of the first wrong byte, or n. */
+static inline size_t mn_first_wrong(const void *buf, size_t n, int src, int salt)
+{
+    for (size_t i = 0; i < n; i++)
+        if (((const uint8_t *)buf)[i] != mn_byte(i, src, salt))
+            return i;
+    return n;
+}
+
+/* End a case: rank 0 sums every rank's failures and prints the TAP line. */
+static inline void mn_report(zc_comm_h comm, const char *name)
+{
+    int64_t total = mn_failures;
+    zc_request_h req;
+
+    zc_barrier(comm);
+    if (mn_rank == 0) {
+        for (int r = 1; r < mn_size; r++) {
+            int64_t theirs = 1;
+            if (zc_recv(&theirs, 1, ZC_INT64, ZC_MEM_HOST, r, comm, &req) != ZC_OK ||
+                zc_wait(&req) != ZC_OK)
+                theirs = 1;
+            total += theirs;
+        }
+        mn_cases++;
+        mn_failed_cases += total != 0;
+        printf("%s %d - %s\n", total ? "not ok" : "ok", mn_cases, name);
+        fflush(stdout);
+    } else if (zc_send(&mn_failures, 1, ZC_INT64, ZC_MEM_HOST, 0, comm, &req) != ZC_OK ||
+               zc_wait(&req) != ZC_OK) {
+        fprintf(stderr, "# rank %d: cannot report to rank 0\n", mn_rank);
+    }
+    mn_failures = 0;
+}
+
+static inline zc_comm_h mn_init(void)
+{
+    zc_comm_h comm;
+    zc_status_t st = zc_comm_init_env(&comm, NULL);
+
+    if (st != ZC_OK) {
+        fprintf(stderr, "# cannot create the communicator: %s: %s\n", zc_strerror(st),
+                zc_get_last_error());
+        exit(1);
+    }
+    zc_comm_rank(comm, &mn_rank);
+    zc_comm_size(comm, &mn_size);
+    return comm;
+}
+
+/* Print the plan line last (TAP allows it at the end); exit status. */
+static inline int mn_finish(zc_comm_h comm)
+{
+    zc_comm_destroy(comm);
+    if (mn_rank != 0)
+        return 0;
+    printf("1..%d\n", mn_cases);
+    return mn_failed_cases ? 1 : 0;
+}
+
+#endif

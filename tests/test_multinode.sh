@@ -1,0 +1,49 @@
+#!/bin/bash
+# The multi-node rank programs (tests/mn_*) on the emulated cluster: 2 nodes
+# x 4 NICs x 4 ranks, each NIC a rate-limited veth.  Rank 0 prints the TAP
+# of every case (failures of all ranks summed); this script passes it on,
+# one program after another.  Skips when namespaces cannot be made.
+set -u
+srcdir=${ZC_TEST_SRCDIR:-$(dirname "$0")}
+cluster=$srcdir/cluster/zc_cluster
+programs=(mn_routed)
+
+probe=zc-mn-probe-$$
+if [ "$(id -u)" != 0 ] || ! ip netns add "$probe" 2>/dev/null; then
+    echo "1..0 # SKIP not root or no netns"
+    exit 0
+fi
+ip netns del "$probe"
+
+n=0
+failed=0
+logs=$(mktemp -d "${TMPDIR:-/tmp}/test_multinode.XXXXXX")
+trap 'rm -rf "$logs"' EXIT
+for prog in "${programs[@]}"; do
+    out=$logs/$prog
+    bash "$cluster" -N 2 -K 4 -R 4 -t 300 -q -o "$out" -- "./tests/$prog" >"$logs/$prog.cluster" 2>&1
+    status=$?
+    # Renumber rank 0's TAP lines into this script's sequence.
+    while IFS= read -r line; do
+        case $line in
+        "ok "*|"not ok "*)
+            n=$((n + 1))
+            verdict=${line%% [0-9]*}
+            rest=${line#* - }
+            [ "$verdict" = "not ok" ] && failed=$((failed + 1))
+            echo "$verdict $n - $prog: $rest" ;;
+        "#"*) echo "$line" ;;
+        esac
+    done < <(cat "$out/rank0.log" 2>/dev/null)
+    n=$((n + 1))
+    if [ "$status" = 0 ]; then
+        echo "ok $n - $prog: every rank exited 0"
+    else
+        failed=$((failed + 1))
+        echo "not ok $n - $prog: the cluster run failed ($status)"
+        sed 's/^/# /' "$logs/$prog.cluster" | tail -20
+        for f in "$out"/rank*.log; do grep -h "check failed\|error" "$f" | head -5 | sed 's/^/# /'; done
+    fi
+done
+echo "1..$n"
+[ "$failed" = 0 ]
