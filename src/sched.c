@@ -199,7 +199,7 @@ zc_status_t zc_sched_wait(zc_sched_t *s)
             continue;
         }
         if ((dead = zc_sched_dead_peer(s)) >= 0)
-            return s->error = zc_error(ZC_ERR_PEER_FAILED, "rank %d failed during a collective",
+            return s->error = zc_error(ZC_ERR_PEER_FAILED, "rank %d failed or left during a collective",
                                        dead);
         int left = zc_ms_left(deadline);
         if (left == 0)

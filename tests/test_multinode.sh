@@ -2,7 +2,8 @@
 # The multi-node rank programs (tests/mn_*) on the emulated cluster: 2 nodes
 # x 4 NICs x 4 ranks, each NIC a rate-limited veth.  Rank 0 prints the TAP
 # of every case (failures of all ranks summed); this script passes it on,
-# one program after another.  Skips when namespaces cannot be made.
+# one program after another; then faults mid-transfer (tests/mn_faults).
+# Skips when namespaces cannot be made.
 set -u
 srcdir=${ZC_TEST_SRCDIR:-$(dirname "$0")}
 cluster=$srcdir/cluster/zc_cluster
@@ -45,5 +46,34 @@ for prog in "${programs[@]}"; do
         for f in "$out"/rank*.log; do grep -h "check failed\|error" "$f" | head -5 | sed 's/^/# /'; done
     fi
 done
+
+# Faults mid-transfer: every survivor returns (an error or its finished
+# part) within ZC_TIMEOUT, the destination never claims success with
+# missing data; rank 1 is the one killed.
+for mode in kill nicdown; do
+    out=$logs/faults-$mode
+    bash "$cluster" -N 2 -K 4 -R 4 -t 120 -q -x ZC_TIMEOUT=5000 -o "$out" -- \
+        ./tests/mn_faults "$mode" >"$out.cluster" 2>&1
+    bad=""
+    for f in "$out"/rank*.exit; do
+        r=${f##*/rank}; r=${r%.exit}
+        code=$(cat "$f" 2>/dev/null || echo missing)
+        if [ "$mode" = kill ] && [ "$r" = 1 ]; then
+            [ "$code" = 0 ] && bad="$bad rank1-survived"
+        elif [ "$code" != 0 ]; then
+            bad="$bad rank$r=$code"
+        fi
+    done
+    [ -e "$out/rank7.exit" ] || bad="$bad no-logs"
+    n=$((n + 1))
+    if [ -z "$bad" ]; then
+        echo "ok $n - routed transfer, $mode mid-transfer: every survivor returns cleanly"
+    else
+        failed=$((failed + 1))
+        echo "not ok $n - routed transfer, $mode mid-transfer:$bad"
+        grep -h "zc_wait\|failed" "$out"/rank*.log 2>/dev/null | sed 's/^/# /' | head -20
+    fi
+done
+
 echo "1..$n"
 [ "$failed" = 0 ]
