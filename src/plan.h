@@ -1,0 +1,97 @@
+/* Internal view of a plan (zc_plan_h) and the steps that build it:
+ * partition (Alg. 1 + 2) -> zigzag layout -> proxies -> remap. */
+#ifndef ZC_PLAN_H
+#define ZC_PLAN_H
+
+#include <stdint.h>
+
+#include "zcomm.h"
+
+/* One ring (or one local sequence) as the partitioner decides it: the ranks
+ * in ring order.  A local sequence is a "ring" of one rank with no chunks. */
+typedef struct {
+    size_t seq;
+    zc_zone_t zone;
+    int nranks;
+    int *ranks;              /* points into zc_part_t.rank_pool */
+} zc_part_ring_t;
+
+/* Output of the partitioner: one entry per sequence, in input order. */
+typedef struct {
+    zc_part_ring_t *seqs;    /* [nseqs] */
+    int *rank_pool;          /* storage of every ranks array */
+    int64_t s1;
+    int64_t *s0;             /* [nnodes] */
+    unsigned flags;          /* ZC_PLAN_FALLBACK */
+} zc_part_t;
+
+struct zc_plan {
+    int nnodes, ppn, nranks;
+    int64_t capacity;
+    size_t nseqs;
+    int64_t *lengths;        /* copy of the input */
+    int64_t total;
+    zc_plan_opts_t opts;
+    zc_part_t part;
+
+    int nrings;
+    zc_plan_ring_t *rings;   /* [nrings], ranks point into part.rank_pool */
+    int *seq_ring;           /* [nseqs]: ring id or -1 */
+
+    zc_plan_piece_t *pieces; /* attention layout, grouped by rank */
+    size_t *piece_off;       /* [nranks + 1] */
+    zc_plan_piece_t *lpieces;/* linear layout, grouped by rank */
+    size_t *lpiece_off;      /* [nranks + 1] */
+    int64_t *before, *after; /* tokens per rank: A and B */
+
+    zc_plan_hop_t *hops;     /* grouped by ring */
+    size_t *hop_off;         /* [nrings + 1] */
+    int *proxy_pool;
+
+    zc_plan_transfer_t *transfers;
+    size_t ntransfers;
+    double remap_objective;
+};
+
+/* ---- zigzag chunk arithmetic (plan_zigzag.c) ---- */
+/* Chunk c of a sequence of n tokens cut into 2G chunks: remainders go one
+ * token each to the lowest chunks, so chunks differ by at most one token. */
+void zc_zigzag_chunk(int64_t n, int g, int c, int64_t *begin, int64_t *end);
+/* Tokens held by ring position i: chunks i and 2G-1-i. */
+int64_t zc_zigzag_share(int64_t n, int g, int i);
+/* Causal (query, key) pairs of the queries [b, e): query q sees keys 0..q. */
+double zc_causal_pairs(int64_t b, int64_t e);
+/* Causal (query, key) pairs of ring position i (its two chunks' queries
+ * against every earlier key of the sequence). */
+double zc_zigzag_pairs(int64_t n, int g, int i);
+/* Build plan->pieces and plan->before from the partition. */
+zc_status_t zc_plan_layout(struct zc_plan *plan);
+
+/* ---- partition (plan_partition.c) ---- */
+zc_status_t zc_partition(int nnodes, int ppn, int64_t capacity, const int64_t *lengths,
+                         size_t count, unsigned flags, zc_part_t *part);
+void zc_partition_free(zc_part_t *part);
+
+/* ---- proxies (plan_proxy.c) ---- */
+zc_status_t zc_plan_proxies(struct zc_plan *plan);
+
+/* ---- remap (plan_remap.c) ---- */
+/* Bottleneck transportation: from `before` to `after` (equal sums) on
+ * nranks ranks grouped ppn per node, minimise the largest per-rank cost
+ * (b_intra per token inside a node, b_inter across).  Writes the nonzero
+ * transfers (caller frees *transfers) ordered by (from, to). */
+zc_status_t zc_remap_solve(int nranks, int ppn, const int64_t *before, const int64_t *after,
+                           double b_intra, double b_inter, zc_plan_transfer_t **transfers,
+                           size_t *count, double *objective);
+/* The largest per-rank cost (send or receive) of a set of transfers. */
+double zc_remap_objective(int nranks, int ppn, const zc_plan_transfer_t *t, size_t count,
+                          double b_intra, double b_inter);
+/* Balanced layout: floor/ceil of the mean, the extra tokens to the ranks
+ * holding most (ties: lowest rank), which minimises what moves. */
+zc_status_t zc_remap_balanced(int nranks, const int64_t *before, int64_t *after);
+zc_status_t zc_plan_remap(struct zc_plan *plan);
+
+/* ---- checker (plan_check.c) ---- */
+zc_status_t zc_plan_check_internal(const struct zc_plan *plan);
+
+#endif

@@ -1,0 +1,105 @@
+/* Planner API argument checks: each bad argument returns
+ * ZC_ERR_INVALID_ARG with a detail that names it, and leaves outputs alone. */
+#include "config.h"
+
+#include <stdio.h>
+#include <string.h>
+
+#include "zcomm.h"
+#include "tap.h"
+
+static void expect(zc_status_t st, zc_status_t want, const char *arg, const char *what)
+{
+    ok(st == want && strstr(zc_get_last_error(), arg) != NULL, "%s: %s names '%s' (%s)", what,
+       zc_strerror(st), arg, zc_get_last_error());
+}
+
+int main(void)
+{
+    int64_t len[] = {100, 50}, neg[] = {10, -1}, off, n64;
+    zc_plan_opts_t opts = ZC_PLAN_OPTS_INITIALIZER;
+    zc_plan_h plan = NULL, keep = (zc_plan_h)0x1;
+    zc_plan_seq_t seq;
+    zc_plan_ring_t ring;
+    zc_plan_rank_t rank;
+    zc_plan_info_t info;
+    const zc_plan_piece_t *pieces;
+    const zc_plan_hop_t *hops;
+    const zc_plan_transfer_t *tr;
+    int64_t a[4], b[4], c[4], d[4];
+    size_t count;
+    zc_cluster_t cl;
+    zc_cost_t cost;
+
+    expect(zc_plan_create(0, 2, 100, len, 2, NULL, &keep), ZC_ERR_INVALID_ARG, "nnodes", "zero nodes");
+    ok(keep == (zc_plan_h)0x1, "output untouched on error");
+    expect(zc_plan_create(1, 0, 100, len, 2, NULL, &plan), ZC_ERR_INVALID_ARG, "gpus_per_node",
+           "zero devices");
+    expect(zc_plan_create(1, 2, 0, len, 2, NULL, &plan), ZC_ERR_INVALID_ARG, "capacity",
+           "capacity 0");
+    expect(zc_plan_create(1 << 20, 1 << 12, 100, len, 2, NULL, &plan), ZC_ERR_INVALID_ARG,
+           "nnodes", "rank overflow");
+    expect(zc_plan_create(2, 2, INT64_MAX / 2, len, 2, NULL, &plan), ZC_ERR_INVALID_ARG,
+           "capacity", "capacity overflow");
+    expect(zc_plan_create(1, 2, 100, NULL, 2, NULL, &plan), ZC_ERR_INVALID_ARG, "lengths",
+           "NULL lengths");
+    expect(zc_plan_create(1, 2, 100, neg, 2, NULL, &plan), ZC_ERR_INVALID_ARG, "lengths[1]",
+           "negative length");
+    expect(zc_plan_create(1, 2, 100, len, 2, NULL, NULL), ZC_ERR_INVALID_ARG, "plan",
+           "NULL output");
+    opts.size = 0;
+    expect(zc_plan_create(1, 2, 100, len, 2, &opts, &plan), ZC_ERR_INVALID_ARG, "opts",
+           "uninitialised options");
+    opts = (zc_plan_opts_t)ZC_PLAN_OPTS_INITIALIZER;
+    opts.b_intra = 0;
+    expect(zc_plan_create(1, 2, 100, len, 2, &opts, &plan), ZC_ERR_INVALID_ARG, "b_intra",
+           "zero b_intra");
+    opts = (zc_plan_opts_t)ZC_PLAN_OPTS_INITIALIZER;
+    opts.b_inter = 0.5;
+    expect(zc_plan_create(1, 2, 100, len, 2, &opts, &plan), ZC_ERR_INVALID_ARG, "b_inter",
+           "b_inter below b_intra");
+    opts = (zc_plan_opts_t)ZC_PLAN_OPTS_INITIALIZER;
+    opts.flags = 0x80;
+    expect(zc_plan_create(1, 2, 100, len, 2, &opts, &plan), ZC_ERR_INVALID_ARG, "flags",
+           "unknown flags");
+    expect(zc_plan_create(1, 1, 100, len, 2, NULL, &plan), ZC_ERR_CAPACITY, "lengths",
+           "batch over capacity");
+
+    ok(zc_plan_create(2, 2, 100, len, 2, NULL, &plan) == ZC_OK, "valid plan");
+    expect(zc_plan_seq(plan, 2, &seq), ZC_ERR_INVALID_ARG, "seq", "sequence out of range");
+    expect(zc_plan_seq(NULL, 0, &seq), ZC_ERR_INVALID_ARG, "plan", "NULL plan");
+    expect(zc_plan_seq(plan, 0, NULL), ZC_ERR_INVALID_ARG, "out", "NULL out");
+    expect(zc_plan_ring(plan, -1, &ring), ZC_ERR_INVALID_ARG, "ring", "negative ring");
+    expect(zc_plan_rank(plan, 4, &rank), ZC_ERR_INVALID_ARG, "rank", "rank out of range");
+    expect(zc_plan_info(plan, NULL), ZC_ERR_INVALID_ARG, "info", "NULL info");
+    expect(zc_plan_rank_pieces(plan, 9, &pieces, &count), ZC_ERR_INVALID_ARG, "rank",
+           "pieces of a bad rank");
+    expect(zc_plan_rank_linear_pieces(plan, 0, NULL, &count), ZC_ERR_INVALID_ARG, "pieces",
+           "NULL pieces");
+    expect(zc_plan_ring_hops(plan, 99, &hops, &count), ZC_ERR_INVALID_ARG, "ring",
+           "hops of a bad ring");
+    expect(zc_plan_remap_transfers(plan, &tr, NULL), ZC_ERR_INVALID_ARG, "count", "NULL count");
+    expect(zc_plan_remap_counts(plan, 0, (zc_remap_dir_t)7, a, b, c, d), ZC_ERR_INVALID_ARG,
+           "dir", "bad direction");
+    expect(zc_plan_remap_counts(plan, 0, ZC_REMAP_FORWARD, a, NULL, c, d), ZC_ERR_INVALID_ARG,
+           "sdispls", "NULL sdispls");
+    expect(zc_plan_slice(-1, 2, 0, &off, &n64), ZC_ERR_INVALID_ARG, "n", "negative n");
+    expect(zc_plan_slice(10, 0, 0, &off, &n64), ZC_ERR_INVALID_ARG, "x", "zero proxies");
+    expect(zc_plan_slice(10, 2, 2, &off, &n64), ZC_ERR_INVALID_ARG, "k", "slice out of range");
+    ok(zc_plan_slice(10, 3, 2, &off, &n64) == ZC_OK && off == 6 && n64 == 4,
+       "slice 2 of 10 tokens over 3 proxies is [6, 10)");
+    expect(zc_plan_cost(plan, NULL, ZC_COST_TE_CP, &cost), ZC_ERR_INVALID_ARG, "cluster",
+           "NULL cluster");
+    expect(zc_cluster_load("/nonexistent/cluster.conf", &cl), ZC_ERR_INVALID_ARG, "path",
+           "missing cluster file");
+    memset(&cl, 0, sizeof(cl));
+    cl.size = sizeof(cl);
+    cl.gpus_per_node = 8;
+    expect(zc_plan_cost(plan, &cl, ZC_COST_TE_CP, &cost), ZC_ERR_INVALID_ARG, "cluster",
+           "cluster of another shape");
+    ok(zc_plan_info(plan, &info) == ZC_OK && info.nranks == 4, "info of a valid plan");
+    zc_plan_destroy(plan);
+    zc_plan_destroy(NULL);
+    ok(1, "zc_plan_destroy(NULL) is a no-op");
+    return tap_done();
+}

@@ -1,0 +1,428 @@
+/* Partitioner properties (Alg. 1 + Alg. 2, zigzag layout, proxies) over
+ * thousands of seeded random batches from the paper's three distributions
+ * and adversarial ones, plus one test per open case decided in
+ * src/plan_partition.c. */
+#include "config.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "src/plan.h"
+#include "src/status.h"
+#include "tap.h"
+#include "tools/zc_plan_dataset.h"
+
+/* The properties a valid plan has; returns a description of the first
+ * violation or NULL. */
+static const char *plan_properties(zc_plan_h plan, const int64_t *len, size_t n)
+{
+    static char why[256];
+    zc_plan_info_t info;
+
+    if (zc_plan_check(plan) != ZC_OK) {
+        snprintf(why, sizeof(why), "check: %s", zc_get_last_error());
+        return why;
+    }
+    zc_plan_info(plan, &info);
+    /* zones consistent with the thresholds */
+    for (size_t s = 0; s < n; s++) {
+        zc_plan_seq_t q;
+        zc_plan_rank_t rk;
+
+        zc_plan_seq(plan, s, &q);
+        zc_plan_rank(plan, q.rank, &rk);
+        if (!(info.flags & ZC_PLAN_FALLBACK)) {
+            if (q.zone == ZC_ZONE_INTER && len[s] < info.s1) {
+                snprintf(why, sizeof(why), "seq %zu (%lld) inter below s1 %lld", s,
+                         (long long)len[s], (long long)info.s1);
+                return why;
+            }
+            if (len[s] < info.s1 && len[s] < rk.s0 && q.zone != ZC_ZONE_LOCAL) {
+                snprintf(why, sizeof(why), "seq %zu (%lld) below s0 %lld is not local", s,
+                         (long long)len[s], (long long)rk.s0);
+                return why;
+            }
+        }
+    }
+    /* zigzag: position i holds chunks i and 2G-1-i, chunks within a token */
+    for (int r = 0; r < info.nrings; r++) {
+        zc_plan_ring_t ring;
+        const zc_plan_hop_t *hops;
+        size_t nh, ncross = 0;
+
+        zc_plan_ring(plan, r, &ring);
+        for (int i = 0; i < ring.nranks; i++) {
+            const zc_plan_piece_t *p;
+            size_t np;
+            int seen = 0;
+
+            zc_plan_rank_pieces(plan, ring.ranks[i], &p, &np);
+            for (size_t k = 0; k < np; k++) {
+                int64_t b, e;
+
+                if (p[k].ring != r)
+                    continue;
+                zc_zigzag_chunk(len[ring.seq], ring.nranks, p[k].chunk, &b, &e);
+                if ((p[k].chunk != i && p[k].chunk != 2 * ring.nranks - 1 - i) ||
+                    p[k].begin != b || p[k].end != e || p[k].seq != ring.seq) {
+                    snprintf(why, sizeof(why), "ring %d position %d holds chunk %d [%lld,%lld)",
+                             r, i, p[k].chunk, (long long)p[k].begin, (long long)p[k].end);
+                    return why;
+                }
+                seen++;
+            }
+            if (seen > 2) {
+                snprintf(why, sizeof(why), "ring %d position %d holds %d chunks", r, i, seen);
+                return why;
+            }
+        }
+        /* proxies: one hop per node boundary, x = min ring GPUs of both nodes */
+        for (int i = 0; i < ring.nranks; i++)
+            ncross += ring.ranks[i] / info.gpus_per_node !=
+                      ring.ranks[(i + 1) % ring.nranks] / info.gpus_per_node;
+        zc_plan_ring_hops(plan, r, &hops, &nh);
+        if (nh != ncross) {
+            snprintf(why, sizeof(why), "ring %d has %zu hops for %zu node crossings", r, nh,
+                     ncross);
+            return why;
+        }
+        for (size_t h = 0; h < nh; h++) {
+            int gs = 0, gd = 0;
+
+            for (int i = 0; i < ring.nranks; i++) {
+                gs += ring.ranks[i] / info.gpus_per_node == hops[h].src_node;
+                gd += ring.ranks[i] / info.gpus_per_node == hops[h].dst_node;
+            }
+            if (hops[h].x_send != (gs < gd ? gs : gd) || hops[h].x_recv != hops[h].x_send) {
+                snprintf(why, sizeof(why), "ring %d hop %zu: x %d/%d for %d/%d GPUs", r, h,
+                         hops[h].x_send, hops[h].x_recv, gs, gd);
+                return why;
+            }
+            for (int k = 0; k < hops[h].x_send; k++)
+                if (hops[h].send_proxies[k] / info.gpus_per_node != hops[h].src_node ||
+                    hops[h].recv_proxies[k] / info.gpus_per_node != hops[h].dst_node ||
+                    hops[h].send_proxies[k] % info.gpus_per_node !=
+                        hops[h].recv_proxies[k] % info.gpus_per_node) {
+                    snprintf(why, sizeof(why), "ring %d hop %zu slice %d not rail aligned", r,
+                             h, k);
+                    return why;
+                }
+        }
+    }
+    return NULL;
+}
+
+/* Two plans from the same input are identical. */
+static int plans_equal(zc_plan_h a, zc_plan_h b)
+{
+    zc_plan_info_t ia, ib;
+    const zc_plan_transfer_t *ta, *tb;
+    size_t na, nb;
+
+    memset(&ia, 0, sizeof(ia));
+    memset(&ib, 0, sizeof(ib));
+    zc_plan_info(a, &ia);
+    zc_plan_info(b, &ib);
+    if (memcmp(&ia, &ib, sizeof(ia)) != 0)
+        return 0;
+    for (int r = 0; r < ia.nranks; r++) {
+        const zc_plan_piece_t *pa, *pb;
+
+        zc_plan_rank_pieces(a, r, &pa, &na);
+        zc_plan_rank_pieces(b, r, &pb, &nb);
+        if (na != nb)
+            return 0;
+        for (size_t k = 0; k < na; k++)
+            if (pa[k].seq != pb[k].seq || pa[k].begin != pb[k].begin ||
+                pa[k].end != pb[k].end || pa[k].zone != pb[k].zone ||
+                pa[k].ring != pb[k].ring || pa[k].chunk != pb[k].chunk)
+                return 0;
+    }
+    zc_plan_remap_transfers(a, &ta, &na);
+    zc_plan_remap_transfers(b, &tb, &nb);
+    return na == nb && (na == 0 || memcmp(ta, tb, na * sizeof(*ta)) == 0);
+}
+
+static void random_batches(void)
+{
+    static const int nodes[] = {1, 2, 3, 4, 8};
+    static const int gpus[] = {1, 2, 4, 8};
+    static const int64_t caps[] = {4096, 8192, 16384, 65536};
+    zc_rng_t rng = {20260401};
+    int bad = 0, nondet = 0, fallbacks = 0, runs = 3000;
+    const char *first = NULL;
+
+    for (int t = 0; t < runs; t++) {
+        int N = nodes[zc_rng_range(&rng, 0, 5)], P = gpus[zc_rng_range(&rng, 0, 4)];
+        int64_t L = caps[zc_rng_range(&rng, 0, 4)], cap = (int64_t)N * P * L, total;
+        int ds = (int)zc_rng_range(&rng, 0, zc_dataset_count());
+        int64_t *len;
+        size_t n;
+        zc_plan_h p1, p2;
+        zc_plan_info_t info;
+        const char *why;
+
+        /* a quarter of the batches exactly full, the rest 30..100 % */
+        total = t % 4 == 0 ? cap : cap * zc_rng_range(&rng, 30, 101) / 100;
+        n = zc_dataset_sample(ds, total, &rng, &len);
+        if (zc_plan_create(N, P, L, len, n, NULL, &p1) != ZC_OK) {
+            if (!first)
+                first = zc_get_last_error();
+            bad++;
+            free(len);
+            continue;
+        }
+        why = plan_properties(p1, len, n);
+        if (why) {
+            if (bad++ == 0)
+                diag("batch %d (N=%d P=%d L=%lld %s, %zu seqs): %s", t, N, P, (long long)L,
+                     zc_dataset_name(ds), n, why);
+        }
+        zc_plan_info(p1, &info);
+        fallbacks += (info.flags & ZC_PLAN_FALLBACK) != 0;
+        if (t % 10 == 0) {
+            zc_plan_create(N, P, L, len, n, NULL, &p2);
+            nondet += !plans_equal(p1, p2);
+            zc_plan_destroy(p2);
+        }
+        zc_plan_destroy(p1);
+        free(len);
+    }
+    if (first)
+        diag("first failure: %s", first);
+    diag("%d random batches, %d needed a fallback", runs, fallbacks);
+    ok(bad == 0, "%d random batches: placed once, within L, zones, zigzag, proxies (%d bad)",
+       runs, bad);
+    ok(nondet == 0, "the same batch gives the same plan (%d differ)", nondet);
+}
+
+/* Every multiset of lengths 1..L summing to at most N*P*L on tiny clusters:
+ * reaches the fallbacks of cases (e) and (f) wherever they are needed. */
+static int exhaustive_rec(int N, int P, int64_t L, int64_t *len, size_t n, int64_t maxlen,
+                          int64_t room, int *fallbacks, int *count)
+{
+    int bad = 0;
+
+    if (n > 0) {
+        zc_plan_h plan;
+        zc_plan_info_t info;
+
+        (*count)++;
+        if (zc_plan_create(N, P, L, len, n, NULL, &plan) != ZC_OK)
+            return 1;
+        bad += plan_properties(plan, len, n) != NULL;
+        zc_plan_info(plan, &info);
+        *fallbacks += (info.flags & ZC_PLAN_FALLBACK) != 0;
+        zc_plan_destroy(plan);
+    }
+    for (int64_t l = maxlen < room ? maxlen : room; l >= 1 && n < 12; l--) {
+        len[n] = l;
+        bad += exhaustive_rec(N, P, L, len, n + 1, l, room - l, fallbacks, count);
+    }
+    return bad;
+}
+
+static void exhaustive_small(void)
+{
+    static const int shapes[][3] = {{1, 3, 5}, {2, 2, 4}, {3, 2, 3}, {2, 3, 3}};
+    int64_t len[16];
+
+    for (size_t i = 0; i < sizeof(shapes) / sizeof(shapes[0]); i++) {
+        int N = shapes[i][0], P = shapes[i][1], L = shapes[i][2], fb = 0, count = 0;
+        int64_t cap = (int64_t)N * P * L;
+        int bad = exhaustive_rec(N, P, L, len, 0, cap, cap, &fb, &count);
+
+        ok(bad == 0, "every batch on %d x %d devices of %d tokens fits (%d batches, %d "
+           "fallbacks, %d bad)", N, P, L, count, fb, bad);
+    }
+}
+
+static zc_plan_h make(int N, int P, int64_t L, const int64_t *len, size_t n)
+{
+    zc_plan_h plan = NULL;
+
+    if (zc_plan_create(N, P, L, len, n, NULL, &plan) != ZC_OK)
+        diag("create failed: %s", zc_get_last_error());
+    return plan;
+}
+
+static zc_zone_t zone_of(zc_plan_h plan, size_t s)
+{
+    zc_plan_seq_t q;
+
+    zc_plan_seq(plan, s, &q);
+    return q.zone;
+}
+
+static void open_cases(void)
+{
+    zc_plan_h plan;
+    zc_plan_info_t info;
+    zc_plan_ring_t ring;
+    zc_plan_seq_t q;
+
+    /* (a) does not fit */
+    {
+        int64_t len[] = {30, 30, 30};
+        int64_t huge[] = {5, 41};
+
+        ok(zc_plan_create(2, 2, 25, len, 3, NULL, &plan) == ZC_OK, "(a) 90 tokens fit 2x2x25");
+        zc_plan_destroy(plan);
+        len[2] = 20;
+        ok(zc_plan_create(1, 2, 40, len, 3, NULL, &plan) == ZC_OK, "(a) exactly full fits");
+        zc_plan_destroy(plan);
+        len[2] = 21;
+        plan = (zc_plan_h)1;
+        ok(zc_plan_create(1, 2, 40, len, 3, NULL, &plan) == ZC_ERR_CAPACITY &&
+           plan == (zc_plan_h)1 && strstr(zc_get_last_error(), "lengths"),
+           "(a) one token too many: ZC_ERR_CAPACITY, no plan (%s)", zc_get_last_error());
+        ok(zc_plan_create(1, 2, 20, huge, 2, NULL, &plan) == ZC_ERR_CAPACITY &&
+           strstr(zc_get_last_error(), "lengths[1]"),
+           "(a) a sequence longer than the cluster is named (%s)", zc_get_last_error());
+    }
+    /* (b) empty batch */
+    plan = make(2, 4, 100, NULL, 0);
+    zc_plan_info(plan, &info);
+    ok(plan && info.nrings == 0 && info.nseqs == 0 && zc_plan_check(plan) == ZC_OK,
+       "(b) empty batch: valid plan without rings");
+    zc_plan_destroy(plan);
+    /* (c) + (d): three sequences want three single-node buckets on two nodes */
+    {
+        int64_t len[] = {12, 12, 12};
+
+        plan = make(2, 2, 10, len, 3);
+        ok(plan && zone_of(plan, 0) == ZC_ZONE_INTRA && zone_of(plan, 1) == ZC_ZONE_INTRA &&
+           zone_of(plan, 2) == ZC_ZONE_INTER && zc_plan_check(plan) == ZC_OK,
+           "(c)(d) more fragments than empty nodes: two single-node rings (intra), the third "
+           "spread over both nodes (inter)");
+        zc_plan_destroy(plan);
+    }
+    /* (e) round-robin device full: the fragment count grows */
+    {
+        int64_t len[] = {10, 9, 1};
+
+        plan = make(1, 2, 10, len, 3);
+        zc_plan_seq(plan, 1, &q);
+        zc_plan_ring(plan, q.ring, &ring);
+        zc_plan_info(plan, &info);
+        ok(plan && q.zone == ZC_ZONE_INTRA && ring.nranks == 2 &&
+           !(info.flags & ZC_PLAN_FALLBACK) && zc_plan_check(plan) == ZC_OK,
+           "(e) a one-fragment sequence that overflows its device is spread over two");
+        zc_plan_destroy(plan);
+    }
+    /* (f) forced even split */
+    {
+        int64_t len[] = {7, 5, 3, 1};
+        zc_plan_opts_t opts = ZC_PLAN_OPTS_INITIALIZER;
+        int all = 1;
+
+        opts.flags = ZC_PLAN_EVEN_SPLIT;
+        ok(zc_plan_create(2, 2, 4, len, 4, &opts, &plan) == ZC_OK, "(f) even split builds");
+        for (size_t s = 0; s < 4; s++) {
+            zc_plan_seq(plan, s, &q);
+            zc_plan_ring(plan, q.ring, &ring);
+            all &= q.zone == ZC_ZONE_INTER && ring.nranks == 4;
+        }
+        ok(all && zc_plan_check(plan) == ZC_OK, "(f) even split: every sequence on all 4 ranks");
+        zc_plan_destroy(plan);
+    }
+    /* (g) quadratic share of one fragment: local */
+    {
+        int64_t len[] = {10, 10};
+
+        plan = make(1, 2, 10, len, 2);
+        zc_plan_seq(plan, 0, &q);
+        ok(plan && q.zone == ZC_ZONE_LOCAL && zone_of(plan, 1) == ZC_ZONE_LOCAL && q.ring == -1,
+           "(g) intra-zone sequences with one fragment each are local");
+        zc_plan_destroy(plan);
+    }
+    /* (h) N = 1 and P = 1 */
+    {
+        int64_t full[] = {32};
+        int64_t two[] = {4, 4};
+
+        plan = make(1, 4, 8, full, 1);
+        zc_plan_seq(plan, 0, &q);
+        zc_plan_info(plan, &info);
+        ok(plan && q.zone == ZC_ZONE_INTRA && info.s1 == 32 && zc_plan_check(plan) == ZC_OK,
+           "(h) N = 1: a sequence of exactly P*L is intra over the node");
+        zc_plan_destroy(plan);
+        plan = make(1, 1, 8, two, 2);
+        ok(plan && zone_of(plan, 0) == ZC_ZONE_LOCAL && zone_of(plan, 1) == ZC_ZONE_LOCAL,
+           "(h) N = P = 1: everything local");
+        zc_plan_destroy(plan);
+        plan = make(3, 1, 8, (int64_t[]){20, 4}, 2);
+        zc_plan_seq(plan, 0, &q);
+        zc_plan_ring(plan, q.ring, &ring);
+        ok(plan && q.zone == ZC_ZONE_INTER && ring.nnodes == 3 && zc_plan_check(plan) == ZC_OK,
+           "(h) P = 1: a long sequence spans nodes (%d)", plan ? ring.nnodes : -1);
+        zc_plan_destroy(plan);
+    }
+    /* (i) zero-length sequences */
+    {
+        int64_t len[] = {0, 5, 0};
+        const zc_plan_piece_t *p;
+        size_t np, total = 0;
+
+        plan = make(1, 2, 4, len, 3);
+        for (int r = 0; r < 2; r++) {
+            zc_plan_rank_pieces(plan, r, &p, &np);
+            for (size_t k = 0; k < np; k++)
+                total += p[k].seq != 1;
+        }
+        ok(plan && zone_of(plan, 0) == ZC_ZONE_LOCAL && total == 0 &&
+           zc_plan_check(plan) == ZC_OK, "(i) zero-length sequences hold no piece");
+        zc_plan_destroy(plan);
+    }
+}
+
+static void adversarial(void)
+{
+    static const int shapes[][3] = {{2, 8, 4096}, {4, 8, 4096}, {3, 4, 1000}, {16, 8, 4096}};
+
+    for (size_t i = 0; i < sizeof(shapes) / sizeof(shapes[0]); i++) {
+        int N = shapes[i][0], P = shapes[i][1];
+        int64_t L = shapes[i][2], cap = (int64_t)N * P * L;
+        int64_t *len = malloc((size_t)cap * sizeof(*len));
+        const char *why;
+        zc_plan_h plan;
+        zc_plan_seq_t q;
+        size_t n;
+
+        len[0] = cap; /* one huge sequence: the whole cluster */
+        plan = make(N, P, L, len, 1);
+        zc_plan_seq(plan, 0, &q);
+        why = plan ? plan_properties(plan, len, 1) : "no plan";
+        ok(!why && q.zone == (N > 1 ? ZC_ZONE_INTER : ZC_ZONE_INTRA),
+           "one sequence of %lld tokens on %dx%d: %s", (long long)cap, N, P, why ? why : "ok");
+        zc_plan_destroy(plan);
+
+        n = (size_t)(N * P * 3); /* all equal, exactly full */
+        for (size_t k = 0; k < n; k++)
+            len[k] = L / 3 + ((int64_t)k < L % 3 * N * P / 3 ? 1 : 0);
+        for (size_t k = 0; k < n; k++)
+            len[k] = cap / (int64_t)n + ((int64_t)k < cap % (int64_t)n ? 1 : 0);
+        plan = make(N, P, L, len, n);
+        why = plan ? plan_properties(plan, len, n) : "no plan";
+        ok(!why, "%zu equal sequences filling %dx%d: %s", n, N, P, why ? why : "ok");
+        zc_plan_destroy(plan);
+
+        n = (size_t)cap < 20000 ? (size_t)cap : 20000; /* all tiny */
+        for (size_t k = 0; k < n; k++)
+            len[k] = 1;
+        plan = make(N, P, L, len, n);
+        why = plan ? plan_properties(plan, len, n) : "no plan";
+        ok(!why, "%zu one-token sequences on %dx%d: %s", n, N, P, why ? why : "ok");
+        zc_plan_destroy(plan);
+        free(len);
+    }
+}
+
+int main(void)
+{
+    random_batches();
+    exhaustive_small();
+    open_cases();
+    adversarial();
+    return tap_done();
+}

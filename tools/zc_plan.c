@@ -1,0 +1,386 @@
+/* zc_plan(1): build the plan of a batch, print it and price it. */
+#include "config.h"
+
+#include <errno.h>
+#include <getopt.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "zcomm.h"
+#include "zc_plan_dataset.h"
+
+static const char *zone_name[] = {"local", "intra", "inter"};
+
+static void usage(FILE *f)
+{
+    fprintf(f,
+            "usage: zc_plan --nodes N --gpus-per-node P --capacity L\n"
+            "               [--lengths FILE|-] [--dataset arxiv|github|prolong64k --total TOKENS"
+            " [--seed S]]\n"
+            "               [--cluster FILE] [--json] [--compare] [LENGTH...]\n");
+}
+
+static int parse_int(const char *opt, const char *s, long long min, long long *v)
+{
+    char *end;
+
+    errno = 0;
+    *v = strtoll(s, &end, 10);
+    if (errno || end == s || *end || *v < min) {
+        fprintf(stderr, "zc_plan: %s: '%s' is not an integer >= %lld\n", opt, s, min);
+        return -1;
+    }
+    return 0;
+}
+
+static char *read_all(FILE *f)
+{
+    size_t n = 0, cap = 4096;
+    char *buf = malloc(cap);
+
+    while (buf) {
+        size_t r = fread(buf + n, 1, cap - n - 1, f);
+
+        n += r;
+        if (r == 0)
+            break;
+        if (n + 1 == cap) {
+            char *b = realloc(buf, cap * 2);
+
+            if (!b) {
+                free(buf);
+                return NULL;
+            }
+            buf = b;
+            cap *= 2;
+        }
+    }
+    if (buf)
+        buf[n] = '\0';
+    return buf;
+}
+
+static void print_text(zc_plan_h plan, const zc_plan_info_t *in)
+{
+    const zc_plan_transfer_t *t;
+    size_t nt;
+
+    printf("# plan: %d nodes x %d GPUs, capacity %lld tokens/GPU, %zu sequences, %lld tokens\n",
+           in->nnodes, in->gpus_per_node, (long long)in->capacity, in->nseqs,
+           (long long)in->total_tokens);
+    printf("# thresholds: s1 = %lld%s%s\n", (long long)in->s1,
+           in->flags & ZC_PLAN_FALLBACK ? "  (fallback: even split where needed)" : "",
+           in->flags & ZC_PLAN_EVEN_SPLIT ? "  (even split requested)" : "");
+    printf("\n%-6s %12s %10s %14s\n", "node", "tokens", "s0", "attn pairs");
+    for (int n = 0; n < in->nnodes; n++) {
+        int64_t tok = 0, s0 = 0;
+        double pairs = 0;
+
+        for (int d = 0; d < in->gpus_per_node; d++) {
+            zc_plan_rank_t rk;
+
+            zc_plan_rank(plan, n * in->gpus_per_node + d, &rk);
+            tok += rk.tokens;
+            pairs += rk.attn_pairs;
+            s0 = rk.s0;
+        }
+        printf("%-6d %12lld %10lld %14.4g\n", n, (long long)tok, (long long)s0, pairs);
+    }
+    printf("\n%-6s %-5s %10s %10s %14s  %s\n", "rank", "node", "tokens", "linear", "attn pairs",
+           "zones (inter/intra/local pieces)");
+    for (int r = 0; r < in->nranks; r++) {
+        zc_plan_rank_t rk;
+        const zc_plan_piece_t *p;
+        size_t np, z[3] = {0, 0, 0};
+
+        zc_plan_rank(plan, r, &rk);
+        zc_plan_rank_pieces(plan, r, &p, &np);
+        for (size_t k = 0; k < np; k++)
+            z[p[k].zone]++;
+        printf("%-6d %-5d %10lld %10lld %14.4g  %zu/%zu/%zu\n", r, rk.node,
+               (long long)rk.tokens, (long long)rk.linear_tokens, rk.attn_pairs, z[2], z[1], z[0]);
+    }
+    printf("\n%-6s %10s %-6s %6s  %s\n", "seq", "length", "zone", "ring", "ranks (ring order)");
+    for (size_t s = 0; s < in->nseqs; s++) {
+        zc_plan_seq_t q;
+        zc_plan_ring_t ring;
+
+        zc_plan_seq(plan, s, &q);
+        printf("%-6zu %10lld %-6s %6d  ", s, (long long)q.length, zone_name[q.zone], q.ring);
+        if (q.ring < 0) {
+            printf("%d\n", q.rank);
+            continue;
+        }
+        zc_plan_ring(plan, q.ring, &ring);
+        for (int i = 0; i < ring.nranks && i < 16; i++)
+            printf("%s%d", i ? "," : "", ring.ranks[i]);
+        printf("%s\n", ring.nranks > 16 ? ",..." : "");
+    }
+    printf("\n# routing proxies (inter-node hops)\n");
+    for (int r = 0; r < in->nrings; r++) {
+        const zc_plan_hop_t *h;
+        size_t nh;
+
+        zc_plan_ring_hops(plan, r, &h, &nh);
+        for (size_t k = 0; k < nh; k++) {
+            printf("ring %d: %d (node %d) -> %d (node %d): x1 = %d, x2 = %d, proxies", r,
+                   h[k].src_rank, h[k].src_node, h[k].dst_rank, h[k].dst_node, h[k].x_send,
+                   h[k].x_recv);
+            for (int x = 0; x < h[k].x_send; x++)
+                printf(" %d->%d", h[k].send_proxies[x], h[k].recv_proxies[x]);
+            printf("\n");
+        }
+    }
+    zc_plan_remap_transfers(plan, &t, &nt);
+    printf("\n# remap: %zu transfers, objective %.6g (largest per-rank cost)\n", nt,
+           in->remap_objective);
+    for (size_t k = 0; k < nt; k++)
+        printf("  %d -> %d: %lld tokens\n", t[k].from, t[k].to, (long long)t[k].tokens);
+}
+
+static void print_json(zc_plan_h plan, const zc_plan_info_t *in, const zc_plan_opts_t *opts,
+                       const zc_cluster_t *cl, const zc_cost_t *cost)
+{
+    const zc_plan_transfer_t *t;
+    size_t nt;
+
+    printf("{\"cluster\": {\"nodes\": %d, \"gpus_per_node\": %d, \"capacity\": %lld, "
+           "\"b_intra\": %.9g, \"b_inter\": %.9g%s%s%s},\n", in->nnodes, in->gpus_per_node,
+           (long long)in->capacity, opts->b_intra, opts->b_inter, cl ? ", \"name\": \"" : "",
+           cl ? cl->name : "", cl ? "\"" : "");
+    printf(" \"s1\": %lld, \"fallback\": %s,\n \"sequences\": [", (long long)in->s1,
+           in->flags & ZC_PLAN_FALLBACK ? "true" : "false");
+    for (size_t s = 0; s < in->nseqs; s++) {
+        zc_plan_seq_t q;
+
+        zc_plan_seq(plan, s, &q);
+        printf("%s%lld", s ? ", " : "", (long long)q.length);
+    }
+    printf("],\n \"rings\": [");
+    for (int r = 0; r < in->nrings; r++) {
+        zc_plan_ring_t ring;
+
+        zc_plan_ring(plan, r, &ring);
+        printf("%s\n  {\"id\": %d, \"zone\": \"%s\", \"seq\": %zu, \"ranks\": [", r ? "," : "", r,
+               zone_name[ring.zone], ring.seq);
+        for (int i = 0; i < ring.nranks; i++)
+            printf("%s%d", i ? ", " : "", ring.ranks[i]);
+        printf("]}");
+    }
+    printf("],\n \"pieces\": [");
+    for (int r = 0, first = 1; r < in->nranks; r++) {
+        const zc_plan_piece_t *p;
+        size_t np;
+
+        zc_plan_rank_pieces(plan, r, &p, &np);
+        for (size_t k = 0; k < np; k++, first = 0) {
+            printf("%s\n  {\"seq\": %zu, \"rank\": %d, \"begin\": %lld, \"end\": %lld, "
+                   "\"zone\": \"%s\", \"ring\": ", first ? "" : ",", p[k].seq, r,
+                   (long long)p[k].begin, (long long)p[k].end, zone_name[p[k].zone]);
+            if (p[k].ring < 0)
+                printf("null, \"chunk\": null}");
+            else
+                printf("%d, \"chunk\": %d}", p[k].ring, p[k].chunk);
+        }
+    }
+    printf("],\n \"remap\": {\"before\": [");
+    for (int r = 0; r < in->nranks; r++) {
+        zc_plan_rank_t rk;
+
+        zc_plan_rank(plan, r, &rk);
+        printf("%s%lld", r ? ", " : "", (long long)rk.tokens);
+    }
+    printf("], \"after\": [");
+    for (int r = 0; r < in->nranks; r++) {
+        zc_plan_rank_t rk;
+
+        zc_plan_rank(plan, r, &rk);
+        printf("%s%lld", r ? ", " : "", (long long)rk.linear_tokens);
+    }
+    zc_plan_remap_transfers(plan, &t, &nt);
+    printf("],\n  \"transfers\": [");
+    for (size_t k = 0; k < nt; k++)
+        printf("%s{\"from\": %d, \"to\": %d, \"tokens\": %lld}", k ? ", " : "", t[k].from,
+               t[k].to, (long long)t[k].tokens);
+    printf("], \"objective\": %.9g}", in->remap_objective);
+    if (cost)
+        printf(",\n \"cost\": {\"attention\": %.6g, \"linear\": %.6g, \"remap\": %.6g, "
+               "\"total\": %.6g}", cost->attention, cost->linear, cost->remap, cost->total);
+    printf("}\n");
+}
+
+static int compare(zc_plan_h plan, const zc_cluster_t *cl)
+{
+    zc_cost_t base, c;
+
+    if (zc_plan_cost(plan, cl, ZC_COST_TE_CP, &base) != ZC_OK) {
+        fprintf(stderr, "zc_plan: cost: %s\n", zc_get_last_error());
+        return -1;
+    }
+    printf("\n# modeled iteration on %s (seconds)\n%-20s %10s %10s %10s %10s %8s\n", cl->name,
+           "method", "attention", "linear", "remap", "total", "speedup");
+    for (int m = 0; m < ZC_COST_METHOD_COUNT; m++) {
+        if (zc_plan_cost(plan, cl, (zc_cost_method_t)m, &c) != ZC_OK) {
+            fprintf(stderr, "zc_plan: cost: %s\n", zc_get_last_error());
+            return -1;
+        }
+        printf("%-20s %10.4f %10.4f %10.4f %10.4f %7.2fx\n", zc_cost_method_name(m),
+               c.attention, c.linear, c.remap, c.total, base.total / c.total);
+    }
+    return 0;
+}
+
+int main(int argc, char **argv)
+{
+    static const struct option longopts[] = {
+        {"nodes", required_argument, NULL, 'N'},
+        {"gpus-per-node", required_argument, NULL, 'P'},
+        {"capacity", required_argument, NULL, 'L'},
+        {"lengths", required_argument, NULL, 'l'},
+        {"dataset", required_argument, NULL, 'd'},
+        {"total", required_argument, NULL, 't'},
+        {"seed", required_argument, NULL, 's'},
+        {"cluster", required_argument, NULL, 'c'},
+        {"json", no_argument, NULL, 'j'},
+        {"compare", no_argument, NULL, 'C'},
+        {"help", no_argument, NULL, 'h'},
+        {NULL, 0, NULL, 0},
+    };
+    long long nodes = 0, gpus = 0, cap = 0, total = 0, seed = 1, v;
+    const char *lengths_file = NULL, *cluster_file = NULL;
+    int dataset = -1, json = 0, cmp = 0, opt, rc = 1;
+    int64_t *len = NULL;
+    size_t n = 0;
+    zc_plan_opts_t opts = ZC_PLAN_OPTS_INITIALIZER;
+    zc_cluster_t cl;
+    zc_cost_t cost;
+    zc_plan_info_t info;
+    zc_plan_h plan = NULL;
+    char err[256];
+
+    /* "-3" would read as an option: name it as the bad length it is */
+    for (int i = 1; i < argc; i++)
+        if (argv[i][0] == '-' && argv[i][1] >= '0' && argv[i][1] <= '9' &&
+            (i == 1 || argv[i - 1][0] != '-' || strchr(argv[i - 1], '=') ||
+             strcmp(argv[i - 1], "--json") == 0 || strcmp(argv[i - 1], "--compare") == 0)) {
+            fprintf(stderr, "zc_plan: length: '%s' is negative\n", argv[i]);
+            return 2;
+        }
+    while ((opt = getopt_long(argc, argv, "h", longopts, NULL)) != -1) {
+        switch (opt) {
+        case 'N': if (parse_int("--nodes", optarg, 1, &nodes)) return 2; break;
+        case 'P': if (parse_int("--gpus-per-node", optarg, 1, &gpus)) return 2; break;
+        case 'L': if (parse_int("--capacity", optarg, 1, &cap)) return 2; break;
+        case 't': if (parse_int("--total", optarg, 1, &total)) return 2; break;
+        case 's': if (parse_int("--seed", optarg, 0, &seed)) return 2; break;
+        case 'l': lengths_file = optarg; break;
+        case 'c': cluster_file = optarg; break;
+        case 'j': json = 1; break;
+        case 'C': cmp = 1; break;
+        case 'd':
+            dataset = zc_dataset_find(optarg);
+            if (dataset < 0) {
+                fprintf(stderr, "zc_plan: --dataset: unknown '%s' (arxiv, github, prolong64k)\n",
+                        optarg);
+                return 2;
+            }
+            break;
+        case 'h': usage(stdout); return 0;
+        default: usage(stderr); return 2;
+        }
+    }
+    if (!nodes || !gpus || !cap) {
+        fprintf(stderr, "zc_plan: --nodes, --gpus-per-node and --capacity are required\n");
+        usage(stderr);
+        return 2;
+    }
+    if ((dataset >= 0) + (lengths_file != NULL) + (optind < argc) != 1) {
+        fprintf(stderr, "zc_plan: give the lengths once: --lengths, --dataset or arguments\n");
+        return 2;
+    }
+    if (dataset >= 0) {
+        zc_rng_t rng = {(uint64_t)seed};
+
+        if (!total) {
+            fprintf(stderr, "zc_plan: --dataset needs --total TOKENS\n");
+            return 2;
+        }
+        n = zc_dataset_sample(dataset, total, &rng, &len);
+    } else if (lengths_file) {
+        FILE *f = strcmp(lengths_file, "-") ? fopen(lengths_file, "r") : stdin;
+        char *text;
+
+        if (!f) {
+            fprintf(stderr, "zc_plan: --lengths: cannot open %s: %s\n", lengths_file,
+                    strerror(errno));
+            return 2;
+        }
+        text = read_all(f);
+        if (f != stdin)
+            fclose(f);
+        if (!text || zc_lengths_parse(text, &len, &n, err, sizeof(err))) {
+            fprintf(stderr, "zc_plan: %s: %s\n", lengths_file, text ? err : "out of memory");
+            free(text);
+            return 2;
+        }
+        free(text);
+    } else {
+        len = malloc((size_t)(argc - optind) * sizeof(*len));
+        for (int i = optind; i < argc; i++) {
+            if (parse_int("length", argv[i], 0, &v)) {
+                rc = 2;
+                goto out;
+            }
+            len[n++] = v;
+        }
+    }
+    if (cluster_file) {
+        if (zc_cluster_load(cluster_file, &cl) != ZC_OK) {
+            fprintf(stderr, "zc_plan: --cluster: %s\n", zc_get_last_error());
+            goto out;
+        }
+        if (cl.gpus_per_node != gpus) {
+            fprintf(stderr, "zc_plan: --cluster %s has %d GPUs per node, --gpus-per-node is %lld\n",
+                    cluster_file, cl.gpus_per_node, gpus);
+            goto out;
+        }
+        /* remap costs per token: intra link, and a GPU's share of the NICs */
+        opts.b_intra = 1.0 / (cl.intra_gbytes * 1e9);
+        opts.b_inter = 1.0 / (cl.nic_gbps * 1e9 / 8 * cl.nics_per_node / cl.gpus_per_node);
+        if (opts.b_inter < opts.b_intra)
+            opts.b_inter = opts.b_intra;
+    } else if (cmp) {
+        fprintf(stderr, "zc_plan: --compare needs --cluster FILE\n");
+        goto out;
+    }
+    if (zc_plan_create((int)nodes, (int)gpus, cap, len, n, &opts, &plan) != ZC_OK) {
+        fprintf(stderr, "zc_plan: %s\n", zc_get_last_error());
+        goto out;
+    }
+    if (zc_plan_check(plan) != ZC_OK) {
+        fprintf(stderr, "zc_plan: plan check failed: %s\n", zc_get_last_error());
+        goto out;
+    }
+    zc_plan_info(plan, &info);
+    if (cluster_file && zc_plan_cost(plan, &cl, ZC_COST_ZEPPELIN, &cost) != ZC_OK) {
+        fprintf(stderr, "zc_plan: cost: %s\n", zc_get_last_error());
+        goto out;
+    }
+    if (json) {
+        print_json(plan, &info, &opts, cluster_file ? &cl : NULL, cluster_file ? &cost : NULL);
+    } else {
+        print_text(plan, &info);
+        if (cluster_file && !cmp)
+            printf("\n# modeled iteration on %s: attention %.4f s, linear %.4f s, remap %.4f s, "
+                   "total %.4f s\n", cl.name, cost.attention, cost.linear, cost.remap,
+                   cost.total);
+    }
+    if (cmp && !json && compare(plan, &cl))
+        goto out;
+    rc = 0;
+out:
+    zc_plan_destroy(plan);
+    free(len);
+    return rc;
+}
