@@ -34,8 +34,9 @@ void zc_bootstrap_id_init(zc_bootstrap_id_t *id, const uint8_t secret[ZC_BOOTSTR
 /* Start a root that listens on `id->root` (port 0: any; a wildcard address:
  * every interface) in a thread of this process; on return `id` holds the
  * bound address.  The root serves one
- * communicator and exits when its ranks are done or time out. */
-zc_status_t zc_bootstrap_root_start(zc_bootstrap_id_t *id);
+ * communicator and exits when its ranks are done or time out, or when no
+ * rank at all arrives within `idle_ms` (an id nobody used). */
+zc_status_t zc_bootstrap_root_start(zc_bootstrap_id_t *id, int idle_ms);
 
 /* Join the root of `id` as `rank` of `nranks`. */
 zc_status_t zc_bootstrap_tcp_create(const zc_bootstrap_id_t *id, int nranks, int rank,

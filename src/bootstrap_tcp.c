@@ -67,6 +67,7 @@ typedef struct {
 typedef struct {
     zc_bootstrap_id_t id;
     int listen_fd;
+    int idle_ms;
     int nranks;
     int timeout_ms;
     int *fds;
@@ -167,11 +168,15 @@ out_close:
 static zc_status_t zc_bs_root_register(zc_bs_root_t *root)
 {
     int joined = 0;
-    int64_t deadline = INT64_MAX / 2;
+    int64_t deadline = zc_now_ms() + root->idle_ms;
 
     while (root->nranks == 0 || joined < root->nranks) {
         int fd;
         zc_status_t st = zc_socket_accept(root->listen_fd, deadline, &fd);
+        if (st == ZC_ERR_TIMEOUT && root->nranks == 0) {
+            zc_log_warn("bootstrap root: no rank arrived within %d ms; giving up", root->idle_ms);
+            return st;
+        }
         if (st == ZC_ERR_TIMEOUT) {
             char reason[112];
             snprintf(reason, sizeof(reason), "only %d of %d ranks arrived within %d ms", joined,
@@ -286,7 +291,7 @@ void zc_bootstrap_id_init(zc_bootstrap_id_t *id, const uint8_t secret[ZC_BOOTSTR
     id->root = *root;
 }
 
-zc_status_t zc_bootstrap_root_start(zc_bootstrap_id_t *id)
+zc_status_t zc_bootstrap_root_start(zc_bootstrap_id_t *id, int idle_ms)
 {
     zc_bs_root_t *root = calloc(1, sizeof(*root));
     pthread_attr_t attr;
@@ -297,6 +302,7 @@ zc_status_t zc_bootstrap_root_start(zc_bootstrap_id_t *id)
         return zc_error(ZC_ERR_NO_MEMORY, "cannot allocate the bootstrap root");
     ZC_CHECK_GOTO(zc_socket_listen(&id->root, &root->listen_fd), st, err_free);
     root->id = *id;
+    root->idle_ms = idle_ms;
     pthread_attr_init(&attr);
     pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
     int rc = pthread_create(&thread, &attr, zc_bs_root_main, root);

@@ -1,7 +1,11 @@
 /* Rank, size and rendezvous point from the launcher's environment.
  *
  * Every launcher names the same facts differently; this file is the only
- * place that knows the names.  ZC_* variables override all of them. */
+ * place that knows the names.  The rank, size and local rank come from one
+ * launcher, the innermost that set a rank and a size; ZC_* variables
+ * override each of them.  The rendezvous port is ZC_MASTER_PORT, else
+ * MASTER_PORT + 1 (torchrun's store owns MASTER_PORT itself), else one
+ * derived from the job id. */
 #include "config.h"
 
 #include <errno.h>
@@ -20,13 +24,13 @@ typedef struct {
     const char *local_rank;
 } zc_launcher_vars_t;
 
-/* In order of precedence. */
+/* Launchers, inner first: torchrun started by srun, or mpirun inside an
+ * allocation, leaves the outer launcher's variables behind too. */
 static const zc_launcher_vars_t zc_launchers[] = {
-    {"ZC", "ZC_RANK", "ZC_SIZE", "ZC_LOCAL_RANK"},
-    {"mpirun", "OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE", "OMPI_COMM_WORLD_LOCAL_RANK"},
-    {"srun", "SLURM_PROCID", "SLURM_NTASKS", "SLURM_LOCALID"},
-    {"PMI", "PMI_RANK", "PMI_SIZE", "MPI_LOCALRANKID"},
     {"torchrun", "RANK", "WORLD_SIZE", "LOCAL_RANK"},
+    {"mpirun", "OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE", "OMPI_COMM_WORLD_LOCAL_RANK"},
+    {"PMI", "PMI_RANK", "PMI_SIZE", "MPI_LOCALRANKID"},
+    {"srun", "SLURM_PROCID", "SLURM_NTASKS", "SLURM_LOCALID"},
 };
 
 /* Variables that name the job identically on every rank of it. */
@@ -54,17 +58,24 @@ static zc_status_t zc_parse_int(const char *name, const char *str, int min, int 
     return ZC_OK;
 }
 
-/* The first variable of the list that is set, by precedence. */
-static const char *zc_first_set(size_t field_offset, const char **name)
+/* The launcher that set both a rank and a size, inner first; NULL if none. */
+static const zc_launcher_vars_t *zc_find_launcher(void)
 {
-    for (size_t i = 0; i < sizeof(zc_launchers) / sizeof(zc_launchers[0]); i++) {
-        const char *var = *(const char *const *)((const char *)&zc_launchers[i] + field_offset);
-        if (zc_getenv(var)) {
-            *name = var;
-            return zc_getenv(var);
-        }
-    }
+    for (size_t i = 0; i < sizeof(zc_launchers) / sizeof(zc_launchers[0]); i++)
+        if (zc_getenv(zc_launchers[i].rank) && zc_getenv(zc_launchers[i].size))
+            return &zc_launchers[i];
     return NULL;
+}
+
+/* ZC_<name> if set, else the launcher's variable; *name says which. */
+static const char *zc_launch_var(const char *zc_name, const char *launcher_name,
+                                 const char **name)
+{
+    *name = zc_name;
+    if (zc_getenv(zc_name))
+        return zc_getenv(zc_name);
+    *name = launcher_name;
+    return launcher_name ? zc_getenv(launcher_name) : NULL;
 }
 
 static uint64_t zc_fnv1a(uint64_t hash, const char *str)
@@ -95,17 +106,17 @@ zc_status_t zc_launch_info_read(zc_launch_info_t *out)
     uint64_t job = 0xcbf29ce484222325ULL;
     int have_job = 0;
 
-    value = zc_first_set(offsetof(zc_launcher_vars_t, rank), &name);
+    const zc_launcher_vars_t *launcher = zc_find_launcher();
+
+    value = zc_launch_var("ZC_RANK", launcher ? launcher->rank : NULL, &name);
     if (!value)
         return zc_error(ZC_ERR_INVALID_ARG,
                         "no rank in the environment: set ZC_RANK or launch with mpirun, srun or "
                         "torchrun");
     ZC_CHECK(zc_parse_int(name, value, 0, &info.rank));
-    for (size_t i = 0; i < sizeof(zc_launchers) / sizeof(zc_launchers[0]); i++)
-        if (strcmp(zc_launchers[i].rank, name) == 0)
-            info.launcher = zc_launchers[i].launcher;
+    info.launcher = zc_getenv("ZC_RANK") || !launcher ? "ZC" : launcher->launcher;
 
-    value = zc_first_set(offsetof(zc_launcher_vars_t, size), &name);
+    value = zc_launch_var("ZC_SIZE", launcher ? launcher->size : NULL, &name);
     if (!value)
         return zc_error(ZC_ERR_INVALID_ARG, "no size in the environment: set ZC_SIZE");
     ZC_CHECK(zc_parse_int(name, value, 1, &info.size));
@@ -113,7 +124,7 @@ zc_status_t zc_launch_info_read(zc_launch_info_t *out)
         return zc_error(ZC_ERR_INVALID_ARG, "rank %d is not below size %d", info.rank,
                         info.size);
 
-    value = zc_first_set(offsetof(zc_launcher_vars_t, local_rank), &name);
+    value = zc_launch_var("ZC_LOCAL_RANK", launcher ? launcher->local_rank : NULL, &name);
     if (value)
         ZC_CHECK(zc_parse_int(name, value, 0, &info.local_rank));
 
@@ -137,6 +148,9 @@ zc_status_t zc_launch_info_read(zc_launch_info_t *out)
     }
     if (value) {
         ZC_CHECK(zc_parse_int(name, value, 1, &info.master_port));
+        /* torchrun's own rendezvous store listens on MASTER_PORT. */
+        if (strcmp(name, "MASTER_PORT") == 0)
+            info.master_port++;
         if (info.master_port > 65535)
             return zc_error(ZC_ERR_INVALID_ARG, "%s=%s is not a port", name, value);
     } else if (have_job) {

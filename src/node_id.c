@@ -38,7 +38,7 @@ void zc_node_identity(const char *configured, char *name, size_t len, uint64_t *
                       uint64_t *host_hash)
 {
     char host[ZC_NODE_NAME_MAX * 2];
-    const char *node = configured ? configured : zc_env_get("ZC_NODE_ID");
+    const char *node = configured && *configured ? configured : zc_env_get("ZC_NODE_ID");
 
     zc_host_identity(host, sizeof(host));
     *host_hash = zc_hash_str(host);

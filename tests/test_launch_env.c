@@ -65,13 +65,15 @@ int main(void)
 
     const char *const pmi[] = {"PMI_RANK", "1", "PMI_SIZE", "2", "MASTER_PORT", "4242", NULL};
     ok(parsed(pmi, &a) == ZC_OK && a.rank == 1 && a.size == 2 && a.local_rank == -1 &&
-       a.master_port == 4242 && strcmp(a.launcher, "PMI") == 0, "PMI: rank, size, no local rank");
+       a.master_port == 4243 && strcmp(a.launcher, "PMI") == 0,
+       "PMI: rank, size, no local rank, MASTER_PORT + 1");
 
     const char *const torchrun[] = {"RANK", "0", "WORLD_SIZE", "16", "LOCAL_RANK", "0",
                                     "MASTER_ADDR", "node17", "MASTER_PORT", "29500", NULL};
     ok(parsed(torchrun, &a) == ZC_OK && a.rank == 0 && a.size == 16 &&
-       strcmp(a.master_addr, "node17") == 0 && a.master_port == 29500 &&
-       strcmp(a.launcher, "torchrun") == 0, "torchrun: rank, size, MASTER_ADDR, MASTER_PORT");
+       strcmp(a.master_addr, "node17") == 0 && a.master_port == 29501 &&
+       strcmp(a.launcher, "torchrun") == 0,
+       "torchrun: rank, size, MASTER_ADDR, MASTER_PORT + 1 (its store owns MASTER_PORT)");
 
     const char *const zc_over[] = {"ZC_RANK", "1", "ZC_SIZE", "2", "ZC_MASTER_ADDR", "10.0.0.1",
                                    "ZC_MASTER_PORT", "5000", "RANK", "7", "WORLD_SIZE", "9",
@@ -83,7 +85,17 @@ int main(void)
     const char *const ompi_over_torch[] = {"OMPI_COMM_WORLD_RANK", "4", "OMPI_COMM_WORLD_SIZE",
                                            "9", "RANK", "7", "WORLD_SIZE", "9", "MASTER_PORT",
                                            "6000", NULL};
-    ok(parsed(ompi_over_torch, &a) == ZC_OK && a.rank == 4, "mpirun's names before torchrun's");
+    ok(parsed(ompi_over_torch, &a) == ZC_OK && a.rank == 7 && strcmp(a.launcher, "torchrun") == 0,
+       "torchrun (the inner launcher) before mpirun");
+    const char *const torch_in_srun[] = {"SLURM_PROCID", "1", "SLURM_NTASKS", "2", "SLURM_LOCALID",
+                                         "0", "RANK", "5", "WORLD_SIZE", "8", "LOCAL_RANK", "1",
+                                         "MASTER_PORT", "6000", NULL};
+    ok(parsed(torch_in_srun, &a) == ZC_OK && a.rank == 5 && a.size == 8 && a.local_rank == 1,
+       "srun + torchrun: rank, size and local rank all from torchrun");
+    const char *const zc_rank_only[] = {"ZC_RANK", "3", "RANK", "5", "WORLD_SIZE", "8",
+                                        "MASTER_PORT", "6000", NULL};
+    ok(parsed(zc_rank_only, &a) == ZC_OK && a.rank == 3 && a.size == 8,
+       "ZC_RANK overrides the rank alone, the size stays the launcher's");
 
     const char *const secret[] = {"ZC_RANK", "0", "ZC_SIZE", "1", "ZC_MASTER_PORT", "5000",
                                   "ZC_SECRET", "000102030405060708090a0b0c0d0e0f", NULL};

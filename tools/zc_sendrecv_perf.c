@@ -6,6 +6,7 @@
 
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #include <time.h>
 
 #include "perf_common.h"
@@ -72,6 +73,7 @@ int main(int argc, char **argv)
         fprintf(stderr, TOOL ": cannot allocate 2 x %zu bytes\n", opts.max_bytes);
         return 1;
     }
+    memset(send, 0, opts.max_bytes + elem);
     int from = (rank - 1 + size) % size;
     int receives = extra.one_way ? rank % 2 == 1 : 1;
     if (extra.one_way && rank == 0 && size % 2)

@@ -68,9 +68,10 @@ zc_status_t zc_ucx_lane_open(zc_ucx_lane_t *lane, const char *name, const char *
     if (us != UCS_OK)
         return zc_error(ZC_ERR_TRANSPORT, "ucx: %s lane: ucp_init failed: %s", name,
                         ucs_status_string(us));
-    /* One thread drives a communicator (see zcomm(7)). */
+    /* One thread at a time drives a communicator, not always the same one
+     * (see zcomm(7)). */
     wparams.field_mask = UCP_WORKER_PARAM_FIELD_THREAD_MODE;
-    wparams.thread_mode = UCS_THREAD_MODE_SINGLE;
+    wparams.thread_mode = UCS_THREAD_MODE_SERIALIZED;
     us = ucp_worker_create(lane->context, &wparams, &lane->worker);
     if (us == UCS_OK)
         us = ucp_worker_get_efd(lane->worker, &lane->event_fd);
