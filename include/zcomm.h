@@ -172,11 +172,540 @@ ZC_API zc_status_t zc_sendrecv(const void *sendbuf, int64_t sendcount, int dst,
 
 /* ---- topology (topology/) ---------------------------------------------- */
 
+/* GPUs, NICs and the PCIe path between them, from hwloc (the live machine or
+ * an hwloc XML export), libibverbs when it works, or an NCCL topology XML.
+ * GPUs are listed in PCI bus id order (CUDA device order when CUDA sees
+ * them), NICs by name and port; NICs whose port is not ACTIVE and NICs that
+ * ZC_IB_HCA excludes are not listed. */
+typedef struct zc_topo *zc_topo_h;
+
+/* Path classes, nearest first, as NCCL and `nvidia-smi topo -m` name them. */
+typedef enum {
+    ZC_PATH_PIX  = 0, /* at most one PCIe bridge on each side of a common switch */
+    ZC_PATH_PXB  = 1, /* several PCIe bridges, without the host bridge */
+    ZC_PATH_PHB  = 2, /* through a PCIe host bridge */
+    ZC_PATH_NODE = 3, /* between the host bridges of one NUMA node */
+    ZC_PATH_SYS  = 4  /* between NUMA nodes (SMP interconnect) */
+} zc_path_t;
+
+/* zc_topo_load flags. */
+#define ZC_TOPO_ALL_PORTS (1u << 0) /* keep NIC ports that are not ACTIVE */
+
+typedef enum {
+    ZC_PORT_UNKNOWN = 0, /* no port state in the source: treated as usable */
+    ZC_PORT_DOWN    = 1,
+    ZC_PORT_INIT    = 2,
+    ZC_PORT_ARMED   = 3,
+    ZC_PORT_ACTIVE  = 4
+} zc_port_state_t;
+
+#define ZC_TOPO_PCI_LEN  16 /* "dddd:bb:dd.f" and its NUL */
+#define ZC_TOPO_NAME_LEN 64
+
+typedef struct {
+    char pci[ZC_TOPO_PCI_LEN]; /* PCI bus id, lower case */
+    int numa;                  /* NUMA node (OS index), -1 if unknown */
+    double link_gbs;           /* PCIe link bandwidth in GB/s, 0 if unknown */
+    int cuda_device;           /* CUDA device index, -1 if CUDA does not see it */
+} zc_topo_gpu_t;
+
+typedef struct {
+    char name[ZC_TOPO_NAME_LEN];   /* verbs device name ("mlx5_0") */
+    int port;                      /* port number, from 1 */
+    char pci[ZC_TOPO_PCI_LEN];     /* "" if the NIC has no PCI address */
+    int numa;                      /* -1 if unknown */
+    double link_gbs;               /* PCIe link bandwidth in GB/s, 0 if unknown */
+    zc_port_state_t state;
+    char link_layer[16];           /* "InfiniBand", "Ethernet" or "" if unknown */
+    double rate_gbps;              /* port rate in Gbit/s, -1 if unknown */
+    char netdev[ZC_TOPO_NAME_LEN]; /* network interface for UCX, "" if none */
+} zc_topo_nic_t;
+
+typedef struct {
+    int nic;       /* index of the assigned NIC, -1 if there is no NIC */
+    int rail;      /* rail of the GPU: its NIC's index, -1 if none */
+    zc_path_t path; /* path class between the GPU and that NIC */
+    int nic_gpus;  /* GPUs assigned to that NIC (more than 1: shared) */
+} zc_topo_assignment_t;
+
+/* Load the topology from `xml_path` (hwloc or NCCL format) or, when it is
+ * NULL, from ZC_TOPO_FILE, HWLOC_XMLFILE or the live machine. */
+ZC_API zc_status_t zc_topo_load(const char *xml_path, unsigned flags, zc_topo_h *topo);
+ZC_API void zc_topo_destroy(zc_topo_h topo);
+/* Where the topology came from, e.g. "hwloc-xml", "nccl-xml", "live". */
+ZC_API zc_status_t zc_topo_source(zc_topo_h topo, const char **source);
+ZC_API zc_status_t zc_topo_gpu_count(zc_topo_h topo, int *count);
+ZC_API zc_status_t zc_topo_nic_count(zc_topo_h topo, int *count);
+ZC_API zc_status_t zc_topo_gpu_info(zc_topo_h topo, int gpu, zc_topo_gpu_t *info);
+ZC_API zc_status_t zc_topo_nic_info(zc_topo_h topo, int nic, zc_topo_nic_t *info);
+ZC_API zc_status_t zc_topo_path(zc_topo_h topo, int gpu, int nic, zc_path_t *path);
+/* The NIC each GPU uses: its nearest, balanced over equally near NICs. */
+ZC_API zc_status_t zc_topo_assignment(zc_topo_h topo, int gpu, zc_topo_assignment_t *assignment);
+/* "PIX", "PXB", "PHB", "NODE", "SYS"; "?" for any other value. */
+ZC_API const char *zc_path_name(zc_path_t path);
+/* "DOWN", "INIT", "ARMED", "ACTIVE" or "UNKNOWN". */
+ZC_API const char *zc_port_state_name(zc_port_state_t state);
+
 /* ---- planner (src/plan_*) ---------------------------------------------- */
+
+/* A plan turns a batch of sequence lengths into the placement every other
+ * part executes (zeppelin paper, section 4): zones, rings, zigzag chunks,
+ * routing proxies and the remap.  Building one is pure and deterministic:
+ * every rank that calls zc_plan_create() with the same arguments gets the
+ * same plan, which is how the collectives that consume it (zc_ring_attn,
+ * zc_routed_sendrecv, zc_remap_alltoallv) stay consistent without a
+ * communicator.  Rank r lives on node r / gpus_per_node, device
+ * r % gpus_per_node.  See zc_plan_create(3). */
+typedef struct zc_plan *zc_plan_h;
+
+typedef enum {
+    ZC_ZONE_LOCAL = 0,   /* whole on one device, no communication */
+    ZC_ZONE_INTRA = 1,   /* a ring inside one node */
+    ZC_ZONE_INTER = 2    /* a ring over several nodes */
+} zc_zone_t;
+
+/* Plan flags (zc_plan_opts_t.flags and, as outcome, zc_plan_info_t.flags). */
+#define ZC_PLAN_EVEN_SPLIT   (1u << 0) /* in: TE CP layout, every sequence on all ranks */
+#define ZC_PLAN_FALLBACK     (1u << 1) /* out: some node (or the batch) fell back to even split */
+
+typedef struct {
+    size_t size;        /* sizeof(zc_plan_opts_t), for compatibility */
+    double b_intra;     /* cost of moving one token inside a node (inverse bandwidth) */
+    double b_inter;     /* cost of moving one token between nodes; >= b_intra */
+    unsigned flags;     /* ZC_PLAN_EVEN_SPLIT */
+} zc_plan_opts_t;
+
+/* Token costs in the paper's 10:1 ratio; only their ratio changes a plan. */
+#define ZC_PLAN_OPTS_INITIALIZER { sizeof(zc_plan_opts_t), 1.0, 10.0, 0u }
+
+typedef struct {
+    int nnodes;
+    int gpus_per_node;
+    int nranks;             /* nnodes * gpus_per_node */
+    int64_t capacity;       /* L, tokens per device */
+    size_t nseqs;
+    int nrings;
+    int64_t total_tokens;
+    int64_t s1;             /* final inter-node threshold of Alg. 1 */
+    unsigned flags;         /* ZC_PLAN_FALLBACK, ZC_PLAN_EVEN_SPLIT */
+    double remap_objective; /* largest per-rank transfer cost of the remap */
+} zc_plan_info_t;
+
+typedef struct {
+    int64_t length;
+    zc_zone_t zone;
+    int ring;               /* ring id, -1 for a local sequence */
+    int node;               /* node holding it (first node of an inter ring) */
+    int rank;               /* local: its rank; ring: the rank at ring position 0 */
+} zc_plan_seq_t;
+
+typedef struct {
+    size_t seq;             /* each ring carries exactly one sequence */
+    zc_zone_t zone;
+    int nranks;             /* G */
+    int nnodes;             /* nodes the ring spans */
+    const int *ranks;       /* ring order: position i sends to i+1 (mod G) */
+} zc_plan_ring_t;
+
+typedef struct {
+    size_t seq;
+    int64_t begin, end;     /* token range [begin, end) of the sequence */
+    zc_zone_t zone;
+    int ring;               /* -1 for a local sequence */
+    int chunk;              /* zigzag chunk index in [0, 2G), -1 for local */
+} zc_plan_piece_t;
+
+typedef struct {
+    int64_t tokens;         /* tokens in the attention layout (A) */
+    int64_t linear_tokens;  /* tokens in the balanced linear layout (B) */
+    double attn_pairs;      /* causal (query, key) pairs this rank computes */
+    int node;
+    int64_t s0;             /* final intra-node threshold of its node (Alg. 2) */
+} zc_plan_rank_t;
+
+/* One inter-node hop of a ring, with its routing proxies (section 4.3):
+ * slice k of the n tokens goes src_rank -> send_proxies[k] (intra-node),
+ * send_proxies[k] -> recv_proxies[k] (rail k: both have the same device
+ * index), recv_proxies[k] -> dst_rank (intra-node); see zc_plan_slice(). */
+typedef struct {
+    int src_rank, dst_rank;
+    int src_node, dst_node;
+    int x_send;             /* x1 = min(ring GPUs on src node, on dst node) */
+    int x_recv;             /* x2 = min(ring GPUs on dst node, on src node) */
+    const int *send_proxies;
+    const int *recv_proxies;
+} zc_plan_hop_t;
+
+typedef struct {
+    int from, to;
+    int64_t tokens;
+} zc_plan_transfer_t;
+
+typedef enum {
+    ZC_REMAP_FORWARD = 0,   /* attention layout -> balanced linear layout */
+    ZC_REMAP_INVERSE = 1    /* and back */
+} zc_remap_dir_t;
+
+ZC_API zc_status_t zc_plan_create(int nnodes, int gpus_per_node, int64_t capacity,
+                                  const int64_t *lengths, size_t count,
+                                  const zc_plan_opts_t *opts, zc_plan_h *plan);
+ZC_API void zc_plan_destroy(zc_plan_h plan);
+/* Every token placed exactly once, no device over capacity, rings and
+ * remap consistent: ZC_OK, else ZC_ERR_INTERNAL with the first violation. */
+ZC_API zc_status_t zc_plan_check(zc_plan_h plan);
+
+ZC_API zc_status_t zc_plan_info(zc_plan_h plan, zc_plan_info_t *info);
+ZC_API zc_status_t zc_plan_seq(zc_plan_h plan, size_t seq, zc_plan_seq_t *out);
+ZC_API zc_status_t zc_plan_ring(zc_plan_h plan, int ring, zc_plan_ring_t *out);
+ZC_API zc_status_t zc_plan_rank(zc_plan_h plan, int rank, zc_plan_rank_t *out);
+/* The rank's pieces in buffer order: inter, then intra, then local rings,
+ * by ring id, chunks ascending.  The array lives as long as the plan. */
+ZC_API zc_status_t zc_plan_rank_pieces(zc_plan_h plan, int rank,
+                                       const zc_plan_piece_t **pieces, size_t *count);
+/* The same for the balanced linear layout (after the forward remap). */
+ZC_API zc_status_t zc_plan_rank_linear_pieces(zc_plan_h plan, int rank,
+                                              const zc_plan_piece_t **pieces, size_t *count);
+ZC_API zc_status_t zc_plan_ring_hops(zc_plan_h plan, int ring,
+                                     const zc_plan_hop_t **hops, size_t *count);
+/* Slice k of n tokens routed over x proxies: [n*k/x, n*(k+1)/x). */
+ZC_API zc_status_t zc_plan_slice(int64_t n, int x, int k, int64_t *offset, int64_t *length);
+/* The remap's transfer matrix M as its nonzero entries, ordered by (from, to). */
+ZC_API zc_status_t zc_plan_remap_transfers(zc_plan_h plan, const zc_plan_transfer_t **transfers,
+                                           size_t *count);
+/* alltoallv arguments of `rank` for the remap; each array has nranks
+ * entries; the self block (tokens that stay) is included at offset 0. */
+ZC_API zc_status_t zc_plan_remap_counts(zc_plan_h plan, int rank, zc_remap_dir_t dir,
+                                        int64_t *sendcounts, int64_t *sdispls,
+                                        int64_t *recvcounts, int64_t *rdispls);
+
+/* Cost model (zc_plan_cost(3)): a cluster and a model, priced per iteration. */
+typedef struct {
+    size_t size;            /* sizeof(zc_cluster_t) */
+    char name[32];
+    int gpus_per_node;
+    int nics_per_node;      /* NICs; GPU g uses NIC g * nics / gpus */
+    double nic_gbps;        /* rate of one NIC, Gbit/s, one direction */
+    double intra_gbytes;    /* GPU-to-GPU bandwidth inside a node, GB/s */
+    double attn_tflops;     /* achieved attention throughput per device */
+    double linear_tflops;   /* achieved dense (GEMM) throughput per device */
+    int layers, hidden, heads, head_dim, kv_heads, ffn_hidden;
+    int bytes_per_elem;     /* activations: 2 for bf16 */
+} zc_cluster_t;
+
+typedef enum {
+    ZC_COST_TE_CP = 0,      /* every sequence evenly split over one global ring */
+    ZC_COST_LLAMA_CP,       /* even split, KV all-gathered before attention */
+    ZC_COST_HYBRID_DP,      /* ByteScale-style: DP for short, ring CP for long */
+    ZC_COST_ROUTING,        /* TE CP layout with routed inter-node hops (Eq. 2) */
+    ZC_COST_PARTITION,      /* + hierarchical partitioner and zone engine */
+    ZC_COST_ZEPPELIN,       /* + remap for the linear modules */
+    ZC_COST_METHOD_COUNT
+} zc_cost_method_t;
+
+typedef struct {
+    double attention;       /* seconds, slowest device, fwd + bwd, all layers */
+    double linear;          /* seconds, slowest device */
+    double remap;           /* seconds, forward + inverse, fwd + bwd, all layers */
+    double total;           /* attention + linear + remap */
+    double bytes_intra;     /* bytes moved inside nodes per iteration */
+    double bytes_inter;     /* bytes moved between nodes per iteration */
+} zc_cost_t;
+
+/* Read a cluster file ("key value" lines, # comments; zc_plan(1)). */
+ZC_API zc_status_t zc_cluster_load(const char *path, zc_cluster_t *cluster);
+ZC_API const char *zc_cost_method_name(zc_cost_method_t method);
+/* Price the plan's batch with `method` on `cluster` (its gpus_per_node
+ * must match the plan's). */
+ZC_API zc_status_t zc_plan_cost(zc_plan_h plan, const zc_cluster_t *cluster,
+                                zc_cost_method_t method, zc_cost_t *cost);
 
 /* ---- collectives (src/coll_*) ------------------------------------------ */
 
+/* Rails: the NICs that carry traffic between nodes, rail k of every node
+ * on one network.  0 when the communicator has one node or the nodes have
+ * no NICs in their topology (then UCX picks the devices). */
+ZC_API zc_status_t zc_comm_rail_count(zc_comm_h comm, int *nrails);
+/* Rail `rank` sends on by default (its GPU's nearest NIC), -1 if none. */
+ZC_API zc_status_t zc_comm_rank_rail(zc_comm_h comm, int rank, int *rail);
+/* Bytes this rank sent and received on `rail` since the communicator was
+ * created (rail -1: inside the node). */
+ZC_API zc_status_t zc_comm_rail_bytes(zc_comm_h comm, int rail, uint64_t *sent,
+                                      uint64_t *received);
+
+/* One logical transfer of a routed call. */
+typedef struct {
+    int src;        /* sending rank */
+    int dst;        /* receiving rank */
+    int64_t count;  /* elements of the call's dtype */
+} zc_transfer_t;
+
+#define ZC_ROUTED_MAX_TRANSFERS 4096
+
+/* Routed send/receive: every rank of `comm` calls it with the same list of
+ * transfers; a rank is the src of at most one (its data in sendbuf) and the
+ * dst of at most one (received into recvbuf).  A transfer between nodes of
+ * at least ZC_ROUTED_MIN_BYTES is split over every rail: dispatched inside
+ * the source node to one proxy rank per rail, sent over each rail's NIC
+ * (rail-aligned), and combined inside the destination node, in
+ * ZC_ROUTED_CHUNK pieces so the three steps overlap.  Smaller transfers and
+ * transfers inside a node go direct.  Complete with zc_test or zc_wait. */
+ZC_API zc_status_t zc_routed_sendrecv(const zc_transfer_t *transfers, int ntransfers,
+                                      const void *sendbuf, void *recvbuf, zc_datatype_t dtype,
+                                      zc_memtype_t memtype, zc_comm_h comm,
+                                      zc_request_h *request);
+
+/* Variable-count all-to-all (MPI_Alltoallv with 64-bit counts and
+ * displacements, in elements of dtype; each array has one entry per rank
+ * and may be reused once the call returns).  Every rank of `comm` calls it.
+ * The call first agrees on the counts with every rank (it returns once all
+ * have entered it): if a sender's and its receiver's sizes for a block
+ * differ, no data moves and every rank gets ZC_ERR_MISMATCH (the two ranks
+ * of the block name it).  ZC_ALLTOALLV_CHECK=0 skips that agreement.  Then
+ * blocks move in the background: the self block as a copy, blocks inside a
+ * node over shared memory, blocks between nodes of at least
+ * ZC_ALLTOALLV_SPLIT_BYTES split over every rail.  Complete with zc_test or
+ * zc_wait; see zc_remap_alltoallv(3). */
+ZC_API zc_status_t zc_remap_alltoallv(const void *sendbuf, const int64_t *sendcounts,
+                                      const int64_t *sdispls, void *recvbuf,
+                                      const int64_t *recvcounts, const int64_t *rdispls,
+                                      zc_datatype_t dtype, zc_memtype_t memtype, zc_comm_h comm,
+                                      zc_request_h *request);
+/* The remap of `plan` (its direction `dir`) for this rank: counts from
+ * zc_plan_remap_counts() in tokens of `elems_per_token` elements (e.g. the
+ * hidden size).  The plan's rank count must be the communicator's size
+ * (else ZC_ERR_MISMATCH). */
+ZC_API zc_status_t zc_remap_alltoallv_plan(zc_plan_h plan, zc_remap_dir_t dir,
+                                           const void *sendbuf, void *recvbuf,
+                                           int64_t elems_per_token, zc_datatype_t dtype,
+                                           zc_memtype_t memtype, zc_comm_h comm,
+                                           zc_request_h *request);
+
+/* Ring attention (zeppelin paper, section 4.2): causal attention of every
+ * sequence of a plan's batch, each rank holding its pieces of q, k, v in
+ * the plan's attention layout (zc_plan_rank_pieces() buffer order).  The
+ * zone queues run inter-node, then intra-node, then local; in each ring the
+ * KV block moves to the next rank while the current block computes, and in
+ * the backward the dK/dV accumulators follow it (fp32) and come home after
+ * one more hop.  Every rank of `comm` calls it with the same plan and
+ * attention shape (checked unless ZC_RING_ATTN_CHECK=0: a disagreement is
+ * ZC_ERR_MISMATCH on every rank); the call returns when this rank's
+ * outputs are complete.  See zc_ring_attn_fwd(3). */
+typedef enum {
+    ZC_RING_ATTN_ZEPPELIN = 0, /* the plan's rings; inter-node hops routed over every rail */
+    ZC_RING_ATTN_TE_CP    = 1, /* the plan's rings, every hop direct (TransformerEngine CP
+                                * when the plan has ZC_PLAN_EVEN_SPLIT) */
+    ZC_RING_ATTN_LLAMA_CP = 2  /* KV all-gathered in each ring, then local attention; the
+                                * backward reduce-scatters dK/dV (LLaMA 3 CP) */
+} zc_ring_attn_mode_t;
+
+/* Where the time of one call went. */
+typedef struct {
+    double total_seconds;
+    double compute_seconds;  /* inside the attention kernels */
+    double wait_seconds;     /* blocked on transfers that compute did not hide */
+    uint64_t bytes_sent;     /* KV and dK/dV this rank sent (not what it forwarded as a proxy) */
+    int64_t kernel_calls;
+} zc_ring_attn_stats_t;
+
+typedef struct {
+    size_t size;             /* sizeof(zc_ring_attn_args_t), for compatibility */
+    zc_ring_attn_mode_t mode;
+    int num_heads_q;
+    int num_heads_kv;        /* divides num_heads_q (GQA, MQA) */
+    int head_dim;            /* 1 .. 256 */
+    float scale;             /* softmax scale; 0: 1 / sqrt(head_dim) */
+    zc_datatype_t dtype;     /* every tensor below but lse: ZC_FLOAT32 or ZC_BFLOAT16 */
+    zc_memtype_t memtype;    /* ZC_MEM_HOST */
+    int64_t tokens;          /* rows each buffer holds: at least the plan's tokens here */
+    const void *q;           /* [tokens, num_heads_q, head_dim] */
+    const void *k;           /* [tokens, num_heads_kv, head_dim] */
+    const void *v;
+    void *out;               /* like q; fwd: written, bwd: read */
+    float *lse;              /* [tokens, num_heads_q]; fwd: written, bwd: read */
+    const void *dout;        /* bwd: like q */
+    void *dq;                /* bwd: written, like q */
+    void *dk;                /* bwd: written, like k */
+    void *dv;
+    zc_ring_attn_stats_t *stats; /* optional, written on success */
+} zc_ring_attn_args_t;
+
+#define ZC_RING_ATTN_ARGS_INITIALIZER                                                       \
+    { sizeof(zc_ring_attn_args_t), ZC_RING_ATTN_ZEPPELIN, 0, 0, 0, 0.0f, ZC_FLOAT32,         \
+      ZC_MEM_HOST, 0, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL }
+
+/* Forward: out and lse of this rank's queries over every key of their
+ * sequence.  out is accumulated in fp32 across the ring and rounded once. */
+ZC_API zc_status_t zc_ring_attn_fwd(zc_comm_h comm, zc_plan_h plan,
+                                    const zc_ring_attn_args_t *args);
+/* Backward: dq, dk, dv from dout and the forward's out and lse. */
+ZC_API zc_status_t zc_ring_attn_bwd(zc_comm_h comm, zc_plan_h plan,
+                                    const zc_ring_attn_args_t *args);
+
+/* ---- GPU path (transport/nccl, src/coll_stream.c, kernels/cuda) -------- */
+
+/* Stream-ordered calls on device memory.  `stream` is a cudaStream_t (NULL:
+ * the legacy default stream) of the CUDA device current in the calling
+ * thread.  A call checks its arguments, enqueues its work on the stream and
+ * returns; the data are ready when the stream reaches that point.  Host
+ * arrays among the arguments (counts, cu_seqlens...) may be reused as soon
+ * as the call returns.
+ *
+ * Transfers run on NCCL.  Its communicator is made from `comm` (the
+ * ncclUniqueId travels over the host path) by zc_comm_cuda_init or by the
+ * first transfer call, so that the first of these calls is collective:
+ * every rank of `comm` must make one, on the device it will use.  Without
+ * CUDA, without NCCL or without a device, every call returns
+ * ZC_ERR_UNSUPPORTED (the detail names the memtype); host memory passed
+ * where device memory is expected is ZC_ERR_INVALID_ARG where CUDA can
+ * tell.  See zc_sendrecv_stream(3). */
+
+/* Collective: make the NCCL communicator of `comm` now. */
+ZC_API zc_status_t zc_comm_cuda_init(zc_comm_h comm);
+/* Wait until `stream` is done, but never past the communicator's timeout:
+ * a failed peer, an NCCL error or the timeout aborts the NCCL communicator
+ * and returns the error (later device transfers on `comm` return it too). */
+ZC_API zc_status_t zc_stream_synchronize(zc_comm_h comm, void *stream);
+
+/* Point-to-point on device memory; as in NCCL, a send waits on the stream
+ * for its receive, so two ranks exchanging data use zc_sendrecv_stream
+ * (one group: no deadlock).  Counts must be equal on both sides. */
+ZC_API zc_status_t zc_send_stream(const void *buf, int64_t count, zc_datatype_t dtype, int peer,
+                                  zc_comm_h comm, void *stream);
+ZC_API zc_status_t zc_recv_stream(void *buf, int64_t count, zc_datatype_t dtype, int peer,
+                                  zc_comm_h comm, void *stream);
+/* dst or src -1: that side is empty (its count must be 0). */
+ZC_API zc_status_t zc_sendrecv_stream(const void *sendbuf, int64_t sendcount, int dst,
+                                      void *recvbuf, int64_t recvcount, int src,
+                                      zc_datatype_t dtype, zc_comm_h comm, void *stream);
+
+/* zc_routed_sendrecv on device memory: the same transfer list, routes and
+ * slices (ZC_ROUTED_MIN_BYTES, ZC_ROUTED_CHUNK); dispatch, wire and
+ * combine are NCCL sends and receives pipelined chunk by chunk, and NCCL
+ * picks the NIC of each wire hop. */
+ZC_API zc_status_t zc_routed_sendrecv_stream(const zc_transfer_t *transfers, int ntransfers,
+                                             const void *sendbuf, void *recvbuf,
+                                             zc_datatype_t dtype, zc_comm_h comm,
+                                             void *stream);
+/* zc_remap_alltoallv on device memory: one group of sends and receives
+ * (zero counts skipped), the self block as a device copy.  With
+ * ZC_ALLTOALLV_CHECK=1 (default) the ranks first agree on the block sizes
+ * over the host path: on a disagreement nothing is enqueued and every rank
+ * gets ZC_ERR_MISMATCH. */
+ZC_API zc_status_t zc_remap_alltoallv_stream(const void *sendbuf, const int64_t *sendcounts,
+                                             const int64_t *sdispls, void *recvbuf,
+                                             const int64_t *recvcounts, const int64_t *rdispls,
+                                             zc_datatype_t dtype, zc_comm_h comm, void *stream);
+
+/* Zigzag layout of a ring of `ring_size` ranks (zc_plan(3)): each sequence
+ * is cut into 2 * ring_size chunks (the first n % (2 * ring_size) one token
+ * longer) and ring position `position` holds chunks position and
+ * 2 * ring_size - 1 - position.  `seq` holds `batch` whole sequences packed
+ * one after the other (host cu_seqlens[batch + 1] in tokens of
+ * `token_bytes`); `share` holds this position's two chunks of every
+ * sequence, sequence after sequence.  Pack: seq -> share; unpack: share ->
+ * seq (the other positions' chunks of seq are left alone). */
+ZC_API zc_status_t zc_zigzag_pack_stream(const void *seq, const int32_t *cu_seqlens, int batch,
+                                         size_t token_bytes, int ring_size, int position,
+                                         void *share, void *stream);
+ZC_API zc_status_t zc_zigzag_unpack_stream(const void *share, const int32_t *cu_seqlens,
+                                           int batch, size_t token_bytes, int ring_size,
+                                           int position, void *seq, void *stream);
+
 /* ---- attention kernels (kernels/) -------------------------------------- */
+
+/* Flash attention (blockwise, online softmax) on the CPU, the reference of
+ * every other kernel.  A call covers `batch` segments packed one after the
+ * other (varlen): segment b owns query tokens [cu_seqlens_q[b],
+ * cu_seqlens_q[b+1]) and key/value tokens [cu_seqlens_kv[b],
+ * cu_seqlens_kv[b+1]), and its queries attend only to its keys.
+ *
+ * Layouts (row-major, packed): q, out, dout, dq [total_q, num_heads_q,
+ * head_dim]; k, v, dk, dv [total_kv, num_heads_kv, head_dim]; lse and delta
+ * [total_q, num_heads_q] fp32, natural log.  Query head h reads key/value
+ * head h / (num_heads_q / num_heads_kv) (GQA, MQA).
+ *
+ * Causal masking compares global positions: query token i of segment b sits
+ * at q_start[b] + i, key token j at kv_start[b] + j, and the query sees the
+ * key when the key's position is not greater.  A ring-attention step passes
+ * the positions of the blocks it holds, so a block pair is full, diagonal or
+ * masked out by itself.  NULL starts mean 0 (top-left aligned).  A query
+ * that sees no key gets out = 0 and lse = -inf. */
+
+/* zc_attn_args_t.flags */
+#define ZC_ATTN_ACCUMULATE (1u << 0) /* merge into out/lse (fwd) or add into dq/dk/dv (bwd) */
+
+typedef struct {
+    int batch;                   /* segments; 0 is a no-op */
+    int num_heads_q;
+    int num_heads_kv;            /* divides num_heads_q */
+    int head_dim;                /* 1 .. 256 */
+    const int32_t *cu_seqlens_q; /* [batch + 1], starts at 0, non-decreasing */
+    const int32_t *cu_seqlens_kv;
+    const int32_t *q_start;      /* [batch] global position of each segment's first query */
+    const int32_t *kv_start;     /* [batch] same for keys; both NULL: 0 */
+    int causal;
+    float scale;                 /* softmax scale, usually 1 / sqrt(head_dim) */
+    unsigned flags;              /* ZC_ATTN_ACCUMULATE */
+    zc_datatype_t dtype;         /* q, k, v, dout: ZC_FLOAT32 or ZC_BFLOAT16 */
+    zc_datatype_t out_dtype;     /* out: ZC_FLOAT32 or ZC_BFLOAT16 (fp32 to accumulate) */
+    zc_datatype_t grad_dtype;    /* dq, dk, dv: ZC_FLOAT32 or ZC_BFLOAT16 (fp32 to accumulate) */
+    const void *q;
+    const void *k;
+    const void *v;
+    void *out;                   /* fwd: written (merged with ACCUMULATE); bwd: read for delta */
+    float *lse;                  /* fwd: written (merged); bwd: the final lse, read */
+    const void *dout;            /* bwd */
+    float *delta;                /* bwd: rowsum(dout * out) from zc_attn_bwd_delta, or NULL */
+    void *dq;                    /* bwd outputs */
+    void *dk;
+    void *dv;
+} zc_attn_args_t;
+
+/* Forward: out = softmax(q k^T * scale) v per head, and lse.  With
+ * ZC_ATTN_ACCUMULATE, out (fp32) and lse hold a partial result over other
+ * keys (or out = 0, lse = -inf) and receive the stable merge; out stays fp32
+ * across all blocks of a ring and is rounded once at the end. */
+ZC_API zc_status_t zc_attn_fwd(const zc_attn_args_t *args);
+
+/* Backward for the keys of this call, given the final out/lse over all keys:
+ * dq, dk, dv from dout.  With ZC_ATTN_ACCUMULATE (fp32 gradients) they are
+ * added to what the buffers hold, so a ring adds each hop's dq partial and
+ * each hop's dk/dv into the buffers that travel.  delta = rowsum(dout * out)
+ * is computed by the call when args->delta is NULL. */
+ZC_API zc_status_t zc_attn_bwd(const zc_attn_args_t *args);
+
+/* args->delta = rowsum(dout * out) for every query row (once per iteration
+ * of a ring, then passed to every zc_attn_bwd hop). */
+ZC_API zc_status_t zc_attn_bwd_delta(const zc_attn_args_t *args);
+
+/* Stable merge of a partial result over other keys into an accumulated one,
+ * in fp32: out/lse <- merge(out/lse, part_out/part_lse).  Rows with lse =
+ * -inf are empty and take the other side as is. */
+ZC_API zc_status_t zc_attn_merge(const float *part_out, const float *part_lse, int64_t tokens,
+                                 int num_heads, int head_dim, float *out, float *lse);
+
+/* Convert `count` elements between ZC_FLOAT32 and ZC_BFLOAT16 (round to
+ * nearest even; same type: copy), e.g. a ring's fp32 out at the end. */
+ZC_API zc_status_t zc_attn_convert(const void *src, zc_datatype_t src_dtype, int64_t count,
+                                   zc_datatype_t dst_dtype, void *dst);
+
+/* ---- GPU attention kernels (kernels/cuda) -------------------------------- */
+
+/* zc_attn_fwd, zc_attn_bwd, zc_attn_bwd_delta, zc_attn_merge and
+ * zc_attn_convert on device memory, enqueued on `stream` (see the GPU path
+ * above): the same layouts, masks and results, with ZC_FLOAT16 storage
+ * allowed besides ZC_FLOAT32 and ZC_BFLOAT16.  Tensors (q, k, v, out, lse,
+ * dout, delta, dq, dk, dv) are device memory; cu_seqlens_q/kv, q_start and
+ * kv_start are host arrays.  See zc_attn_fwd_stream(3). */
+ZC_API zc_status_t zc_attn_fwd_stream(const zc_attn_args_t *args, void *stream);
+ZC_API zc_status_t zc_attn_bwd_stream(const zc_attn_args_t *args, void *stream);
+ZC_API zc_status_t zc_attn_bwd_delta_stream(const zc_attn_args_t *args, void *stream);
+ZC_API zc_status_t zc_attn_merge_stream(const float *part_out, const float *part_lse,
+                                        int64_t tokens, int num_heads, int head_dim, float *out,
+                                        float *lse, void *stream);
+ZC_API zc_status_t zc_attn_convert_stream(const void *src, zc_datatype_t src_dtype,
+                                          int64_t count, zc_datatype_t dst_dtype, void *dst,
+                                          void *stream);
 
 #ifdef __cplusplus
 }

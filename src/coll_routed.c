@@ -15,12 +15,12 @@
 #include "comm.h"
 #include "env.h"
 #include "memtype.h"
+#include "route.h"
 #include "sched.h"
 #include "status.h"
 
 /* Tag layout below the class: stage, call sequence, rail, chunk, transfer. */
 enum { ZC_ROUTED_DIRECT, ZC_ROUTED_DISPATCH, ZC_ROUTED_WIRE, ZC_ROUTED_COMBINE };
-#define ZC_ROUTED_MAX_CHUNKS 1024
 #define ZC_ROUTED_WINDOW 4
 
 static uint64_t zc_routed_tag(int sender, int stage, unsigned seq, int rail, int chunk, int xfer)
@@ -39,32 +39,6 @@ typedef struct {
     int64_t min_routed;    /* bytes below which a transfer goes direct */
 } zc_routed_ctx_t;
 
-/* The rank of `node` that forwards rail `rail` of a transfer whose end on
- * that node is `end`: `end` itself if it sits on the rail, else one of the
- * node's ranks on the rail (spread by `salt`), else any rank of the node
- * (every rank has a lane on every rail). */
-static int zc_routed_proxy(zc_comm_h comm, int end, int rail, int salt)
-{
-    int node = comm->rank_node[end], on_rail = 0, on_node = 0, pick;
-
-    if (comm->rank_rail[end] == rail)
-        return end;
-    for (int r = 0; r < comm->size; r++) {
-        if (comm->rank_node[r] != node)
-            continue;
-        on_node++;
-        on_rail += comm->rank_rail[r] == rail;
-    }
-    pick = (salt + rail) % (on_rail ? on_rail : on_node);
-    for (int r = 0; r < comm->size; r++) {
-        if (comm->rank_node[r] != node || (on_rail && comm->rank_rail[r] != rail))
-            continue;
-        if (pick-- == 0)
-            return r;
-    }
-    return end;  /* not reached: `end` is on its own node */
-}
-
 /* What this rank does for slice `k` of transfer `x`: bytes [off, off+len). */
 static void zc_routed_slice(zc_routed_ctx_t *ctx, int x, const zc_transfer_t *t, int k,
                             size_t off, size_t len, const char *sendbuf, char *recvbuf)
@@ -72,7 +46,7 @@ static void zc_routed_slice(zc_routed_ctx_t *ctx, int x, const zc_transfer_t *t,
     zc_comm_h comm = ctx->comm;
     zc_sched_t *s = ctx->sched;
     int me = comm->rank;
-    int p = zc_routed_proxy(comm, t->src, k, x), q = zc_routed_proxy(comm, t->dst, k, x);
+    int p = zc_route_proxy(comm, t->src, k, x), q = zc_route_proxy(comm, t->dst, k, x);
     size_t chunk = ctx->chunk;
     int nchunks = (int)((len + chunk - 1) / chunk);
     char *slots_p = NULL, *slots_q = NULL;
@@ -137,7 +111,7 @@ static void zc_routed_transfer(zc_routed_ctx_t *ctx, int x, const zc_transfer_t 
                                const char *sendbuf, char *recvbuf)
 {
     zc_comm_h comm = ctx->comm;
-    int me = comm->rank, k, nrails = comm->nrails;
+    int me = comm->rank, nrails = comm->nrails;
     size_t bytes = (size_t)t->count * ctx->elem;
 
     if (t->src == t->dst) {
@@ -145,8 +119,7 @@ static void zc_routed_transfer(zc_routed_ctx_t *ctx, int x, const zc_transfer_t 
             zc_sched_copy(ctx->sched, recvbuf, sendbuf, bytes, ZC_SCHED_NONE, ZC_SCHED_NONE);
         return;
     }
-    if (nrails == 0 || comm->rank_node[t->src] == comm->rank_node[t->dst] ||
-        (int64_t)bytes < ctx->min_routed) {
+    if (!zc_route_is_split(comm, t, bytes, ctx->min_routed)) {
         if (me == t->src)
             zc_sched_p2p(ctx->sched, ZC_REQ_SEND, (void *)sendbuf, bytes, t->dst,
                          zc_routed_tag(me, ZC_ROUTED_DIRECT, ctx->seq, 0, 0, x), ZC_RAIL_AUTO,
@@ -157,14 +130,12 @@ static void zc_routed_transfer(zc_routed_ctx_t *ctx, int x, const zc_transfer_t 
                          ZC_RAIL_AUTO, ZC_SCHED_NONE, ZC_SCHED_NONE);
         return;
     }
-    /* Equal slices in whole elements, the remainder one element at a time. */
-    size_t per = (size_t)t->count / (size_t)nrails, extra = (size_t)t->count % (size_t)nrails;
-    size_t off = 0;
-    for (k = 0; k < nrails; k++) {
-        size_t len = (per + ((size_t)k < extra)) * ctx->elem;
+    for (int k = 0; k < nrails; k++) {
+        int64_t off, len;
+        zc_route_slice(t->count, nrails, k, &off, &len);
         if (len)
-            zc_routed_slice(ctx, x, t, k, off, len, sendbuf, recvbuf);
-        off += len;
+            zc_routed_slice(ctx, x, t, k, (size_t)off * ctx->elem, (size_t)len * ctx->elem,
+                            sendbuf, recvbuf);
     }
 }
 
@@ -172,32 +143,7 @@ static zc_status_t zc_routed_check(const zc_transfer_t *transfers, int ntransfer
                                    const void *sendbuf, void *recvbuf, zc_datatype_t dtype,
                                    zc_memtype_t memtype, zc_comm_h comm)
 {
-    size_t elem = zc_datatype_size(dtype);
-    int sends = 0, recvs = 0;
-
-    ZC_CHECK(zc_comm_check(comm));
-    ZC_ARG_CHECK(ntransfers >= 0 && ntransfers <= ZC_ROUTED_MAX_TRANSFERS,
-                 "ntransfers: %d is out of range 0..%d", ntransfers, ZC_ROUTED_MAX_TRANSFERS);
-    ZC_ARG_CHECK(transfers != NULL || ntransfers == 0, "transfers: is NULL");
-    ZC_ARG_CHECK(elem != 0, "dtype: %d is not a zc_datatype_t", (int)dtype);
-    for (int i = 0; i < ntransfers; i++) {
-        const zc_transfer_t *t = &transfers[i];
-        ZC_ARG_CHECK(t->src >= 0 && t->src < comm->size, "transfers[%d].src: %d is out of range",
-                     i, t->src);
-        ZC_ARG_CHECK(t->dst >= 0 && t->dst < comm->size, "transfers[%d].dst: %d is out of range",
-                     i, t->dst);
-        ZC_ARG_CHECK(t->count >= 0 && (uint64_t)t->count <= (uint64_t)INT64_MAX / elem,
-                     "transfers[%d].count: %lld is negative or overflows", i,
-                     (long long)t->count);
-        if (t->src == comm->rank) {
-            ZC_ARG_CHECK(++sends == 1, "transfers: rank %d is the src of more than one", t->src);
-            ZC_ARG_CHECK(sendbuf != NULL || t->count == 0, "sendbuf: is NULL");
-        }
-        if (t->dst == comm->rank) {
-            ZC_ARG_CHECK(++recvs == 1, "transfers: rank %d is the dst of more than one", t->dst);
-            ZC_ARG_CHECK(recvbuf != NULL || t->count == 0, "recvbuf: is NULL");
-        }
-    }
+    ZC_CHECK(zc_route_check(transfers, ntransfers, sendbuf, recvbuf, dtype, comm));
     ZC_CHECK(zc_memtype_check_host_path(sendbuf, memtype, "sendbuf"));
     ZC_CHECK(zc_memtype_check_host_path(recvbuf, memtype, "recvbuf"));
     return ZC_OK;
@@ -219,10 +165,7 @@ zc_status_t zc_routed_sendrecv(const zc_transfer_t *transfers, int ntransfers, c
     ZC_CHECK(zc_sched_create(comm, &ctx.sched));
     for (int x = 0; x < ntransfers; x++) {
         /* Chunks of whole elements, few enough for the tag's chunk field. */
-        size_t bytes = (size_t)transfers[x].count * ctx.elem;
-        size_t need = bytes / ZC_ROUTED_MAX_CHUNKS + 1;
-        ctx.chunk = (size_t)(chunk > 0 ? chunk : 1) > need ? (size_t)chunk : need;
-        ctx.chunk = (ctx.chunk + ctx.elem - 1) / ctx.elem * ctx.elem;
+        ctx.chunk = zc_route_chunk((size_t)transfers[x].count * ctx.elem, ctx.elem, chunk);
         zc_routed_transfer(&ctx, x, &transfers[x], sendbuf, recvbuf);
     }
     return zc_sched_start(ctx.sched, request);

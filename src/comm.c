@@ -14,6 +14,7 @@
 #include "bootstrap.h"
 #include "clock.h"
 #include "comm.h"
+#include "device.h"
 #include "env.h"
 #include "launch_env.h"
 #include "log.h"
@@ -21,6 +22,8 @@
 #include "status.h"
 
 #define ZC_COMM_MAGIC 0x7a636f6d6d2d6f6bULL  /* "zcomm-ok" */
+/* A bootstrap root nobody joins gives up after this many timeouts. */
+#define ZC_ROOT_IDLE_FACTOR 10
 
 _Static_assert(sizeof(zc_bootstrap_id_t) <= ZC_UNIQUE_ID_BYTES, "unique id too small");
 
@@ -181,11 +184,13 @@ static void zc_comm_free(struct zc_comm *comm)
 {
     if (!comm)
         return;
+    zc_device_release(comm);
     if (comm->host)
         comm->host_ops->destroy(comm->host);
     free(comm->ranks);
     free(comm->rank_node);
     free(comm->rank_rail);
+    free(comm->ranks_ready);
     comm->magic = 0;
     free(comm);
 }
@@ -207,7 +212,8 @@ static zc_status_t zc_comm_create(zc_bootstrap_t *bs, int nranks, int rank,
     comm->ranks = calloc((size_t)nranks, sizeof(*comm->ranks));
     comm->rank_node = calloc((size_t)nranks, sizeof(int));
     comm->rank_rail = calloc((size_t)nranks, sizeof(int));
-    if (!comm->ranks || !comm->rank_node || !comm->rank_rail) {
+    comm->ranks_ready = calloc((size_t)nranks, sizeof(int32_t));
+    if (!comm->ranks || !comm->rank_node || !comm->rank_rail || !comm->ranks_ready) {
         st = zc_error(ZC_ERR_NO_MEMORY, "cannot allocate the rank table");
         goto err;
     }
@@ -216,6 +222,10 @@ static zc_status_t zc_comm_create(zc_bootstrap_t *bs, int nranks, int rank,
     zc_comm_place_nodes(comm);
     ZC_CHECK_GOTO(zc_comm_agree_rails(comm, bs), st, err);
     ZC_CHECK_GOTO(comm->host_ops->create(comm, bs, &comm->host), st, err);
+    /* Nobody returns (and may destroy or exit) before every rank has its
+     * endpoints: connecting to a rank that is gone fails. */
+    ZC_CHECK_GOTO(zc_bootstrap_allgather(bs, &mine.pid, comm->ranks_ready, sizeof(mine.pid)), st,
+                  err);
     comm->magic = ZC_COMM_MAGIC;
     zc_comm_register(comm);
     zc_log_set_rank(rank);
@@ -230,17 +240,26 @@ err:
     return st;
 }
 
+static int zc_root_idle_ms(int timeout_ms)
+{
+    return timeout_ms > INT32_MAX / ZC_ROOT_IDLE_FACTOR ? INT32_MAX
+                                                         : ZC_ROOT_IDLE_FACTOR * timeout_ms;
+}
+
 zc_status_t zc_get_unique_id(zc_unique_id_t *id)
 {
     uint8_t secret[ZC_BOOTSTRAP_SECRET_BYTES];
     zc_bootstrap_id_t bid;
     zc_sockaddr_t addr;
+    int timeout_ms;
 
     ZC_ARG_CHECK(id != NULL, "id: is NULL");
     ZC_CHECK(zc_socket_ifaddr(zc_env_get("ZC_SOCKET_IFNAME"), &addr));
     ZC_CHECK(zc_bootstrap_random_secret(secret));
+    ZC_CHECK(zc_config_timeout(NULL, &timeout_ms));
     zc_bootstrap_id_init(&bid, secret, &addr);
-    ZC_CHECK(zc_bootstrap_root_start(&bid));
+    /* Ids travel by the caller's means, which may take a while. */
+    ZC_CHECK(zc_bootstrap_root_start(&bid, zc_root_idle_ms(timeout_ms)));
     memset(id, 0, sizeof(*id));
     memcpy(id->internal, &bid, sizeof(bid));
     return ZC_OK;
@@ -256,8 +275,8 @@ zc_status_t zc_comm_init_rank(zc_comm_h *comm, int nranks, const zc_unique_id_t 
 
     ZC_ARG_CHECK(comm != NULL, "comm: is NULL");
     ZC_ARG_CHECK(id != NULL, "id: is NULL");
-    ZC_ARG_CHECK(nranks >= 1 && nranks <= ZC_TAG_MAX_RANKS, "nranks: %d is out of range 1..%d",
-                 nranks, ZC_TAG_MAX_RANKS);
+    ZC_ARG_CHECK(nranks >= 1 && nranks <= ZC_BOOTSTRAP_MAX_RANKS,
+                 "nranks: %d is out of range 1..%d", nranks, ZC_BOOTSTRAP_MAX_RANKS);
     ZC_ARG_CHECK(rank >= 0 && rank < nranks, "rank: %d is out of range 0..%d", rank, nranks - 1);
     ZC_CHECK(zc_config_check(config));
     ZC_CHECK(zc_config_timeout(config, &timeout_ms));
@@ -277,8 +296,8 @@ zc_status_t zc_comm_init_oob(zc_comm_h *comm, const zc_oob_t *oob, const zc_conf
     ZC_ARG_CHECK(comm != NULL, "comm: is NULL");
     ZC_ARG_CHECK(oob != NULL, "oob: is NULL");
     ZC_ARG_CHECK(oob->allgather != NULL, "oob: allgather callback is NULL");
-    ZC_ARG_CHECK(oob->size >= 1 && oob->size <= ZC_TAG_MAX_RANKS,
-                 "oob: size %d is out of range 1..%d", oob->size, ZC_TAG_MAX_RANKS);
+    ZC_ARG_CHECK(oob->size >= 1 && oob->size <= ZC_BOOTSTRAP_MAX_RANKS,
+                 "oob: size %d is out of range 1..%d", oob->size, ZC_BOOTSTRAP_MAX_RANKS);
     ZC_ARG_CHECK(oob->rank >= 0 && oob->rank < oob->size, "oob: rank %d is out of range 0..%d",
                  oob->rank, oob->size - 1);
     ZC_CHECK(zc_config_check(config));
@@ -311,7 +330,7 @@ zc_status_t zc_comm_init_env(zc_comm_h *comm, const zc_config_t *config)
             listen_id.root.in6.sin6_addr = in6addr_any;
         else
             listen_id.root.in.sin_addr.s_addr = htonl(INADDR_ANY);
-        ZC_CHECK(zc_bootstrap_root_start(&listen_id));
+        ZC_CHECK(zc_bootstrap_root_start(&listen_id, zc_root_idle_ms(timeout_ms)));
     }
     zc_log_info("init from %s environment: rank %d of %d, root %s:%d", info.launcher, info.rank,
                 info.size, info.master_addr, info.master_port);

@@ -36,9 +36,12 @@ struct zc_comm {
      * striping, UCX chooses), and the rail each rank sends on. */
     int nrails;
     int *rank_rail;            /* [size] */
+    int32_t *ranks_ready;      /* [size]: scratch of init's last allgather */
     zc_rails_t rails;          /* this node's NICs behind rails 0..nrails-1 */
     const zc_transport_ops_t *host_ops;
     zc_transport_t *host;
+    struct zc_device *device;  /* device-memory backend (NCCL), made by the first
+                                * stream call; released with the comm (device.h) */
     uint32_t barrier_seq;
     unsigned coll_seq;         /* numbers collective calls, for their tags */
     struct zc_comm *next_live; /* registry of live communicators */

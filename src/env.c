@@ -24,12 +24,13 @@ static const zc_env_var_t zc_env_table[] = {
     {"ZC_MASTER_ADDR", NULL,
      "address of rank 0 for zc_comm_init_env; default: MASTER_ADDR, else 127.0.0.1"},
     {"ZC_MASTER_PORT", NULL,
-     "port rank 0 listens on for zc_comm_init_env; default: MASTER_PORT, else from the job id"},
+     "port rank 0 listens on for zc_comm_init_env; default: MASTER_PORT + 1 (torchrun's store "
+     "owns MASTER_PORT), else from the job id"},
     {"ZC_SECRET", NULL,
      "shared secret for zc_comm_init_env bootstrap (32 hex digits); default: from the job id"},
     {"ZC_UCX_TLS", "self,sm,tcp",
      "UCX transports of the host path when there are no rails (UCX_TLS syntax; UCX_TLS wins)"},
-    {"ZC_ROUTED_MIN_BYTES", "262144",
+    {"ZC_ROUTED_MIN_BYTES", "65536",
      "zc_routed_sendrecv: transfers between nodes smaller than this go direct on one rail"},
     {"ZC_ROUTED_CHUNK", "1048576",
      "zc_routed_sendrecv: pipeline chunk in bytes (grown so a slice has at most 1024)"},
@@ -49,6 +50,23 @@ static const zc_env_var_t zc_env_table[] = {
      "threads of the CPU attention kernels (the caller included); default: online cores"},
     {"ZC_CPU_ISA", "auto",
      "SIMD path of the CPU attention kernels: auto, avx512, avx2 or scalar"},
+    {"ZC_ALLTOALLV_CHECK", "1",
+     "zc_remap_alltoallv: agree on every block's size before moving data (0: skip; a mismatch "
+     "then fails only at the receiver, or as a timeout)"},
+    {"ZC_ALLTOALLV_SPLIT_BYTES", "65536",
+     "zc_remap_alltoallv: blocks between nodes from this size on are split over every rail "
+     "(same value on every rank)"},
+    {"ZC_ALLTOALLV_ROWS_MAX", "64",
+     "zc_remap_alltoallv: communicators up to this size agree on the counts in one round of "
+     "whole count rows (16 n bytes to each rank), larger ones in two rounds of 16 and 40 bytes"},
+    {"ZC_ALLTOALLV_WINDOW", "2",
+     "zc_remap_alltoallv: pairwise-exchange steps in flight at once (0: all)"},
+    {"ZC_RING_ATTN_CHECK", "1",
+     "zc_ring_attn: agree on the plan and the attention shape before moving data (0: skip; a "
+     "disagreement then shows as a size mismatch or a timeout)"},
+    {"ZC_RING_ATTN_SLICE_MFLOP", "64",
+     "zc_ring_attn: attention work (MFLOP) between two progress calls while transfers are in "
+     "flight (0: never cut a block)"},
 };
 
 const zc_env_var_t *zc_env_vars(size_t *count)
@@ -86,7 +104,7 @@ zc_status_t zc_env_get_int(const char *name, int64_t *value)
     if (!str)
         return zc_error(ZC_ERR_INVALID_ARG, "%s is not set and has no default", name);
     errno = 0;
-    v = strtoll(str, &end, 0);
+    v = strtoll(str, &end, 10);
     if (errno || end == str || *end != '\0')
         return zc_error(ZC_ERR_INVALID_ARG, "%s=%s is not an integer", name, str);
     *value = v;

@@ -1,16 +1,33 @@
-/* Checks that a buffer is the memory its caller says it is. */
+/* Checks that a buffer is the memory its caller says it is, and which
+ * backend may move it. */
 #ifndef ZC_MEMTYPE_H
 #define ZC_MEMTYPE_H
 
 #include "zcomm.h"
 
-/* ZC_OK when `buf` may be used as `memtype` on the host (UCX) path.
- * Device memory declared as host (or the reverse) is ZC_ERR_INVALID_ARG
- * where CUDA can tell; device memory without a device path built is
- * ZC_ERR_UNSUPPORTED.  `arg` names the buffer in the message. */
+/* ZC_OK when `buf` may be used as `memtype` on the host (UCX) path, whose
+ * collectives also copy and stage on the host.  Device memory declared as
+ * host (or the reverse) is ZC_ERR_INVALID_ARG where CUDA can tell; device
+ * memory is ZC_ERR_UNSUPPORTED with a message naming the device path (the
+ * stream forms) or the missing CUDA build.  `arg` names the buffer. */
 zc_status_t zc_memtype_check_host_path(const void *buf, zc_memtype_t memtype, const char *arg);
+
+/* For point-to-point only (UCX moves the bytes, nobody else touches them):
+ * as zc_memtype_check_host_path, but device memory is accepted when the
+ * UCX found at run time moves CUDA memory (zc_ucx_moves_cuda). */
+zc_status_t zc_memtype_check_p2p(const void *buf, zc_memtype_t memtype, const char *arg);
+
+/* ZC_OK when `buf` is device memory for the stream-ordered path (kernels,
+ * NCCL): ZC_ERR_UNSUPPORTED naming the memtype without CUDA or without a
+ * device; ZC_ERR_INVALID_ARG for host memory.  NULL is accepted (empty
+ * buffers). */
+zc_status_t zc_memtype_check_device(const void *buf, const char *arg);
 
 /* Number of CUDA devices (0 without CUDA or a driver), asked once. */
 int zc_cuda_devices(void);
+
+/* Non-zero when the UCX library loaded at run time reports CUDA among its
+ * memory types (ucp_context_query), asked once.  Debian's UCX does not. */
+int zc_ucx_moves_cuda(void);
 
 #endif

@@ -128,7 +128,7 @@ static zc_status_t zc_p2p_check(const void *buf, int64_t count, zc_datatype_t dt
     ZC_ARG_CHECK(buf != NULL || count == 0, "buf: is NULL with count %lld", (long long)count);
     ZC_ARG_CHECK(peer >= 0 && peer < comm->size, "peer: %d is out of range 0..%d", peer,
                  comm->size - 1);
-    ZC_CHECK(zc_memtype_check_host_path(buf, memtype, "buf"));
+    ZC_CHECK(zc_memtype_check_p2p(buf, memtype, "buf"));
     *bytes = (size_t)count * elem;
     return ZC_OK;
 }

@@ -17,9 +17,12 @@ unsigned zc_get_features(void)
 #ifdef HAVE_CUDA
     features |= ZC_FEATURE_CUDA;
 #endif
-    /* ZC_FEATURE_NCCL and ZC_FEATURE_CUDNN are reported once their
-     * backends (transport/nccl, kernels/cuda SDPA) are built, not when
-     * configure merely found the libraries. */
+    /* Reported when the backend is built, not when configure merely found
+     * the library: transport/nccl is built exactly when HAVE_NCCL is set;
+     * cuDNN SDPA is not written yet, so ZC_FEATURE_CUDNN stays off. */
+#ifdef HAVE_NCCL
+    features |= ZC_FEATURE_NCCL;
+#endif
     return features;
 }
 

@@ -1,0 +1,59 @@
+/* Launchers of the CUDA attention and layout kernels (attn_cuda.cu),
+ * callable from C.  The public entry points (attn_gpu.c) check arguments
+ * and build the device-side geometry; these only launch.  Each returns a
+ * cudaError_t as int (0: launched).  Built only with --with-cuda. */
+#ifndef ZC_KERNELS_CUDA_ATTN_CUDA_H
+#define ZC_KERNELS_CUDA_ATTN_CUDA_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* Query rows per forward block and keys per backward block. */
+#define ZC_ATTN_CUDA_BQ 16
+#define ZC_ATTN_CUDA_BK 32
+
+/* One kernel call.  Index arrays are device memory: cu_q/cu_kv
+ * [batch + 1], q_start/kv_start [batch] or NULL, blocks [nblocks][2] =
+ * (segment, block index in the segment) of the forward query blocks or the
+ * backward key blocks. */
+typedef struct {
+    int hq, hk, d, causal;
+    float scale, scale2;         /* scale2 = scale * log2(e) */
+    unsigned flags;              /* ZC_ATTN_ACCUMULATE */
+    int dtype, out_dtype, grad_dtype;
+    const int32_t *cu_q, *cu_kv, *q_start, *kv_start;
+    const int32_t *blocks;
+    int nblocks;
+    const void *q, *k, *v;
+    void *out;
+    float *lse;
+    const void *dout;
+    const float *delta;
+    float *dq;                   /* backward: fp32 accumulation, zeroed or accumulating */
+    void *dk, *dv;
+} zc_attn_cuda_t;
+
+/* Dynamic shared memory of a forward or backward block for head dim d. */
+size_t zc_attn_cuda_smem(int backward, int d);
+int zc_attn_cuda_fwd(const zc_attn_cuda_t *a, void *stream);
+int zc_attn_cuda_bwd(const zc_attn_cuda_t *a, void *stream);
+/* delta[r] = sum_x dout[r][x] * out[r][x] over `rows` rows of d. */
+int zc_attn_cuda_delta(const void *dout, int dtype, const void *out, int out_dtype, float *delta,
+                       int64_t rows, int d, void *stream);
+int zc_attn_cuda_merge(const float *part_out, const float *part_lse, int64_t rows, int d,
+                       float *out, float *lse, void *stream);
+int zc_attn_cuda_convert(const void *src, int src_dtype, int64_t count, void *dst, int dst_dtype,
+                         void *stream);
+/* Byte ranges ranges[i] = (src offset, dst offset, length), device memory. */
+int zc_cuda_copy_ranges(const void *src, void *dst, const int64_t *ranges, int nranges,
+                        void *stream);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif

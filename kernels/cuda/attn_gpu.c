@@ -1,0 +1,452 @@
+/* The stream-ordered kernel calls (zc_attn_*_stream, zc_zigzag_*_stream):
+ * argument checks, device-memory checks, and the geometry the kernels need
+ * (block maps, copies of the host index arrays), then the launchers of
+ * attn_cuda.cu.  Built in every configuration: without CUDA, or without a
+ * device, each call checks its arguments and returns ZC_ERR_UNSUPPORTED. */
+#include "config.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "kernels/attn_math.h"
+#include "kernels/cuda/attn_gpu.h"
+#include "src/memtype.h"
+#include "src/plan.h"
+#include "src/status.h"
+#ifdef HAVE_CUDA
+#include <cuda_runtime.h>
+
+#include "kernels/cuda/attn_cuda.h"
+#include "kernels/cuda/cuda_mem.h"
+#endif
+
+typedef enum { ZC_GPU_FWD, ZC_GPU_BWD, ZC_GPU_DELTA } zc_gpu_pass_t;
+
+static int zc_gpu_dtype_ok(zc_datatype_t dtype)
+{
+    return dtype == ZC_FLOAT32 || dtype == ZC_BFLOAT16 || dtype == ZC_FLOAT16;
+}
+
+int64_t zc_attn_gpu_blocks(const int32_t *cu, int batch, int rows, int32_t *blocks)
+{
+    int64_t n = 0;
+
+    for (int b = 0; b < batch; b++) {
+        int64_t count = ((int64_t)cu[b + 1] - cu[b] + rows - 1) / rows;
+        for (int64_t i = 0; i < count; i++, n++) {
+            if (blocks) {
+                blocks[2 * n] = b;
+                blocks[2 * n + 1] = (int32_t)i;
+            }
+        }
+    }
+    return n;
+}
+
+void zc_zigzag_ranges(const int32_t *cu_seqlens, int batch, size_t token_bytes, int ring_size,
+                      int position, int pack, int64_t *ranges, int *n)
+{
+    int64_t share = 0;
+
+    *n = 0;
+    for (int b = 0; b < batch; b++) {
+        const int64_t len = (int64_t)cu_seqlens[b + 1] - cu_seqlens[b];
+        const int chunks[2] = {position, 2 * ring_size - 1 - position};
+
+        for (int c = 0; c < 2; c++) {
+            int64_t begin, end;
+            zc_zigzag_chunk(len, ring_size, chunks[c], &begin, &end);
+            if (end == begin)
+                continue;
+            int64_t seq = (cu_seqlens[b] + begin) * (int64_t)token_bytes;
+            int64_t *r = ranges + 3 * *n;
+            r[0] = pack ? seq : share;
+            r[1] = pack ? share : seq;
+            r[2] = (end - begin) * (int64_t)token_bytes;
+            share += r[2];
+            ++*n;
+        }
+    }
+}
+
+/* ---- argument checks ------------------------------------------------------ */
+
+static zc_status_t zc_gpu_seqlens(const int32_t *cu, int batch, const char *name, int64_t *total)
+{
+    *total = 0;
+    if (batch == 0)
+        return ZC_OK;
+    ZC_ARG_CHECK(cu != NULL, "%s: NULL with batch %d", name, batch);
+    ZC_ARG_CHECK(cu[0] == 0, "%s[0]: %d, must be 0", name, (int)cu[0]);
+    for (int b = 0; b < batch; b++)
+        ZC_ARG_CHECK(cu[b + 1] >= cu[b], "%s: decreases at %d (%d then %d)", name, b + 1,
+                     (int)cu[b], (int)cu[b + 1]);
+    *total = cu[batch];
+    return ZC_OK;
+}
+
+/* The tensors of a call: each must be present when it has rows, then be
+ * device memory.  All NULL checks come before the device checks, so an
+ * argument error is reported as such even where there is no device. */
+typedef struct {
+    const void *p;
+    int64_t rows;
+    const char *name;
+} zc_gpu_tensor_t;
+
+static zc_status_t zc_gpu_tensors(const zc_gpu_tensor_t *t, int n)
+{
+    for (int i = 0; i < n; i++)
+        ZC_ARG_CHECK(t[i].p != NULL || t[i].rows == 0, "%s: NULL", t[i].name);
+    /* Every call needs a device, empty or not. */
+    ZC_CHECK(zc_memtype_check_device(NULL, ""));
+    for (int i = 0; i < n; i++)
+        if (t[i].rows)
+            ZC_CHECK(zc_memtype_check_device(t[i].p, t[i].name));
+    return ZC_OK;
+}
+
+static zc_status_t zc_gpu_dtype(zc_datatype_t dtype, const char *name)
+{
+    ZC_ARG_CHECK(zc_gpu_dtype_ok(dtype), "%s: %s, must be float32, bfloat16 or float16", name,
+                 zc_datatype_name(dtype));
+    return ZC_OK;
+}
+
+static zc_status_t zc_gpu_check(const zc_attn_args_t *args, zc_gpu_pass_t pass, int64_t *tq,
+                                int64_t *tk)
+{
+    const int acc = args && (args->flags & ZC_ATTN_ACCUMULATE);
+    const int needs_out = pass != ZC_GPU_BWD || (args && !args->delta);
+
+    ZC_ARG_CHECK(args != NULL, "args: NULL");
+    ZC_ARG_CHECK(args->batch >= 0, "batch: %d is negative", args->batch);
+    ZC_ARG_CHECK(args->num_heads_q > 0, "num_heads_q: %d, must be positive", args->num_heads_q);
+    ZC_ARG_CHECK(args->num_heads_kv > 0 && args->num_heads_q % args->num_heads_kv == 0,
+                 "num_heads_kv: %d, must be positive and divide num_heads_q (%d)",
+                 args->num_heads_kv, args->num_heads_q);
+    ZC_ARG_CHECK(args->head_dim > 0 && args->head_dim <= ZC_ATTN_MAX_HEAD_DIM,
+                 "head_dim: %d, must be in 1..%d", args->head_dim, ZC_ATTN_MAX_HEAD_DIM);
+    ZC_CHECK(zc_gpu_dtype(args->dtype, "dtype"));
+    ZC_ARG_CHECK(isfinite(args->scale), "scale: %g is not finite", (double)args->scale);
+    ZC_ARG_CHECK((args->flags & ~ZC_ATTN_ACCUMULATE) == 0, "flags: unknown bits 0x%x",
+                 args->flags & ~ZC_ATTN_ACCUMULATE);
+    if (needs_out)
+        ZC_CHECK(zc_gpu_dtype(args->out_dtype, "out_dtype"));
+    ZC_ARG_CHECK(pass != ZC_GPU_FWD || !acc || args->out_dtype == ZC_FLOAT32,
+                 "out_dtype: ZC_ATTN_ACCUMULATE needs float32, got %s",
+                 zc_datatype_name(args->out_dtype));
+    if (pass == ZC_GPU_BWD) {
+        ZC_CHECK(zc_gpu_dtype(args->grad_dtype, "grad_dtype"));
+        ZC_ARG_CHECK(!acc || args->grad_dtype == ZC_FLOAT32,
+                     "grad_dtype: ZC_ATTN_ACCUMULATE needs float32, got %s",
+                     zc_datatype_name(args->grad_dtype));
+    }
+    ZC_CHECK(zc_gpu_seqlens(args->cu_seqlens_q, args->batch, "cu_seqlens_q", tq));
+    ZC_CHECK(zc_gpu_seqlens(args->cu_seqlens_kv, args->batch, "cu_seqlens_kv", tk));
+    if (pass == ZC_GPU_FWD) {
+        const int64_t kv = *tq ? *tk : 0;
+        const zc_gpu_tensor_t t[] = {{args->q, *tq, "q"}, {args->out, *tq, "out"},
+                                     {args->lse, *tq, "lse"}, {args->k, kv, "k"},
+                                     {args->v, kv, "v"}};
+        return zc_gpu_tensors(t, 5);
+    }
+    if (pass == ZC_GPU_DELTA) {
+        const zc_gpu_tensor_t t[] = {{args->dout, *tq, "dout"}, {args->out, *tq, "out"},
+                                     {args->delta, *tq, "delta"}};
+        return zc_gpu_tensors(t, 3);
+    }
+    const zc_gpu_tensor_t t[] = {
+        {args->q, *tq, "q"},   {args->dout, *tq, "dout"}, {args->lse, *tq, "lse"},
+        {args->dq, *tq, "dq"}, {args->out, needs_out ? *tq : 0, "out"},
+        {args->delta, args->delta ? *tq : 0, "delta"},
+        {args->k, *tk, "k"},   {args->v, *tk, "v"},       {args->dk, *tk, "dk"},
+        {args->dv, *tk, "dv"}};
+    return zc_gpu_tensors(t, 10);
+}
+
+#ifdef HAVE_CUDA
+/* ---- launches ------------------------------------------------------------ */
+
+/* Device copies of the host index arrays and the block map, in one
+ * stream-ordered allocation freed on the stream after the kernels. */
+typedef struct {
+    void *mem;
+    zc_attn_cuda_t k;
+} zc_gpu_call_t;
+
+static zc_status_t zc_gpu_begin(const zc_attn_args_t *args, int block_rows, void *stream,
+                                zc_gpu_call_t *call)
+{
+    const int batch = args->batch;
+    const int32_t *cu_blocks = block_rows == ZC_ATTN_CUDA_BQ ? args->cu_seqlens_q
+                                                              : args->cu_seqlens_kv;
+    const int64_t nblocks = zc_attn_gpu_blocks(cu_blocks, batch, block_rows, NULL);
+    const size_t n = 2 * ((size_t)batch + 1) + 2 * (size_t)batch + 2 * (size_t)nblocks;
+    int32_t *host = malloc(n * sizeof(int32_t));
+    int32_t *dev;
+    zc_status_t st;
+
+    ZC_ARG_CHECK(nblocks <= INT32_MAX, "cu_seqlens: %lld blocks are too many",
+                 (long long)nblocks);
+    if (!host)
+        return zc_error(ZC_ERR_NO_MEMORY, "cannot allocate the kernel geometry");
+    memcpy(host, args->cu_seqlens_q, ((size_t)batch + 1) * sizeof(int32_t));
+    memcpy(host + batch + 1, args->cu_seqlens_kv, ((size_t)batch + 1) * sizeof(int32_t));
+    for (int b = 0; b < batch; b++) {
+        host[2 * (batch + 1) + b] = args->q_start ? args->q_start[b] : 0;
+        host[2 * (batch + 1) + batch + b] = args->kv_start ? args->kv_start[b] : 0;
+    }
+    zc_attn_gpu_blocks(cu_blocks, batch, block_rows, host + 2 * (batch + 1) + 2 * batch);
+    st = zc_cuda_alloc_async(n * sizeof(int32_t), stream, &call->mem);
+    if (st == ZC_OK)
+        st = zc_cuda_copy_async(call->mem, host, n * sizeof(int32_t), stream);
+    free(host);
+    if (st != ZC_OK) {
+        zc_cuda_free_async(call->mem, stream);
+        return st;
+    }
+    dev = call->mem;
+    call->k = (zc_attn_cuda_t){
+        .hq = args->num_heads_q, .hk = args->num_heads_kv, .d = args->head_dim,
+        .causal = args->causal != 0, .scale = args->scale,
+        .scale2 = args->scale * ZC_ATTN_LOG2E, .flags = args->flags, .dtype = args->dtype,
+        .out_dtype = args->out_dtype, .grad_dtype = args->grad_dtype,
+        .cu_q = dev, .cu_kv = dev + batch + 1, .q_start = dev + 2 * (batch + 1),
+        .kv_start = dev + 2 * (batch + 1) + batch, .blocks = dev + 2 * (batch + 1) + 2 * batch,
+        .nblocks = (int)nblocks, .q = args->q, .k = args->k, .v = args->v, .out = args->out,
+        .lse = args->lse, .dout = args->dout, .delta = args->delta, .dk = args->dk,
+        .dv = args->dv};
+    return ZC_OK;
+}
+
+static zc_status_t zc_gpu_fwd(const zc_attn_args_t *args, void *stream)
+{
+    zc_gpu_call_t call;
+    zc_status_t st;
+
+    ZC_CHECK(zc_gpu_begin(args, ZC_ATTN_CUDA_BQ, stream, &call));
+    st = zc_cuda_status(zc_attn_cuda_fwd(&call.k, stream), "the attention forward kernel");
+    zc_cuda_free_async(call.mem, stream);
+    return st;
+}
+
+static zc_status_t zc_gpu_delta(const zc_attn_args_t *args, int64_t tq, float *delta,
+                                void *stream)
+{
+    return zc_cuda_status(zc_attn_cuda_delta(args->dout, args->dtype, args->out, args->out_dtype,
+                                             delta, tq * args->num_heads_q, args->head_dim,
+                                             stream),
+                          "the attention delta kernel");
+}
+
+static zc_status_t zc_gpu_bwd(const zc_attn_args_t *args, int64_t tq, void *stream)
+{
+    const size_t dq_bytes = (size_t)tq * args->num_heads_q * args->head_dim * sizeof(float);
+    const int dq_direct = args->grad_dtype == ZC_FLOAT32;
+    float *delta = NULL, *dq = NULL;
+    zc_gpu_call_t call;
+    zc_status_t st;
+    void *p;
+
+    ZC_CHECK(zc_gpu_begin(args, ZC_ATTN_CUDA_BK, stream, &call));
+    /* dq partials are added into fp32: the caller's buffer or ours */
+    if (dq_direct) {
+        dq = args->dq;
+    } else {
+        ZC_CHECK_GOTO(zc_cuda_alloc_async(dq_bytes, stream, &p), st, out);
+        dq = p;
+    }
+    if (!dq_direct || !(args->flags & ZC_ATTN_ACCUMULATE))
+        ZC_CHECK_GOTO(zc_cuda_zero_async(dq, dq_bytes, stream), st, out);
+    call.k.dq = dq;
+    if (!args->delta && tq > 0) {
+        ZC_CHECK_GOTO(zc_cuda_alloc_async((size_t)tq * args->num_heads_q * sizeof(float), stream,
+                                          &p), st, out);
+        delta = p;
+        ZC_CHECK_GOTO(zc_gpu_delta(args, tq, delta, stream), st, out);
+        call.k.delta = delta;
+    }
+    ZC_CHECK_GOTO(zc_cuda_status(zc_attn_cuda_bwd(&call.k, stream),
+                                 "the attention backward kernel"), st, out);
+    if (!dq_direct)
+        ZC_CHECK_GOTO(zc_cuda_status(zc_attn_cuda_convert(dq, ZC_FLOAT32, (int64_t)(dq_bytes / 4),
+                                                          args->dq, args->grad_dtype, stream),
+                                     "the dq conversion kernel"), st, out);
+    st = ZC_OK;
+out:
+    if (!dq_direct)
+        zc_cuda_free_async(dq, stream);
+    zc_cuda_free_async(delta, stream);
+    zc_cuda_free_async(call.mem, stream);
+    return st;
+}
+
+/* The kernels need this much shared memory per block; say so clearly when
+ * the device has less (sm_80: 163 KB, sm_90: 227 KB; other parts less). */
+static zc_status_t zc_gpu_smem_check(int backward, int d)
+{
+    int dev = 0, limit = 0;
+    size_t need = zc_attn_cuda_smem(backward, d);
+
+    ZC_CHECK(zc_cuda_status(cudaGetDevice(&dev), "cudaGetDevice"));
+    ZC_CHECK(zc_cuda_status(cudaDeviceGetAttribute(&limit,
+                                                   cudaDevAttrMaxSharedMemoryPerBlockOptin, dev),
+                            "cudaDeviceGetAttribute"));
+    if (need > (size_t)limit)
+        return zc_error(ZC_ERR_UNSUPPORTED,
+                        "head_dim: %d needs %zu bytes of shared memory per block, device %d has "
+                        "%d", d, need, dev, limit);
+    return ZC_OK;
+}
+#endif /* HAVE_CUDA */
+
+/* ---- public calls ------------------------------------------------------------ */
+
+zc_status_t zc_attn_fwd_stream(const zc_attn_args_t *args, void *stream)
+{
+    int64_t tq, tk;
+
+    zc_error_clear();
+    ZC_CHECK(zc_gpu_check(args, ZC_GPU_FWD, &tq, &tk));
+    if (tq == 0)
+        return ZC_OK;
+#ifdef HAVE_CUDA
+    ZC_CHECK(zc_gpu_smem_check(0, args->head_dim));
+    return zc_gpu_fwd(args, stream);
+#else
+    (void)stream;
+    return zc_error(ZC_ERR_INTERNAL, "unreachable without CUDA");
+#endif
+}
+
+zc_status_t zc_attn_bwd_stream(const zc_attn_args_t *args, void *stream)
+{
+    int64_t tq, tk;
+
+    zc_error_clear();
+    ZC_CHECK(zc_gpu_check(args, ZC_GPU_BWD, &tq, &tk));
+    if (tq == 0 && tk == 0)
+        return ZC_OK;
+#ifdef HAVE_CUDA
+    ZC_CHECK(zc_gpu_smem_check(1, args->head_dim));
+    return zc_gpu_bwd(args, tq, stream);
+#else
+    (void)stream;
+    return zc_error(ZC_ERR_INTERNAL, "unreachable without CUDA");
+#endif
+}
+
+zc_status_t zc_attn_bwd_delta_stream(const zc_attn_args_t *args, void *stream)
+{
+    int64_t tq, tk;
+
+    zc_error_clear();
+    ZC_CHECK(zc_gpu_check(args, ZC_GPU_DELTA, &tq, &tk));
+    if (tq == 0)
+        return ZC_OK;
+#ifdef HAVE_CUDA
+    return zc_gpu_delta(args, tq, args->delta, stream);
+#else
+    (void)stream;
+    return zc_error(ZC_ERR_INTERNAL, "unreachable without CUDA");
+#endif
+}
+
+zc_status_t zc_attn_merge_stream(const float *part_out, const float *part_lse, int64_t tokens,
+                                 int num_heads, int head_dim, float *out, float *lse,
+                                 void *stream)
+{
+    zc_error_clear();
+    ZC_ARG_CHECK(tokens >= 0, "tokens: %lld is negative", (long long)tokens);
+    ZC_ARG_CHECK(num_heads > 0, "num_heads: %d, must be positive", num_heads);
+    ZC_ARG_CHECK(head_dim > 0, "head_dim: %d, must be positive", head_dim);
+    const zc_gpu_tensor_t t[] = {{part_out, tokens, "part_out"}, {part_lse, tokens, "part_lse"},
+                                 {out, tokens, "out"}, {lse, tokens, "lse"}};
+    ZC_CHECK(zc_gpu_tensors(t, 4));
+#ifdef HAVE_CUDA
+    return zc_cuda_status(zc_attn_cuda_merge(part_out, part_lse, tokens * num_heads, head_dim, out,
+                                             lse, stream),
+                          "the merge kernel");
+#else
+    (void)stream;
+    return zc_error(ZC_ERR_INTERNAL, "unreachable without CUDA");
+#endif
+}
+
+zc_status_t zc_attn_convert_stream(const void *src, zc_datatype_t src_dtype, int64_t count,
+                                   zc_datatype_t dst_dtype, void *dst, void *stream)
+{
+    zc_error_clear();
+    ZC_CHECK(zc_gpu_dtype(src_dtype, "src_dtype"));
+    ZC_CHECK(zc_gpu_dtype(dst_dtype, "dst_dtype"));
+    ZC_ARG_CHECK(count >= 0, "count: %lld is negative", (long long)count);
+    const zc_gpu_tensor_t t[] = {{src, count, "src"}, {dst, count, "dst"}};
+    ZC_CHECK(zc_gpu_tensors(t, 2));
+#ifdef HAVE_CUDA
+    if (src_dtype == dst_dtype)
+        return zc_cuda_copy_async(dst, src, (size_t)count * zc_datatype_size(src_dtype), stream);
+    return zc_cuda_status(zc_attn_cuda_convert(src, src_dtype, count, dst, dst_dtype, stream),
+                          "the conversion kernel");
+#else
+    (void)stream;
+    return zc_error(ZC_ERR_INTERNAL, "unreachable without CUDA");
+#endif
+}
+
+static zc_status_t zc_zigzag_stream(const void *from, const char *from_name, void *to,
+                                    const char *to_name, const int32_t *cu_seqlens, int batch,
+                                    size_t token_bytes, int ring_size, int position, int pack,
+                                    void *stream)
+{
+    int64_t total;
+
+    zc_error_clear();
+    ZC_ARG_CHECK(batch >= 0, "batch: %d is negative", batch);
+    ZC_CHECK(zc_gpu_seqlens(cu_seqlens, batch, "cu_seqlens", &total));
+    ZC_ARG_CHECK(token_bytes > 0, "token_bytes: is 0");
+    ZC_ARG_CHECK(ring_size >= 1, "ring_size: %d, must be at least 1", ring_size);
+    ZC_ARG_CHECK(position >= 0 && position < ring_size, "position: %d is out of range 0..%d",
+                 position, ring_size - 1);
+    const zc_gpu_tensor_t t[] = {{from, total, from_name}, {to, total, to_name}};
+    ZC_CHECK(zc_gpu_tensors(t, 2));
+#ifdef HAVE_CUDA
+    int64_t *ranges = malloc(sizeof(int64_t) * 6 * ((size_t)batch + 1));
+    void *dev = NULL;
+    zc_status_t st;
+    int n;
+
+    if (!ranges)
+        return zc_error(ZC_ERR_NO_MEMORY, "cannot allocate %d zigzag ranges", 2 * batch);
+    zc_zigzag_ranges(cu_seqlens, batch, token_bytes, ring_size, position, pack, ranges, &n);
+    st = n ? zc_cuda_alloc_async(sizeof(int64_t) * 3 * (size_t)n, stream, &dev) : ZC_OK;
+    if (st == ZC_OK && n)
+        st = zc_cuda_copy_async(dev, ranges, sizeof(int64_t) * 3 * (size_t)n, stream);
+    if (st == ZC_OK)
+        st = zc_cuda_status(zc_cuda_copy_ranges(from, to, dev, n, stream), "the zigzag kernel");
+    zc_cuda_free_async(dev, stream);
+    free(ranges);
+    return st;
+#else
+    (void)pack;
+    (void)stream;
+    return zc_error(ZC_ERR_INTERNAL, "unreachable without CUDA");
+#endif
+}
+
+zc_status_t zc_zigzag_pack_stream(const void *seq, const int32_t *cu_seqlens, int batch,
+                                  size_t token_bytes, int ring_size, int position, void *share,
+                                  void *stream)
+{
+    return zc_zigzag_stream(seq, "seq", share, "share", cu_seqlens, batch, token_bytes, ring_size,
+                            position, 1, stream);
+}
+
+zc_status_t zc_zigzag_unpack_stream(const void *share, const int32_t *cu_seqlens, int batch,
+                                    size_t token_bytes, int ring_size, int position, void *seq,
+                                    void *stream)
+{
+    return zc_zigzag_stream(share, "share", seq, "seq", cu_seqlens, batch, token_bytes, ring_size,
+                            position, 0, stream);
+}

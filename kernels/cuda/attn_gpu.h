@@ -1,0 +1,21 @@
+/* Host-side geometry of the CUDA kernels (attn_gpu.c), shared with the
+ * tests: it is plain C and runs without a device. */
+#ifndef ZC_KERNELS_CUDA_ATTN_GPU_H
+#define ZC_KERNELS_CUDA_ATTN_GPU_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "zcomm.h"
+
+/* (segment, block index in the segment) of every block of `rows` rows over
+ * the segments of cu[batch + 1], written to blocks[2 * n]; returns n.
+ * blocks may be NULL to count. */
+int64_t zc_attn_gpu_blocks(const int32_t *cu, int batch, int rows, int32_t *blocks);
+
+/* The byte ranges (src offset, dst offset, length) a zigzag pack (or
+ * unpack) copies: at most 2 * batch, empty chunks left out; *n is set. */
+void zc_zigzag_ranges(const int32_t *cu_seqlens, int batch, size_t token_bytes, int ring_size,
+                      int position, int pack, int64_t *ranges, int *n);
+
+#endif

@@ -1,0 +1,85 @@
+/* CUDA runtime calls of the device path with zc_status_t results. */
+#include "config.h"
+
+#include <cuda_runtime.h>
+
+#include "kernels/cuda/cuda_mem.h"
+#include "src/status.h"
+
+zc_status_t zc_cuda_status(int err, const char *what)
+{
+    cudaError_t e = (cudaError_t)err;
+    zc_status_t st;
+
+    if (e == cudaSuccess)
+        return ZC_OK;
+    (void)cudaGetLastError(); /* the error is reported here, not again later */
+    switch (e) {
+    case cudaErrorMemoryAllocation:
+        st = ZC_ERR_NO_MEMORY;
+        break;
+    case cudaErrorInvalidValue:
+    case cudaErrorInvalidDevicePointer:
+    case cudaErrorInvalidResourceHandle:
+        st = ZC_ERR_INVALID_ARG;
+        break;
+    case cudaErrorNoDevice:
+    case cudaErrorInsufficientDriver:
+        st = ZC_ERR_UNSUPPORTED;
+        break;
+    default:
+        st = ZC_ERR_TRANSPORT;
+        break;
+    }
+    return zc_error(st, "cuda: %s failed: %s (%s)", what, cudaGetErrorString(e),
+                    cudaGetErrorName(e));
+}
+
+zc_status_t zc_cuda_alloc_async(size_t bytes, void *stream, void **ptr)
+{
+    void *p = NULL;
+
+    ZC_CHECK(zc_cuda_status(cudaMallocAsync(&p, bytes ? bytes : 1, (cudaStream_t)stream),
+                            "cudaMallocAsync"));
+    *ptr = p;
+    return ZC_OK;
+}
+
+void zc_cuda_free_async(void *ptr, void *stream)
+{
+    if (ptr)
+        (void)zc_cuda_status(cudaFreeAsync(ptr, (cudaStream_t)stream), "cudaFreeAsync");
+}
+
+zc_status_t zc_cuda_copy_async(void *dst, const void *src, size_t bytes, void *stream)
+{
+    if (bytes == 0)
+        return ZC_OK;
+    return zc_cuda_status(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDefault,
+                                          (cudaStream_t)stream),
+                          "cudaMemcpyAsync");
+}
+
+zc_status_t zc_cuda_zero_async(void *dst, size_t bytes, void *stream)
+{
+    if (bytes == 0)
+        return ZC_OK;
+    return zc_cuda_status(cudaMemsetAsync(dst, 0, bytes, (cudaStream_t)stream),
+                          "cudaMemsetAsync");
+}
+
+zc_status_t zc_cuda_stream_query(void *stream)
+{
+    cudaError_t e = cudaStreamQuery((cudaStream_t)stream);
+
+    if (e == cudaErrorNotReady) {
+        (void)cudaGetLastError();
+        return ZC_INPROGRESS;
+    }
+    return zc_cuda_status(e, "cudaStreamQuery");
+}
+
+zc_status_t zc_cuda_launch_status(const char *kernel)
+{
+    return zc_cuda_status(cudaGetLastError(), kernel);
+}

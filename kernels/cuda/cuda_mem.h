@@ -1,0 +1,32 @@
+/* CUDA runtime calls of the device path with zc_status_t results: stream-
+ * ordered allocation, copies and fills, stream queries.  cudaError_t never
+ * leaves this file's functions; each failure becomes ZC_ERR_TRANSPORT (or
+ * ZC_ERR_NO_MEMORY, ZC_ERR_INVALID_ARG) with the CUDA message and the call
+ * that failed.  Built only with --with-cuda. */
+#ifndef ZC_KERNELS_CUDA_CUDA_MEM_H
+#define ZC_KERNELS_CUDA_CUDA_MEM_H
+
+#include <stddef.h>
+
+#include "zcomm.h"
+
+/* Convert a cudaError_t (passed as int so that callers need no CUDA
+ * header) raised by `what`; ZC_OK for cudaSuccess. */
+zc_status_t zc_cuda_status(int err, const char *what);
+
+/* Stream-ordered device memory (cudaMallocAsync): usable by work enqueued
+ * on `stream` after the call, returned to the pool when the stream reaches
+ * zc_cuda_free_async. */
+zc_status_t zc_cuda_alloc_async(size_t bytes, void *stream, void **ptr);
+void zc_cuda_free_async(void *ptr, void *stream);
+/* Device to device, or host to device from pageable memory that may be
+ * reused as soon as the call returns. */
+zc_status_t zc_cuda_copy_async(void *dst, const void *src, size_t bytes, void *stream);
+zc_status_t zc_cuda_zero_async(void *dst, size_t bytes, void *stream);
+/* ZC_OK when every operation enqueued on `stream` is done, ZC_INPROGRESS
+ * while some run, else the error. */
+zc_status_t zc_cuda_stream_query(void *stream);
+/* The error of the last kernel launch, if any. */
+zc_status_t zc_cuda_launch_status(const char *kernel);
+
+#endif

@@ -1,0 +1,42 @@
+/* Routes of a routed transfer (zeppelin paper, section 4.3), computed the
+ * same way by every rank and by both paths that execute them: the host
+ * schedule (src/coll_routed.c) and the stream-ordered NCCL path
+ * (src/coll_stream.c).  Slice k of a transfer from rank s (node A) to rank
+ * d (node B) goes s -> p_k -> q_k -> d, where p_k and q_k are the proxies
+ * of rail k on A and B. */
+#ifndef ZC_ROUTE_H
+#define ZC_ROUTE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "comm.h"
+
+/* Pipeline chunks per slice, at most (the host path's tag has 10 bits). */
+#define ZC_ROUTED_MAX_CHUNKS 1024
+
+/* Arguments of a routed call (the list, its counts, the buffers this rank
+ * needs), the same for both paths; memory types are the caller's. */
+zc_status_t zc_route_check(const zc_transfer_t *transfers, int ntransfers, const void *sendbuf,
+                           const void *recvbuf, zc_datatype_t dtype, zc_comm_h comm);
+
+/* The rank of `end`'s node that forwards rail `rail` of a transfer whose
+ * end on that node is `end`: `end` itself if it sits on the rail, else one
+ * of the node's ranks on the rail (spread by `salt`), else any rank of the
+ * node (every rank has a lane on every rail). */
+int zc_route_proxy(zc_comm_h comm, int end, int rail, int salt);
+
+/* Non-zero when transfer `t` of `bytes` is split over the rails: it crosses
+ * nodes, there are rails, and it is at least `min_routed` bytes. */
+int zc_route_is_split(zc_comm_h comm, const zc_transfer_t *t, size_t bytes, int64_t min_routed);
+
+/* Slice `k` of `count` elements over `nrails` rails: equal slices in whole
+ * elements, the remainder one element each to the first rails. */
+void zc_route_slice(int64_t count, int nrails, int k, int64_t *offset, int64_t *length);
+
+/* Pipeline chunk in bytes for a transfer of `bytes`: `chunk` (from
+ * ZC_ROUTED_CHUNK) grown so there are at most ZC_ROUTED_MAX_CHUNKS, in
+ * whole elements of `elem` bytes. */
+size_t zc_route_chunk(size_t bytes, size_t elem, int64_t chunk);
+
+#endif

@@ -1,0 +1,511 @@
+/* The GPU path on a machine with CUDA devices: the CUDA kernels against
+ * the CPU reference (tolerances of the attention issue: 1e-5 relative for
+ * fp32 storage, 2.5e-2 for bf16/fp16), the layout kernels byte-exact, and
+ * with two or more devices the NCCL transfers (point-to-point, remap
+ * alltoallv, routed) against the host path on the same data, and a peer
+ * that dies turning into an error instead of a hang.
+ *
+ * The device count is asked in a child process first: this process must
+ * not start CUDA before it forks its rank processes.  Without a device
+ * (as on the build machines: no driver, so cudaGetDeviceCount fails and the
+ * library's count stays 0) the whole program is skipped. */
+#include "config.h"
+
+#include <math.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "kernels/cuda/attn_gpu.h"
+#include "mp.h"
+#include "src/memtype.h"
+#include "tap.h"
+#include "zcomm.h"
+
+#ifndef HAVE_CUDA
+int main(void)
+{
+    tap_skip_all("built without CUDA");
+}
+#else
+#include <cuda_runtime.h>
+
+#include "kernels/cuda/cuda_device.h"
+
+#define CASE_TIMEOUT_S 120
+
+static zc_unique_id_t the_id;
+static int ndev;
+
+/* ---- helpers ---------------------------------------------------------------- */
+
+static int probe_devices(void)
+{
+    int status;
+    pid_t pid = fork();
+
+    if (pid == 0)
+        _exit(zc_cuda_devices() > 100 ? 100 : zc_cuda_devices());
+    if (pid < 0 || waitpid(pid, &status, 0) != pid || !WIFEXITED(status))
+        return 0;
+    return WEXITSTATUS(status);
+}
+
+static void *dev_alloc(size_t bytes)
+{
+    void *p = NULL;
+
+    return cudaMalloc(&p, bytes ? bytes : 1) == cudaSuccess ? p : NULL;
+}
+
+static void *dev_upload(const void *host, size_t bytes)
+{
+    void *p = dev_alloc(bytes);
+
+    if (p && cudaMemcpy(p, host, bytes, cudaMemcpyHostToDevice) != cudaSuccess) {
+        cudaFree(p);
+        return NULL;
+    }
+    return p;
+}
+
+static int download(void *host, const void *dev, size_t bytes)
+{
+    return cudaMemcpy(host, dev, bytes, cudaMemcpyDeviceToHost) == cudaSuccess;
+}
+
+static uint32_t rng_state = 12345;
+
+static float frand(void)
+{
+    rng_state = rng_state * 1664525u + 1013904223u;
+    return (float)(rng_state >> 8) / (float)(1 << 24) * 2.0f - 1.0f;
+}
+
+/* max |a - b| / max |b|, the normwise relative error. */
+static double rel_err(const float *a, const float *b, size_t n)
+{
+    double diff = 0.0, ref = 0.0;
+
+    for (size_t i = 0; i < n; i++) {
+        double d = a[i] == b[i] ? 0.0 : fabs((double)a[i] - (double)b[i]); /* -inf == -inf */
+        if (d > diff || d != d)
+            diff = d;
+        if (isfinite(b[i]) && fabs(b[i]) > ref)
+            ref = fabs(b[i]);
+    }
+    return diff / (ref > 0.0 ? ref : 1.0);
+}
+
+static double tolerance(zc_datatype_t dtype)
+{
+    return dtype == ZC_FLOAT32 ? 1e-5 : 2.5e-2;
+}
+
+/* Round fp32 values to `dtype` and back on the device (the kernels' own
+ * conversion), so both paths start from the same numbers; returns the
+ * device copy in `dtype`. */
+static void *dev_in_dtype(float *host, size_t n, zc_datatype_t dtype)
+{
+    float *f32 = dev_upload(host, n * sizeof(float));
+    void *d = dev_alloc(n * zc_datatype_size(dtype));
+
+    if (!f32 || !d)
+        return NULL;
+    if (zc_attn_convert_stream(f32, ZC_FLOAT32, (int64_t)n, dtype, d, NULL) != ZC_OK ||
+        zc_attn_convert_stream(d, dtype, (int64_t)n, ZC_FLOAT32, f32, NULL) != ZC_OK ||
+        cudaDeviceSynchronize() != cudaSuccess || !download(host, f32, n * sizeof(float)))
+        return NULL;
+    cudaFree(f32);
+    return d;
+}
+
+/* A device tensor in `dtype` read back as fp32. */
+static int download_f32(float *host, const void *dev, size_t n, zc_datatype_t dtype)
+{
+    float *f32 = dev_alloc(n * sizeof(float));
+    int good = f32 && zc_attn_convert_stream(dev, dtype, (int64_t)n, ZC_FLOAT32, f32, NULL) ==
+                          ZC_OK && cudaDeviceSynchronize() == cudaSuccess &&
+               download(host, f32, n * sizeof(float));
+
+    cudaFree(f32);
+    return good;
+}
+
+/* ---- kernels against the CPU reference -------------------------------------- */
+
+typedef struct {
+    int batch;
+    int32_t lq[3], lk[3], q_start[3], kv_start[3];
+    int hq, hk, d;
+    int causal;
+} shape_t;
+
+static const shape_t shapes[] = {
+    {3, {1, 37, 200}, {1, 50, 200}, {0, 13, 0}, {0, 0, 0}, 4, 2, 64, 1},
+    {2, {64, 129}, {64, 129}, {0, 0}, {0, 0}, 4, 4, 128, 1},
+    {2, {96, 33}, {160, 33}, {160, 0}, {0, 33}, 8, 1, 40, 1},
+    {1, {150}, {150}, {0}, {0}, 2, 1, 256, 1},
+    {2, {70, 5}, {90, 300}, {0}, {0}, 2, 2, 96, 0},
+};
+
+static int total(const int32_t *len, int batch, int32_t *cu)
+{
+    cu[0] = 0;
+    for (int b = 0; b < batch; b++)
+        cu[b + 1] = cu[b] + len[b];
+    return cu[batch];
+}
+
+static void test_attention(const shape_t *s, zc_datatype_t dtype)
+{
+    int32_t cuq[4], cuk[4];
+    const int tq = total(s->lq, s->batch, cuq), tk = total(s->lk, s->batch, cuk);
+    const size_t nq = (size_t)tq * s->hq * s->d, nk = (size_t)tk * s->hk * s->d;
+    const size_t nl = (size_t)tq * s->hq;
+    float *q = malloc(nq * 4), *k = malloc(nk * 4), *v = malloc(nk * 4), *dout = malloc(nq * 4);
+    float *out = malloc(nq * 4), *lse = malloc(nl * 4), *dq = malloc(nq * 4);
+    float *dk = malloc(nk * 4), *dv = malloc(nk * 4), *got = malloc((nq > nk ? nq : nk) * 4);
+    float *glse = malloc(nl * 4);
+    const char *tn = zc_datatype_name(dtype);
+    zc_attn_args_t a = {.batch = s->batch, .num_heads_q = s->hq, .num_heads_kv = s->hk,
+                        .head_dim = s->d, .cu_seqlens_q = cuq, .cu_seqlens_kv = cuk,
+                        .q_start = s->q_start, .kv_start = s->kv_start, .causal = s->causal,
+                        .scale = 1.0f / sqrtf((float)s->d), .dtype = ZC_FLOAT32,
+                        .out_dtype = ZC_FLOAT32, .grad_dtype = ZC_FLOAT32};
+    zc_attn_args_t g = a;
+    void *gq, *gk, *gv, *gdo, *gout, *gdq, *gdk, *gdv;
+    float *gl;
+
+    for (size_t i = 0; i < nq; i++)
+        q[i] = frand(), dout[i] = frand();
+    for (size_t i = 0; i < nk; i++)
+        k[i] = frand(), v[i] = frand();
+    gq = dev_in_dtype(q, nq, dtype);
+    gk = dev_in_dtype(k, nk, dtype);
+    gv = dev_in_dtype(v, nk, dtype);
+    gdo = dev_in_dtype(dout, nq, dtype);
+    /* CPU reference on the rounded values, fp32 throughout */
+    a.q = q, a.k = k, a.v = v, a.out = out, a.lse = lse, a.dout = dout, a.dq = dq, a.dk = dk,
+    a.dv = dv;
+    ok(zc_attn_fwd(&a) == ZC_OK && zc_attn_bwd(&a) == ZC_OK, "cpu reference d=%d %s", s->d, tn);
+
+    gout = dev_alloc(nq * zc_datatype_size(dtype));
+    gl = dev_alloc(nl * 4);
+    g.dtype = g.out_dtype = g.grad_dtype = dtype;
+    g.q = gq, g.k = gk, g.v = gv, g.out = gout, g.lse = gl;
+    ok(zc_attn_fwd_stream(&g, NULL) == ZC_OK && cudaDeviceSynchronize() == cudaSuccess,
+       "fwd runs d=%d hq=%d hk=%d %s (%s)", s->d, s->hq, s->hk, tn, zc_get_last_error());
+    ok(download_f32(got, gout, nq, dtype) && rel_err(got, out, nq) <= tolerance(dtype),
+       "fwd out matches the cpu within %g (%.3g)", tolerance(dtype), rel_err(got, out, nq));
+    ok(download(glse, gl, nl * 4) && rel_err(glse, lse, nl) <= tolerance(dtype),
+       "fwd lse matches the cpu (%.3g)", rel_err(glse, lse, nl));
+
+    /* backward from the cpu's out and lse, so only the backward differs */
+    cudaFree(gout);
+    gout = dev_in_dtype(out, nq, dtype);
+    cudaMemcpy(gl, lse, nl * 4, cudaMemcpyHostToDevice);
+    gdq = dev_alloc(nq * zc_datatype_size(dtype));
+    gdk = dev_alloc(nk * zc_datatype_size(dtype));
+    gdv = dev_alloc(nk * zc_datatype_size(dtype));
+    a.out = out;
+    ok(zc_attn_bwd(&a) == ZC_OK, "cpu backward from the rounded out");
+    g.out = gout, g.dout = gdo, g.dq = gdq, g.dk = gdk, g.dv = gdv;
+    ok(zc_attn_bwd_stream(&g, NULL) == ZC_OK && cudaDeviceSynchronize() == cudaSuccess,
+       "bwd runs (%s)", zc_get_last_error());
+    ok(download_f32(got, gdq, nq, dtype) && rel_err(got, dq, nq) <= tolerance(dtype),
+       "bwd dq within %g (%.3g)", tolerance(dtype), rel_err(got, dq, nq));
+    ok(download_f32(got, gdk, nk, dtype) && rel_err(got, dk, nk) <= tolerance(dtype),
+       "bwd dk (%.3g)", rel_err(got, dk, nk));
+    ok(download_f32(got, gdv, nk, dtype) && rel_err(got, dv, nk) <= tolerance(dtype),
+       "bwd dv (%.3g)", rel_err(got, dv, nk));
+    void *ptrs[] = {gq, gk, gv, gdo, gout, gl, gdq, gdk, gdv};
+    for (size_t i = 0; i < sizeof(ptrs) / sizeof(ptrs[0]); i++)
+        cudaFree(ptrs[i]);
+    free(q), free(k), free(v), free(dout), free(out), free(lse), free(dq), free(dk), free(dv);
+    free(got), free(glse);
+}
+
+/* Forward over two halves of the keys with ZC_ATTN_ACCUMULATE, as a ring
+ * step does, equals the forward over all keys. */
+static void test_accumulate(void)
+{
+    enum { L = 300, H = 2, D = 64, HALF = 130 };
+    int32_t cu[2] = {0, L}, cu1[2] = {0, HALF}, cu2[2] = {0, L - HALF};
+    int32_t zero[1] = {0}, off[1] = {HALF};
+    float *q = malloc(sizeof(float) * L * H * D), *kv = malloc(sizeof(float) * L * H * D);
+    float *ref = malloc(sizeof(float) * L * H * D), *got = malloc(sizeof(float) * L * H * D);
+    float ref_lse[L * H], init_lse[L * H];
+    zc_attn_args_t a = {.batch = 1, .num_heads_q = H, .num_heads_kv = H, .head_dim = D,
+                        .cu_seqlens_q = cu, .cu_seqlens_kv = cu, .causal = 1, .scale = 0.125f,
+                        .dtype = ZC_FLOAT32, .out_dtype = ZC_FLOAT32, .q = q, .k = kv, .v = kv,
+                        .out = ref, .lse = ref_lse};
+    size_t n = (size_t)L * H * D;
+
+    for (size_t i = 0; i < n; i++)
+        q[i] = frand(), kv[i] = frand();
+    for (int i = 0; i < L * H; i++)
+        init_lse[i] = -INFINITY;
+    zc_attn_fwd(&a);
+    float *gq = dev_upload(q, n * 4), *gkv = dev_upload(kv, n * 4), *go = dev_alloc(n * 4);
+    float *gl = dev_upload(init_lse, sizeof(init_lse));
+    cudaMemset(go, 0, n * 4);
+    a.q = gq, a.out = go, a.lse = gl, a.flags = ZC_ATTN_ACCUMULATE;
+    a.cu_seqlens_kv = cu1, a.k = a.v = gkv, a.q_start = zero, a.kv_start = zero;
+    zc_status_t st = zc_attn_fwd_stream(&a, NULL);
+    a.cu_seqlens_kv = cu2, a.k = a.v = gkv + (size_t)HALF * H * D, a.kv_start = off;
+    if (st == ZC_OK)
+        st = zc_attn_fwd_stream(&a, NULL);
+    ok(st == ZC_OK && cudaDeviceSynchronize() == cudaSuccess && download(got, go, n * 4) &&
+       rel_err(got, ref, n) <= 1e-5, "two accumulated key halves equal one forward (%.3g)",
+       rel_err(got, ref, n));
+    cudaFree(gq), cudaFree(gkv), cudaFree(go), cudaFree(gl);
+    free(q), free(kv), free(ref), free(got);
+}
+
+static void test_merge_convert(void)
+{
+    enum { ROWS = 333, D = 72 };
+    float po[ROWS * D], pl[ROWS], o[ROWS * D], l[ROWS], got[ROWS * D], gotl[ROWS];
+    uint16_t bf[ROWS * D], gbf[ROWS * D];
+
+    for (int i = 0; i < ROWS * D; i++)
+        po[i] = frand(), o[i] = frand();
+    for (int r = 0; r < ROWS; r++) {
+        pl[r] = r % 7 == 0 ? -INFINITY : 3.0f * frand();
+        l[r] = r % 5 == 0 ? -INFINITY : 3.0f * frand();
+    }
+    float *gpo = dev_upload(po, sizeof(po)), *gpl = dev_upload(pl, sizeof(pl));
+    float *go = dev_upload(o, sizeof(o)), *gl = dev_upload(l, sizeof(l));
+    ok(zc_attn_merge(po, pl, ROWS, 1, D, o, l) == ZC_OK &&
+       zc_attn_merge_stream(gpo, gpl, ROWS, 1, D, go, gl, NULL) == ZC_OK &&
+       download(got, go, sizeof(got)) && download(gotl, gl, sizeof(gotl)) &&
+       rel_err(got, o, ROWS * D) <= 1e-6 && rel_err(gotl, l, ROWS) <= 1e-6,
+       "merge matches the cpu, empty rows included");
+    void *gbfd = dev_alloc(sizeof(gbf));
+    ok(zc_attn_convert(o, ZC_FLOAT32, ROWS * D, ZC_BFLOAT16, bf) == ZC_OK &&
+       zc_attn_convert_stream(go, ZC_FLOAT32, ROWS * D, ZC_BFLOAT16, gbfd, NULL) == ZC_OK &&
+       download(gbf, gbfd, sizeof(gbf)) && memcmp(gbf, bf, sizeof(bf)) == 0,
+       "fp32 -> bf16 conversion bit-exact with the cpu");
+    cudaFree(gpo), cudaFree(gpl), cudaFree(go), cudaFree(gl), cudaFree(gbfd);
+}
+
+static void test_zigzag(void)
+{
+    static const int32_t cu[] = {0, 3, 3, 100, 1111, 4000};
+    const int batch = 5, tb = 12;
+    const size_t bytes = (size_t)cu[batch] * tb;
+    unsigned char *seq = malloc(bytes), *want = malloc(bytes), *got = malloc(bytes);
+    int64_t ranges[6 * 5];
+    int n, exact = 1;
+    void *gseq, *gshare = dev_alloc(bytes), *gback = dev_alloc(bytes);
+
+    for (size_t i = 0; i < bytes; i++)
+        seq[i] = zc_pattern_byte(i, 99);
+    gseq = dev_upload(seq, bytes);
+    for (int g = 1; g <= 4; g++) {
+        cudaMemset(gback, 0, bytes);
+        for (int pos = 0; pos < g; pos++) {
+            zc_zigzag_ranges(cu, batch, tb, g, pos, 1, ranges, &n);
+            for (int r = 0; r < n; r++)
+                memcpy(want + ranges[3 * r + 1], seq + ranges[3 * r], (size_t)ranges[3 * r + 2]);
+            exact &= zc_zigzag_pack_stream(gseq, cu, batch, tb, g, pos, gshare, NULL) == ZC_OK &&
+                     download(got, gshare, bytes) &&
+                     memcmp(got, want, (size_t)(ranges[3 * (n - 1) + 1] + ranges[3 * n - 1])) ==
+                         0 &&
+                     zc_zigzag_unpack_stream(gshare, cu, batch, tb, g, pos, gback, NULL) == ZC_OK;
+        }
+        exact &= download(got, gback, bytes) && memcmp(got, seq, bytes) == 0;
+    }
+    ok(exact, "zigzag pack matches the host ranges; unpacking every share rebuilds the batch");
+    cudaFree(gseq), cudaFree(gshare), cudaFree(gback);
+    free(seq), free(want), free(got);
+}
+
+/* ---- NCCL transfers (one process per rank, one device each) ---------------- */
+
+static int rank_init(int rank, int nranks, int timeout_ms, zc_comm_h *comm, cudaStream_t *s)
+{
+    zc_config_t config = ZC_CONFIG_INITIALIZER;
+
+    config.timeout_ms = timeout_ms;
+    MP_CHECK(cudaSetDevice(rank % ndev) == cudaSuccess, "cudaSetDevice");
+    MP_CHECK(cudaStreamCreate(s) == cudaSuccess, "cudaStreamCreate");
+    MP_CHECK(zc_comm_init_rank(comm, nranks, &the_id, rank, &config) == ZC_OK, "init");
+    MP_CHECK(zc_comm_cuda_init(*comm) == ZC_OK, "zc_comm_cuda_init");
+    return 0;
+}
+
+static int check_pattern(const unsigned char *buf, size_t n, unsigned seed)
+{
+    for (size_t i = 0; i < n; i++)
+        if (buf[i] != zc_pattern_byte(i, seed))
+            return 0;
+    return 1;
+}
+
+/* Ring exchange of every size class on device memory. */
+static int rank_sendrecv(int rank, int nranks, void *arg)
+{
+    static const size_t sizes[] = {0, 1, 4097, (1 << 20) + 3};
+    zc_comm_h comm;
+    cudaStream_t s;
+    (void)arg;
+
+    if (rank_init(rank, nranks, 30000, &comm, &s))
+        return 1;
+    for (size_t i = 0; i < sizeof(sizes) / sizeof(sizes[0]); i++) {
+        size_t n = sizes[i];
+        int to = (rank + 1) % nranks, from = (rank + nranks - 1) % nranks;
+        unsigned char *sb = dev_alloc(n), *rb = dev_alloc(n), *host = malloc(n + 1);
+        MP_CHECK(sb && rb && host, "alloc");
+        MP_CHECK(zc_cuda_fill_pattern(sb, n, (unsigned)(rank * 16 + i), s) == 0, "fill");
+        MP_CHECK(zc_sendrecv_stream(sb, (int64_t)n, to, rb, (int64_t)n, from, ZC_BYTE, comm, s) ==
+                     ZC_OK, "sendrecv_stream %zu", n);
+        MP_CHECK(zc_stream_synchronize(comm, s) == ZC_OK, "synchronize");
+        MP_CHECK(download(host, rb, n), "download");
+        MP_CHECK(check_pattern(host, n, (unsigned)(from * 16 + i)), "%zu bytes byte-exact", n);
+        cudaFree(sb), cudaFree(rb), free(host);
+    }
+    zc_comm_destroy(comm);
+    return 0;
+}
+
+/* The same alltoallv on the host path and the device path gives the same
+ * bytes; zero counts included. */
+static int rank_alltoallv(int rank, int nranks, void *arg)
+{
+    int64_t sc[64], sd[64], rc[64], rd[64], stot = 0, rtot = 0;
+    zc_request_h req;
+    zc_comm_h comm;
+    cudaStream_t s;
+    (void)arg;
+
+    if (rank_init(rank, nranks, 30000, &comm, &s))
+        return 1;
+    for (int p = 0; p < nranks; p++) {
+        sc[p] = (rank * 7 + p * 3) % 4 * 40000; /* some blocks empty */
+        rc[p] = (p * 7 + rank * 3) % 4 * 40000;
+        sd[p] = stot, rd[p] = rtot;
+        stot += sc[p], rtot += rc[p];
+    }
+    unsigned char *hs = malloc((size_t)stot + 1), *hr = malloc((size_t)rtot + 1);
+    unsigned char *dr = malloc((size_t)rtot + 1);
+    for (int64_t i = 0; i < stot; i++)
+        hs[i] = zc_pattern_byte((size_t)i, (unsigned)rank);
+    unsigned char *gs = dev_upload(hs, (size_t)stot), *gr = dev_alloc((size_t)rtot);
+    MP_CHECK(gs && gr && hr && dr, "alloc");
+    MP_CHECK(zc_remap_alltoallv(hs, sc, sd, hr, rc, rd, ZC_BYTE, ZC_MEM_HOST, comm, &req) ==
+                 ZC_OK && zc_wait(&req) == ZC_OK, "host alltoallv");
+    MP_CHECK(zc_remap_alltoallv_stream(gs, sc, sd, gr, rc, rd, ZC_BYTE, comm, s) == ZC_OK,
+             "device alltoallv");
+    MP_CHECK(zc_stream_synchronize(comm, s) == ZC_OK, "synchronize");
+    MP_CHECK(download(dr, gr, (size_t)rtot) && memcmp(dr, hr, (size_t)rtot) == 0,
+             "device result equals host result");
+    cudaFree(gs), cudaFree(gr), free(hs), free(hr), free(dr);
+    zc_comm_destroy(comm);
+    return 0;
+}
+
+/* Routed transfers between two emulated nodes: device path equals host path. */
+static int rank_routed(int rank, int nranks, void *arg)
+{
+    const int half = nranks / 2;
+    const int64_t count = (1 << 20) + 3;
+    zc_transfer_t t[64];
+    zc_request_h req;
+    zc_comm_h comm;
+    cudaStream_t s;
+    int nrails;
+    (void)arg;
+
+    setenv("ZC_NODE_ID", rank < half ? "gpu-node-a" : "gpu-node-b", 1);
+    setenv("ZC_ROUTED_MIN_BYTES", "1", 1);
+    setenv("ZC_ROUTED_CHUNK", "65536", 1);
+    if (rank_init(rank, nranks, 30000, &comm, &s))
+        return 1;
+    for (int i = 0; i < half; i++) {
+        t[2 * i] = (zc_transfer_t){i, i + half, count};
+        t[2 * i + 1] = (zc_transfer_t){i + half, i, count};
+    }
+    unsigned char *hs = malloc((size_t)count), *hr = calloc((size_t)count, 1);
+    unsigned char *dr = malloc((size_t)count);
+    for (int64_t i = 0; i < count; i++)
+        hs[i] = zc_pattern_byte((size_t)i, (unsigned)rank + 50);
+    unsigned char *gs = dev_upload(hs, (size_t)count), *gr = dev_alloc((size_t)count);
+    MP_CHECK(gs && gr && hr && dr, "alloc");
+    zc_comm_rail_count(comm, &nrails);
+    if (rank == 0)
+        diag("routed device path over %d rails", nrails);
+    MP_CHECK(zc_routed_sendrecv(t, 2 * half, hs, hr, ZC_BYTE, ZC_MEM_HOST, comm, &req) == ZC_OK &&
+                 zc_wait(&req) == ZC_OK, "host routed");
+    MP_CHECK(zc_routed_sendrecv_stream(t, 2 * half, gs, gr, ZC_BYTE, comm, s) == ZC_OK,
+             "device routed");
+    MP_CHECK(zc_stream_synchronize(comm, s) == ZC_OK, "synchronize");
+    MP_CHECK(download(dr, gr, (size_t)count) && memcmp(dr, hr, (size_t)count) == 0 &&
+                 check_pattern(dr, (size_t)count,
+                               (unsigned)(rank < half ? rank + half : rank - half) + 50),
+             "device result equals host result and the sender's data");
+    cudaFree(gs), cudaFree(gr), free(hs), free(hr), free(dr);
+    zc_comm_destroy(comm);
+    return 0;
+}
+
+/* Rank 1 leaves after the NCCL communicator is up; rank 0's receive from
+ * it must end in an error within the timeout, and stay failed. */
+static int rank_peer_dies(int rank, int nranks, void *arg)
+{
+    zc_comm_h comm;
+    cudaStream_t s;
+    void *buf;
+    (void)arg;
+
+    if (rank_init(rank, nranks, 5000, &comm, &s))
+        return 1;
+    if (rank == 1)
+        _exit(0);
+    buf = dev_alloc(1 << 20);
+    MP_CHECK(zc_recv_stream(buf, 1 << 20, ZC_BYTE, 1, comm, s) == ZC_OK, "enqueue");
+    zc_status_t st = zc_stream_synchronize(comm, s);
+    MP_CHECK(st == ZC_ERR_PEER_FAILED || st == ZC_ERR_TIMEOUT || st == ZC_ERR_TRANSPORT,
+             "a dead peer is an error, not a hang (%s)", zc_strerror(st));
+    MP_CHECK(zc_send_stream(buf, 1, ZC_BYTE, 1, comm, s) == st, "the error sticks");
+    zc_comm_destroy(comm);
+    return 0;
+}
+
+int main(void)
+{
+    ndev = probe_devices();
+    if (ndev == 0)
+        tap_skip_all("no CUDA device");
+    diag("%d CUDA device(s)", ndev);
+    if (ndev >= 2) {
+        int n = ndev > 8 ? 8 : ndev;
+        ok(zc_get_unique_id(&the_id) == ZC_OK, "unique id");
+        ok(mp_run(n, CASE_TIMEOUT_S, rank_sendrecv, NULL) == 0,
+           "%d ranks: ring sendrecv on device memory", n);
+        ok(mp_run(n, CASE_TIMEOUT_S, rank_alltoallv, NULL) == 0,
+           "%d ranks: alltoallv on device memory equals the host path", n);
+        ok(mp_run(n - n % 2, CASE_TIMEOUT_S, rank_routed, NULL) == 0,
+           "%d ranks on 2 emulated nodes: routed transfer equals the host path", n - n % 2);
+        ok(mp_run(2, CASE_TIMEOUT_S, rank_peer_dies, NULL) == 0,
+           "a peer that leaves ends the wait with an error");
+    } else {
+        tap_skip(5, "NCCL transfers need two CUDA devices");
+    }
+    /* From here on this process uses CUDA itself: no more forks. */
+    for (size_t i = 0; i < sizeof(shapes) / sizeof(shapes[0]); i++) {
+        test_attention(&shapes[i], ZC_FLOAT32);
+        test_attention(&shapes[i], ZC_BFLOAT16);
+        test_attention(&shapes[i], ZC_FLOAT16);
+    }
+    test_accumulate();
+    test_merge_convert();
+    test_zigzag();
+    return tap_done();
+}
+#endif
