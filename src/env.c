@@ -64,7 +64,7 @@ static const zc_env_var_t zc_env_table[] = {
     {"ZC_RING_ATTN_CHECK", "1",
      "zc_ring_attn: agree on the plan and the attention shape before moving data (0: skip; a "
      "disagreement then shows as a size mismatch or a timeout)"},
-    {"ZC_RING_ATTN_SLICE_MFLOP", "64",
+    {"ZC_RING_ATTN_SLICE_MFLOP", "1024",
      "zc_ring_attn: attention work (MFLOP) between two progress calls while transfers are in "
      "flight (0: never cut a block)"},
 };
