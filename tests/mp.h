@@ -20,6 +20,34 @@ typedef int (*mp_rank_fn)(int rank, int nranks, void *arg);
 /* A rank that a case kills on purpose (SIGKILL); -1: none. */
 static int mp_killed_rank = -1;
 
+/* Each case's unique id is made by its rank 0 and published here, so the
+ * bootstrap root thread lives in a rank: the parent that forks the ranks
+ * must have no other thread (a fork copies locks a thread may hold). */
+typedef struct {
+    volatile int ready;
+    char id[128];
+} mp_id_slot_t;
+
+static mp_id_slot_t *mp_id_slot;
+
+/* Rank 0: make an id with `make` and publish it; others: wait for it. */
+static inline int mp_case_id(int rank, void *id, size_t len, int (*make)(void *id))
+{
+    if (rank == 0) {
+        if (make(id) != 0)
+            return -1;
+        memcpy(mp_id_slot->id, id, len);
+        __atomic_store_n(&mp_id_slot->ready, 1, __ATOMIC_RELEASE);
+        return 0;
+    }
+    for (int i = 0; i < 60000 && !__atomic_load_n(&mp_id_slot->ready, __ATOMIC_ACQUIRE); i++)
+        usleep(1000);
+    if (!mp_id_slot->ready)
+        return -1;
+    memcpy(id, mp_id_slot->id, len);
+    return 0;
+}
+
 /* Run fn in nranks processes.  Returns the number of ranks that failed
  * (non-zero exit, signal, or still running after timeout_s). */
 static inline int mp_run(int nranks, int timeout_s, mp_rank_fn fn, void *arg)
@@ -30,6 +58,10 @@ static inline int mp_run(int nranks, int timeout_s, mp_rank_fn fn, void *arg)
 
     if (nranks > 256)
         return nranks;
+    if (!mp_id_slot)
+        mp_id_slot = mmap(NULL, sizeof(*mp_id_slot), PROT_READ | PROT_WRITE,
+                          MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+    mp_id_slot->ready = 0;
     fflush(stdout);
     fflush(stderr);
     for (int r = 0; r < nranks; r++) {

@@ -16,6 +16,14 @@
 
 static zc_unique_id_t the_id;
 
+static int make_id(void *id)
+{
+    return zc_get_unique_id(id) == ZC_OK ? 0 : -1;
+}
+
+/* This case's id, made by its rank 0 (see mp_case_id). */
+#define CASE_ID(rank) MP_CHECK(mp_case_id((rank), &the_id, sizeof(the_id), make_id) == 0, "case id")
+
 /* Every rank checks what the communicator says about it. */
 static int check_comm(zc_comm_h comm, int rank, int nranks, int ranks_per_node)
 {
@@ -43,6 +51,7 @@ static int rank_by_id(int rank, int nranks, void *arg)
     zc_comm_h comm;
     zc_config_t config = ZC_CONFIG_INITIALIZER;
 
+    CASE_ID(rank);
     snprintf(node, sizeof(node), "node%d", rank / ranks_per_node);
     config.node_id = node;
     MP_CHECK(zc_comm_init_rank(&comm, nranks, &the_id, rank, &config) == ZC_OK, "init");
@@ -148,10 +157,12 @@ static case_shared_t *shared;
 
 static int rank_wrong_secret(int rank, int nranks, void *arg)
 {
-    zc_unique_id_t forged = the_id;
+    zc_unique_id_t forged;
     zc_comm_h comm;
     zc_config_t config = ZC_CONFIG_INITIALIZER;
 
+    CASE_ID(rank);
+    forged = the_id;
     config.timeout_ms = 20000;
     if (rank == nranks - 1) {
         /* An intruder with a forged secret must be refused and not count. */
@@ -176,6 +187,7 @@ static int rank_missing_peer(int rank, int nranks, void *arg)
     zc_comm_h comm;
     zc_config_t config = ZC_CONFIG_INITIALIZER;
 
+    CASE_ID(rank);
     config.timeout_ms = 1500;
     /* nranks + 1 are expected; the last never comes. */
     zc_status_t st = zc_comm_init_rank(&comm, nranks + 1, &the_id, rank, &config);
@@ -190,6 +202,8 @@ static int rank_nranks_mismatch(int rank, int nranks, void *arg)
     zc_comm_h comm;
     zc_config_t config = ZC_CONFIG_INITIALIZER;
 
+    if (mp_case_id(rank, &the_id, sizeof(the_id), make_id) != 0)
+        return 1;
     config.timeout_ms = 3000;
     shared->status[rank] = zc_comm_init_rank(&comm, rank == 0 ? 2 : 3, &the_id, rank, &config);
     return 0;
@@ -257,6 +271,7 @@ static int rank_use_after_destroy(int rank, int nranks, void *arg)
     zc_comm_h comm;
     int v;
 
+    CASE_ID(rank);
     MP_CHECK(zc_comm_init_rank(&comm, 1, &the_id, 0, NULL) == ZC_OK, "init");
     zc_comm_destroy(comm);
     MP_CHECK(zc_comm_rank(comm, &v) == ZC_ERR_INVALID_ARG, "query after destroy refused");
@@ -282,7 +297,6 @@ int main(void)
     shared = mp_shared(sizeof(*shared));
 
     for (size_t i = 0; i < sizeof(sizes) / sizeof(sizes[0]); i++) {
-        ok(zc_get_unique_id(&the_id) == ZC_OK, "unique id for %d ranks", sizes[i]);
         ok(mp_run(sizes[i], CASE_TIMEOUT_S, rank_by_id, NULL) == 0, "init by unique id, %d ranks",
            sizes[i]);
     }
@@ -297,20 +311,15 @@ int main(void)
     }
 
     int per_node = 2;
-    ok(zc_get_unique_id(&the_id) == ZC_OK, "unique id for node emulation");
     ok(mp_run(8, CASE_TIMEOUT_S, rank_by_id, &per_node) == 0,
        "8 ranks as 4 nodes by node id: node, local rank and size per rank");
 
-    ok(zc_get_unique_id(&the_id) == ZC_OK, "unique id for the intruder case");
     ok(mp_run(3, CASE_TIMEOUT_S, rank_wrong_secret, NULL) == 0,
        "a wrong secret is refused with ZC_ERR_REFUSED and the real ranks still connect");
-    ok(zc_get_unique_id(&the_id) == ZC_OK, "unique id for the timeout case");
     ok(mp_run(2, CASE_TIMEOUT_S, rank_missing_peer, NULL) == 0,
        "a rank that never arrives ends init with ZC_ERR_TIMEOUT");
-    ok(zc_get_unique_id(&the_id) == ZC_OK, "unique id for the mismatch case");
     ok(mismatch_case() == 0,
        "ranks that disagree on nranks get ZC_ERR_MISMATCH");
-    ok(zc_get_unique_id(&the_id) == ZC_OK, "unique id for use after destroy");
     ok(mp_run(1, CASE_TIMEOUT_S, rank_use_after_destroy, NULL) == 0,
        "calls on a destroyed communicator are refused");
 

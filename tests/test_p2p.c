@@ -13,6 +13,11 @@
 
 static zc_unique_id_t the_id;
 
+static int make_id(void *id)
+{
+    return zc_get_unique_id(id) == ZC_OK ? 0 : -1;
+}
+
 /* Byte i of a message from `src` with `salt`: differs per byte, sender and
  * message, so misplaced, stale or swapped data shows. */
 static uint8_t pattern(size_t i, int src, int salt)
@@ -41,6 +46,8 @@ static int init(int rank, int nranks, int timeout_ms, zc_comm_h *comm)
     zc_config_t config = ZC_CONFIG_INITIALIZER;
 
     config.timeout_ms = timeout_ms;
+    /* Rank 0 makes the id: the parent that forks stays single-threaded. */
+    MP_CHECK(mp_case_id(rank, &the_id, sizeof(the_id), make_id) == 0, "case id");
     MP_CHECK(zc_comm_init_rank(comm, nranks, &the_id, rank, &config) == ZC_OK, "init");
     return 0;
 }
@@ -272,8 +279,6 @@ static int rank_huge(int rank, int nranks, void *arg)
 
 static int run_case(int nranks, mp_rank_fn fn, void *arg)
 {
-    if (zc_get_unique_id(&the_id) != ZC_OK)
-        return -1;
     return mp_run(nranks, CASE_TIMEOUT_S, fn, arg);
 }
 

@@ -19,7 +19,9 @@ zc_status_t zc_ucx_status(ucs_status_t status)
     case UCS_ERR_TIMED_OUT:
     case UCS_ERR_ENDPOINT_TIMEOUT:   return ZC_ERR_TIMEOUT;
     case UCS_ERR_CONNECTION_RESET:
-    case UCS_ERR_UNREACHABLE:        return ZC_ERR_PEER_FAILED;
+    case UCS_ERR_UNREACHABLE:
+    case UCS_ERR_IO_ERROR:           /* a broken connection, in practice */
+        return ZC_ERR_PEER_FAILED;
     case UCS_ERR_UNSUPPORTED:        return ZC_ERR_UNSUPPORTED;
     default:                         return ZC_ERR_TRANSPORT;
     }
