@@ -106,10 +106,12 @@ static void zc_bs_reply(int fd, zc_status_t status, int nranks, uint64_t len, co
     (void)zc_socket_send_all(fd, &reply, sizeof(reply), zc_now_ms() + ZC_BS_HELLO_MS);
 }
 
+/* Replies go to rank 0 last: the root usually lives in rank 0's process,
+ * which may exit as soon as it has its answer, taking the root along. */
 static void zc_bs_root_fail(zc_bs_root_t *root, zc_status_t status, const char *reason)
 {
     zc_log_warn("bootstrap root: %s", reason);
-    for (int r = 0; r < root->nranks; r++)
+    for (int r = root->nranks - 1; r >= 0; r--)
         if (root->fds[r] >= 0)
             zc_bs_reply(root->fds[r], status, root->nranks, 0, reason);
 }
@@ -253,7 +255,7 @@ static zc_status_t zc_bs_root_round(zc_bs_root_t *root)
             return ZC_ERR_PEER_FAILED;
         }
     }
-    for (int r = 0; r < root->nranks; r++) {
+    for (int r = root->nranks - 1; r >= 0; r--) {  /* rank 0 last, as above */
         zc_bs_reply_t reply = {.status = ZC_OK, .nranks = root->nranks, .len = len};
         if (zc_socket_send_all(root->fds[r], &reply, sizeof(reply), deadline) != ZC_OK ||
             zc_socket_send_all(root->fds[r], table, len * (size_t)root->nranks, deadline) != ZC_OK)
