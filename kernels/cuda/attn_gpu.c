@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "kernels/attn_check.h"
 #include "kernels/attn_math.h"
 #include "kernels/cuda/attn_gpu.h"
 #include "src/memtype.h"
@@ -72,20 +73,6 @@ void zc_zigzag_ranges(const int32_t *cu_seqlens, int batch, size_t token_bytes, 
 
 /* ---- argument checks ------------------------------------------------------ */
 
-static zc_status_t zc_gpu_seqlens(const int32_t *cu, int batch, const char *name, int64_t *total)
-{
-    *total = 0;
-    if (batch == 0)
-        return ZC_OK;
-    ZC_ARG_CHECK(cu != NULL, "%s: NULL with batch %d", name, batch);
-    ZC_ARG_CHECK(cu[0] == 0, "%s[0]: %d, must be 0", name, (int)cu[0]);
-    for (int b = 0; b < batch; b++)
-        ZC_ARG_CHECK(cu[b + 1] >= cu[b], "%s: decreases at %d (%d then %d)", name, b + 1,
-                     (int)cu[b], (int)cu[b + 1]);
-    *total = cu[batch];
-    return ZC_OK;
-}
-
 /* The tensors of a call: each must be present when it has rows, then be
  * device memory.  All NULL checks come before the device checks, so an
  * argument error is reported as such even where there is no device. */
@@ -143,8 +130,8 @@ static zc_status_t zc_gpu_check(const zc_attn_args_t *args, zc_gpu_pass_t pass, 
                      "grad_dtype: ZC_ATTN_ACCUMULATE needs float32, got %s",
                      zc_datatype_name(args->grad_dtype));
     }
-    ZC_CHECK(zc_gpu_seqlens(args->cu_seqlens_q, args->batch, "cu_seqlens_q", tq));
-    ZC_CHECK(zc_gpu_seqlens(args->cu_seqlens_kv, args->batch, "cu_seqlens_kv", tk));
+    ZC_CHECK(zc_attn_check_seqlens(args->cu_seqlens_q, args->batch, "cu_seqlens_q", tq));
+    ZC_CHECK(zc_attn_check_seqlens(args->cu_seqlens_kv, args->batch, "cu_seqlens_kv", tk));
     if (pass == ZC_GPU_FWD) {
         const int64_t kv = *tq ? *tk : 0;
         const zc_gpu_tensor_t t[] = {{args->q, *tq, "q"}, {args->out, *tq, "out"},
@@ -404,7 +391,7 @@ static zc_status_t zc_zigzag_stream(const void *from, const char *from_name, voi
 
     zc_error_clear();
     ZC_ARG_CHECK(batch >= 0, "batch: %d is negative", batch);
-    ZC_CHECK(zc_gpu_seqlens(cu_seqlens, batch, "cu_seqlens", &total));
+    ZC_CHECK(zc_attn_check_seqlens(cu_seqlens, batch, "cu_seqlens", &total));
     ZC_ARG_CHECK(token_bytes > 0, "token_bytes: is 0");
     ZC_ARG_CHECK(ring_size >= 1, "ring_size: %d, must be at least 1", ring_size);
     ZC_ARG_CHECK(position >= 0 && position < ring_size, "position: %d is out of range 0..%d",
