@@ -15,7 +15,7 @@
 #include "topology/topo.h"
 
 static char fixtures[4096];
-static char shared[4096];
+static char shared[4096 + 8];
 
 static const char *fixture(const char *name)
 {
@@ -492,10 +492,10 @@ static void test_xml_reader(void)
 int main(void)
 {
     const char *srcdir = getenv("ZC_TEST_SRCDIR");
-    const char *shared_dir = getenv("ZC_SHARED_DIR");
 
     snprintf(fixtures, sizeof(fixtures), "%s/fixtures/topo", srcdir ? srcdir : "tests");
-    snprintf(shared, sizeof(shared), "%s/topologies", shared_dir ? shared_dir : "../shared");
+    /* Copies of shared/topologies (real node exports), shipped as fixtures. */
+    snprintf(shared, sizeof(shared), "%s/real", fixtures);
     unsetenv("ZC_TOPO_FILE");
     unsetenv("HWLOC_XMLFILE");
     unsetenv("ZC_IB_HCA");

@@ -13,7 +13,8 @@ set -u
 
 srcdir=${ZC_TEST_SRCDIR:-$(dirname "$0")}
 fixtures=$srcdir/fixtures/topo
-shared=${ZC_SHARED_DIR:-$srcdir/../../shared}/topologies
+# Copies of shared/topologies (data: real node exports), shipped with the tests.
+shared=$fixtures/real
 gen=$srcdir/../tools/zc_topo_gen_node.sh
 tool=${ZC_TOPO:-./tools/zc_topo}
 tmp=${TMPDIR:-/tmp}/zc_test_topo_files.$$
