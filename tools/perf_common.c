@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <time.h>
 
 #include "perf_common.h"
 
@@ -218,6 +219,20 @@ int zc_perf_print_summary(zc_comm_h comm)
            zc_perf_rows ? zc_perf_bw_sum / zc_perf_rows : 0.0);
     fflush(stdout);
     return zc_perf_wrong_total ? 1 : 0;
+}
+
+double zc_perf_now(void)
+{
+    struct timespec ts;
+
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+void zc_perf_die(const char *tool, const char *what, zc_status_t st)
+{
+    fprintf(stderr, "%s: %s failed: %s: %s\n", tool, what, zc_strerror(st), zc_get_last_error());
+    exit(1);
 }
 
 size_t zc_perf_next_size(const zc_perf_opts_t *opts, size_t bytes)

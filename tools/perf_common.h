@@ -43,6 +43,11 @@ void zc_perf_print_row(zc_comm_h comm, size_t bytes, size_t count, zc_datatype_t
 /* Returns the process exit status: non-zero if any data was wrong. */
 int zc_perf_print_summary(zc_comm_h comm);
 
+/* Monotonic seconds. */
+double zc_perf_now(void);
+/* Print "TOOL: WHAT failed: status: detail" and exit 1. */
+void zc_perf_die(const char *tool, const char *what, zc_status_t st) __attribute__((noreturn));
+
 /* Next size of the sweep. */
 size_t zc_perf_next_size(const zc_perf_opts_t *opts, size_t bytes);
 

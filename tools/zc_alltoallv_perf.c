@@ -65,18 +65,7 @@ static int parse_extra(int opt, const char *arg, void *ctx)
     return 1;
 }
 
-static void die(const char *what, zc_status_t st)
-{
-    fprintf(stderr, TOOL ": %s failed: %s: %s\n", what, zc_strerror(st), zc_get_last_error());
-    exit(1);
-}
 
-static double now(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}
 
 /* ---- the count matrix (the same on every rank) ------------------------- */
 
@@ -156,7 +145,7 @@ static void matrix_plan(a2av_matrix_t *m, zc_comm_h comm, const a2av_opts_t *o)
     zc_status_t st = zc_plan_create(nnodes, m->n / nnodes, o->capacity, lengths, count, NULL,
                                     &m->plan);
     if (st != ZC_OK)
-        die("zc_plan_create", st);
+        zc_perf_die(TOOL, "zc_plan_create", st);
     free(lengths);
     for (int r = 0; r < m->n; r++) {
         zc_plan_rank_t pr;
@@ -293,7 +282,7 @@ static void run_zc(zc_comm_h comm, a2av_args_t *a, zc_datatype_t dtype)
     if (st == ZC_OK)
         st = zc_wait(&req);
     if (st != ZC_OK)
-        die("zc_remap_alltoallv", st);
+        zc_perf_die(TOOL, "zc_remap_alltoallv", st);
 }
 
 #ifdef ZC_A2AV_PERF_MPI
@@ -365,7 +354,7 @@ static void barrier(const a2av_run_t *r, int use_mpi)
 #endif
     zc_status_t st = zc_barrier(r->comm);
     if (st != ZC_OK)
-        die("zc_barrier", st);
+        zc_perf_die(TOOL, "zc_barrier", st);
 }
 
 /* Seconds per call, the slowest rank's. */
@@ -374,10 +363,10 @@ static double timed(const a2av_run_t *r, int use_mpi)
     for (int i = 0; i < r->o->warmup; i++)
         run_once(r, use_mpi);
     barrier(r, use_mpi);
-    double t0 = now();
+    double t0 = zc_perf_now();
     for (int i = 0; i < r->o->iters; i++)
         run_once(r, use_mpi);
-    return zc_perf_max(r->comm, (now() - t0) / r->o->iters);
+    return zc_perf_max(r->comm, (zc_perf_now() - t0) / r->o->iters);
 }
 
 /* Block (i -> j) of test data; wrong elements summed at rank 0. */

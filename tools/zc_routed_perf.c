@@ -23,12 +23,6 @@ typedef struct {
     char mode[16];   /* routed, direct, both */
 } routed_opts_t;
 
-static double now(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}
 
 static int parse_extra(int opt, const char *arg, void *ctx)
 {
@@ -45,11 +39,6 @@ static int parse_extra(int opt, const char *arg, void *ctx)
     return 1;
 }
 
-static void die(const char *what, zc_status_t st)
-{
-    fprintf(stderr, TOOL ": %s failed: %s: %s\n", what, zc_strerror(st), zc_get_last_error());
-    exit(1);
-}
 
 /* One transfer of `count` elements from src to dst, routed or direct. */
 static void transfer(zc_comm_h comm, int routed, int src, int dst, size_t count,
@@ -75,7 +64,7 @@ static void transfer(zc_comm_h comm, int routed, int src, int dst, size_t count,
             st = zc_wait(&req);
     }
     if (st != ZC_OK)
-        die(routed ? "routed transfer" : "direct transfer", st);
+        zc_perf_die(TOOL, routed ? "routed transfer" : "direct transfer", st);
 }
 
 /* Seconds per transfer of `bytes`, the slowest rank's view. */
@@ -86,11 +75,11 @@ static double timed(zc_comm_h comm, const zc_perf_opts_t *o, int routed, int src
         transfer(comm, routed, src, dst, count, o->dtype, send, recv);
     zc_status_t st = zc_barrier(comm);
     if (st != ZC_OK)
-        die("barrier", st);
-    double t0 = now();
+        zc_perf_die(TOOL, "barrier", st);
+    double t0 = zc_perf_now();
     for (int i = 0; i < o->iters; i++)
         transfer(comm, routed, src, dst, count, o->dtype, send, recv);
-    return zc_perf_max(comm, (now() - t0) / o->iters);
+    return zc_perf_max(comm, (zc_perf_now() - t0) / o->iters);
 }
 
 static int64_t checked(zc_comm_h comm, const zc_perf_opts_t *o, int routed, int src, int dst,

@@ -13,12 +13,6 @@
 
 #define TOOL "zc_sendrecv_perf"
 
-static double now(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}
 
 typedef struct {
     int one_way;
@@ -50,11 +44,6 @@ static zc_status_t exchange(const void *send, void *recv, size_t count, zc_datat
     return ZC_OK;
 }
 
-static void die(const char *what, zc_status_t st)
-{
-    fprintf(stderr, TOOL ": %s failed: %s: %s\n", what, zc_strerror(st), zc_get_last_error());
-    exit(1);
-}
 
 int main(int argc, char **argv)
 {
@@ -89,19 +78,19 @@ int main(int argc, char **argv)
 
         for (int i = 0; i < opts.warmup; i++)
             if ((st = exchange(send, recv, count, opts.dtype, rank, size, extra.one_way, comm)))
-                die("warm-up", st);
+                zc_perf_die(TOOL, "warm-up", st);
         if ((st = zc_barrier(comm)))
-            die("barrier", st);
-        double t0 = now();
+            zc_perf_die(TOOL, "barrier", st);
+        double t0 = zc_perf_now();
         for (int i = 0; i < opts.iters; i++)
             if ((st = exchange(send, recv, count, opts.dtype, rank, size, extra.one_way, comm)))
-                die("exchange", st);
-        double seconds = (now() - t0) / opts.iters;
+                zc_perf_die(TOOL, "exchange", st);
+        double seconds = (zc_perf_now() - t0) / opts.iters;
         if (opts.check) {
             /* One more exchange of known data, outside the timing. */
             zc_perf_fill(send, moved, rank, (int)(bytes % 1000003));
             if ((st = exchange(send, recv, count, opts.dtype, rank, size, extra.one_way, comm)))
-                die("check", st);
+                zc_perf_die(TOOL, "check", st);
             if (receives)
                 wrong = zc_perf_check(recv, moved, elem, from, (int)(bytes % 1000003));
         }
