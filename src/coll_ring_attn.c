@@ -1,0 +1,350 @@
+/* zc_ring_attn_fwd / zc_ring_attn_bwd: the attention engine of the
+ * zeppelin paper (section 4.2) on a plan's zone queues.
+ *
+ * A call checks its arguments, agrees with every rank on the plan and the
+ * attention shape (a fingerprint's minimum and maximum over all ranks; a
+ * rank whose own arguments were refused takes part with a poisoned one, so
+ * that nobody waits for it), builds the ring groups, and runs them in the
+ * order inter-node -> intra-node (ring_attn_ring.c, or ring_attn_gather.c in
+ * LLaMA CP mode), then the local sequences with no communication, then
+ * finishes the routed calls it forwards for.  out (forward) and dq
+ * (backward) accumulate in fp32 over this rank's rows and are rounded to
+ * the caller's dtype once at the end. */
+#include "config.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "clock.h"
+#include "env.h"
+#include "memtype.h"
+#include "p2p.h"
+#include "plan.h"
+#include "ring_attn.h"
+#include "status.h"
+
+#define ZC_RA_ALIGN 64
+
+/* ---- helpers shared by the engine's parts ------------------------------- */
+
+size_t zc_ra_kv_bytes(const zc_ra_ctx_t *ctx, int64_t tokens)
+{
+    return 2 * (size_t)tokens * (size_t)ctx->row_kv * ctx->elem;
+}
+
+size_t zc_ra_dkv_bytes(const zc_ra_ctx_t *ctx, int64_t tokens)
+{
+    return 2 * (size_t)tokens * (size_t)ctx->row_kv * sizeof(float);
+}
+
+zc_status_t zc_ra_scratch(zc_ra_ctx_t *ctx, int slot, size_t bytes, void **buf)
+{
+    if (bytes > ctx->scratch_bytes[slot]) {
+        void *p;
+
+        free(ctx->scratch[slot]);
+        ctx->scratch[slot] = NULL;
+        ctx->scratch_bytes[slot] = 0;
+        if (posix_memalign(&p, ZC_RA_ALIGN, bytes) != 0)
+            return zc_error(ZC_ERR_NO_MEMORY, "ring attention: cannot allocate %zu bytes of "
+                            "staging", bytes);
+        ctx->scratch[slot] = p;
+        ctx->scratch_bytes[slot] = bytes;
+    }
+    *buf = ctx->scratch[slot];
+    return ZC_OK;
+}
+
+zc_status_t zc_ra_store_dkv(zc_ra_ctx_t *ctx, const float *dk, const float *dv, int64_t tokens,
+                            int64_t row0)
+{
+    int64_t count = tokens * ctx->row_kv;
+    size_t at = (size_t)(row0 * ctx->row_kv) * ctx->elem;
+
+    ZC_CHECK(zc_attn_convert(dk, ZC_FLOAT32, count, ctx->args->dtype, (char *)ctx->args->dk + at));
+    return zc_attn_convert(dv, ZC_FLOAT32, count, ctx->args->dtype, (char *)ctx->args->dv + at);
+}
+
+/* ---- argument checks ------------------------------------------------------ */
+
+static zc_status_t zc_ra_check_buffers(const zc_ring_attn_args_t *a, int backward)
+{
+    ZC_ARG_CHECK(a->q != NULL, "q: NULL");
+    ZC_ARG_CHECK(a->k != NULL, "k: NULL");
+    ZC_ARG_CHECK(a->v != NULL, "v: NULL");
+    ZC_ARG_CHECK(a->out != NULL, "out: NULL");
+    ZC_ARG_CHECK(a->lse != NULL, "lse: NULL");
+    if (!backward)
+        return ZC_OK;
+    ZC_ARG_CHECK(a->dout != NULL, "dout: NULL");
+    ZC_ARG_CHECK(a->dq != NULL, "dq: NULL");
+    ZC_ARG_CHECK(a->dk != NULL, "dk: NULL");
+    ZC_ARG_CHECK(a->dv != NULL, "dv: NULL");
+    return ZC_OK;
+}
+
+static zc_status_t zc_ra_check(zc_comm_h comm, zc_plan_h plan, const zc_ring_attn_args_t *a,
+                               int backward, int64_t *tokens)
+{
+    zc_plan_info_t info;
+    zc_plan_rank_t mine;
+
+    ZC_ARG_CHECK(plan != NULL, "plan: NULL");
+    ZC_ARG_CHECK(a != NULL, "args: NULL");
+    ZC_ARG_CHECK(a->size >= sizeof(*a),
+                 "args: size %zu, initialise it with ZC_RING_ATTN_ARGS_INITIALIZER", a->size);
+    ZC_ARG_CHECK(a->mode >= ZC_RING_ATTN_ZEPPELIN && a->mode <= ZC_RING_ATTN_LLAMA_CP,
+                 "mode: %d is not a zc_ring_attn_mode_t", (int)a->mode);
+    ZC_ARG_CHECK(a->num_heads_q > 0, "num_heads_q: %d, must be positive", a->num_heads_q);
+    ZC_ARG_CHECK(a->num_heads_kv > 0, "num_heads_kv: %d, must be positive", a->num_heads_kv);
+    ZC_ARG_CHECK(a->num_heads_q % a->num_heads_kv == 0,
+                 "num_heads_q: %d is not a multiple of num_heads_kv (%d)", a->num_heads_q,
+                 a->num_heads_kv);
+    ZC_ARG_CHECK(a->head_dim >= 1 && a->head_dim <= 256, "head_dim: %d, must be in 1..256",
+                 a->head_dim);
+    ZC_ARG_CHECK(a->dtype == ZC_FLOAT32 || a->dtype == ZC_BFLOAT16,
+                 "dtype: %s, must be float32 or bfloat16", zc_datatype_name(a->dtype));
+    ZC_ARG_CHECK(isfinite(a->scale), "scale: %g is not finite", (double)a->scale);
+    ZC_CHECK(zc_memtype_check_host_path(a->q, a->memtype, "q"));
+    ZC_CHECK(zc_plan_info(plan, &info));
+    if (info.nranks != comm->size)
+        return zc_error(ZC_ERR_MISMATCH, "plan: built for %d ranks, the communicator has %d",
+                        info.nranks, comm->size);
+    for (size_t s = 0; s < info.nseqs; s++) {
+        zc_plan_seq_t seq;
+
+        ZC_CHECK(zc_plan_seq(plan, s, &seq));
+        if (seq.length > INT32_MAX)
+            return zc_error(ZC_ERR_UNSUPPORTED, "plan: sequence %zu has %lld tokens, the "
+                            "attention kernels take positions below 2^31", s,
+                            (long long)seq.length);
+    }
+    ZC_CHECK(zc_plan_rank(plan, comm->rank, &mine));
+    ZC_ARG_CHECK(a->tokens >= mine.tokens,
+                 "tokens: buffers of %lld rows, the plan puts %lld on rank %d",
+                 (long long)a->tokens, (long long)mine.tokens, comm->rank);
+    if (mine.tokens > INT32_MAX)
+        return zc_error(ZC_ERR_UNSUPPORTED, "plan: %lld tokens on rank %d, the attention "
+                        "kernels take at most 2^31 - 1", (long long)mine.tokens, comm->rank);
+    if (mine.tokens > 0)
+        ZC_CHECK(zc_ra_check_buffers(a, backward));
+    *tokens = mine.tokens;
+    return ZC_OK;
+}
+
+/* ---- agreement ------------------------------------------------------------ */
+
+static uint64_t zc_ra_hash(uint64_t h, const void *data, size_t len)
+{
+    for (size_t i = 0; i < len; i++)
+        h = (h ^ ((const unsigned char *)data)[i]) * 0x100000001b3ull;
+    return h;
+}
+
+/* What every rank must share: the plan's inputs and the attention shape. */
+static uint64_t zc_ra_fingerprint(zc_plan_h plan, const zc_ring_attn_args_t *a, int backward)
+{
+    int shape[6] = {(int)a->mode, a->num_heads_q, a->num_heads_kv, a->head_dim, (int)a->dtype,
+                    backward};
+    uint64_t h = 0xcbf29ce484222325ull;
+
+    h = zc_ra_hash(h, &plan->nnodes, sizeof(plan->nnodes));
+    h = zc_ra_hash(h, &plan->ppn, sizeof(plan->ppn));
+    h = zc_ra_hash(h, &plan->capacity, sizeof(plan->capacity));
+    h = zc_ra_hash(h, &plan->opts.flags, sizeof(plan->opts.flags));
+    h = zc_ra_hash(h, &plan->opts.b_intra, sizeof(plan->opts.b_intra));
+    h = zc_ra_hash(h, &plan->opts.b_inter, sizeof(plan->opts.b_inter));
+    h = zc_ra_hash(h, &plan->nseqs, sizeof(plan->nseqs));
+    h = zc_ra_hash(h, plan->lengths, plan->nseqs * sizeof(*plan->lengths));
+    h = zc_ra_hash(h, shape, sizeof(shape));
+    return h | 1; /* 0 is the poisoned fingerprint of a rank that refused its arguments */
+}
+
+/* Minimum and maximum of every rank's fingerprint: dissemination rounds
+ * (min and max are idempotent, so the overlapping partial results of a
+ * non-power-of-two size do no harm). */
+static zc_status_t zc_ra_agree(zc_ra_ctx_t *ctx, uint64_t mine, uint64_t range[2])
+{
+    zc_comm_h comm = ctx->comm;
+    int round = 0;
+
+    range[0] = range[1] = mine;
+    for (int k = 1; k < comm->size; k <<= 1, round++) {
+        uint64_t out[2] = {range[0], range[1]}, in[2];
+        zc_request_h reqs[2];
+        int to = (comm->rank + k) % comm->size, from = (comm->rank - k + comm->size) % comm->size;
+
+        ZC_CHECK(zc_p2p_post(comm, ZC_REQ_RECV, in, sizeof(in), from,
+                             zc_ra_tag(ctx, from, ZC_RA_KIND_CHECK, round, 0), ZC_RAIL_AUTO,
+                             &reqs[0]));
+        zc_status_t st = zc_p2p_post(comm, ZC_REQ_SEND, out, sizeof(out), to,
+                                     zc_ra_tag(ctx, comm->rank, ZC_RA_KIND_CHECK, round, 0),
+                                     ZC_RAIL_AUTO, &reqs[1]);
+        if (st != ZC_OK) {
+            zc_p2p_abandon(&reqs[0], st);
+            return st;
+        }
+        ZC_CHECK(zc_p2p_wait_all(reqs, 2));
+        range[0] = in[0] < range[0] ? in[0] : range[0];
+        range[1] = in[1] > range[1] ? in[1] : range[1];
+    }
+    return ZC_OK;
+}
+
+/* ---- the call ------------------------------------------------------------- */
+
+static zc_status_t zc_ra_accumulators(zc_ra_ctx_t *ctx, float **owned)
+{
+    const zc_ring_attn_args_t *a = ctx->args;
+    size_t rows = (size_t)(ctx->tokens * ctx->row_q), lse = (size_t)ctx->tokens * a->num_heads_q;
+    float *acc = a->dtype == ZC_FLOAT32 ? (ctx->backward ? a->dq : a->out) : NULL;
+
+    *owned = NULL;
+    if (!acc) {
+        acc = *owned = malloc((rows ? rows : 1) * sizeof(float));
+        if (!acc)
+            return zc_error(ZC_ERR_NO_MEMORY, "ring attention: cannot allocate %zu floats", rows);
+    }
+    memset(acc, 0, rows * sizeof(float));
+    if (!ctx->backward) {
+        ctx->out_acc = acc;
+        for (size_t i = 0; i < lse; i++)
+            a->lse[i] = -INFINITY;
+        return ZC_OK;
+    }
+    ctx->dq_acc = acc;
+    ctx->delta = malloc((lse ? lse : 1) * sizeof(float));
+    if (!ctx->delta)
+        return zc_error(ZC_ERR_NO_MEMORY, "ring attention: cannot allocate %zu floats", lse);
+    if (ctx->tokens > 0) {
+        int32_t cu_q[2] = {0, (int32_t)ctx->tokens}, cu_kv[2] = {0, 0};
+        zc_attn_args_t d = {.batch = 1, .num_heads_q = a->num_heads_q,
+                            .num_heads_kv = a->num_heads_kv, .head_dim = a->head_dim,
+                            .cu_seqlens_q = cu_q, .cu_seqlens_kv = cu_kv, .scale = ctx->scale,
+                            .dtype = a->dtype, .out_dtype = a->dtype, .grad_dtype = a->dtype,
+                            .out = a->out, .dout = a->dout, .delta = ctx->delta};
+        ZC_CHECK(zc_attn_bwd_delta(&d));
+    }
+    return ZC_OK;
+}
+
+/* The local zone: whole sequences of this rank, no communication. */
+static zc_status_t zc_ra_local(zc_ra_ctx_t *ctx)
+{
+    const zc_plan_piece_t *lp = ctx->pieces + ctx->local_first;
+    size_t n = ctx->npieces - ctx->local_first, row = (size_t)ctx->row_kv * ctx->elem;
+    int64_t tokens = ctx->tokens - ctx->local_row0;
+    zc_ra_kv_t kv = {.pieces = lp, .npieces = n,
+                     .k = (const char *)ctx->args->k + (size_t)ctx->local_row0 * row,
+                     .v = (const char *)ctx->args->v + (size_t)ctx->local_row0 * row};
+    void *dkv = NULL;
+
+    if (n == 0)
+        return ZC_OK;
+    if (ctx->backward) {
+        size_t half = (size_t)tokens * (size_t)ctx->row_kv;
+
+        ZC_CHECK(zc_ra_scratch(ctx, 0, zc_ra_dkv_bytes(ctx, tokens), &dkv));
+        memset(dkv, 0, 2 * half * sizeof(float));
+        kv.dk = dkv;
+        kv.dv = (float *)dkv + half;
+    }
+    ZC_CHECK(zc_ra_compute(ctx, lp, n, ctx->local_row0, &kv));
+    if (ctx->backward)
+        ZC_CHECK(zc_ra_store_dkv(ctx, kv.dk, kv.dv, tokens, ctx->local_row0));
+    return ZC_OK;
+}
+
+static zc_status_t zc_ra_run(zc_ra_ctx_t *ctx)
+{
+    const zc_ring_attn_args_t *a = ctx->args;
+    int64_t mflop;
+
+    ZC_CHECK(zc_env_get_int("ZC_RING_ATTN_SLICE_MFLOP", &mflop));
+    ctx->slice_flops = mflop > 0 ? (double)mflop * 1e6 : 0;
+    ZC_CHECK(zc_plan_rank_pieces(ctx->plan, ctx->comm->rank, &ctx->pieces, &ctx->npieces));
+    for (ctx->local_first = 0; ctx->local_first < ctx->npieces &&
+                               ctx->pieces[ctx->local_first].zone != ZC_ZONE_LOCAL;
+         ctx->local_first++)
+        ctx->local_row0 += ctx->pieces[ctx->local_first].end - ctx->pieces[ctx->local_first].begin;
+    ZC_CHECK(zc_ra_groups_build(ctx));
+    for (int g = 0; g < ctx->ngroups; g++) {
+        if (a->mode == ZC_RING_ATTN_LLAMA_CP)
+            ZC_CHECK(ctx->backward ? zc_ra_gather_bwd(ctx, g) : zc_ra_gather_fwd(ctx, g));
+        else
+            ZC_CHECK(ctx->backward ? zc_ra_ring_bwd(ctx, g) : zc_ra_ring_fwd(ctx, g));
+    }
+    ZC_CHECK(zc_ra_local(ctx));
+    ZC_CHECK(zc_ra_drain(ctx));
+    if (a->dtype != ZC_FLOAT32)
+        ZC_CHECK(zc_attn_convert(ctx->backward ? ctx->dq_acc : ctx->out_acc, ZC_FLOAT32,
+                                 ctx->tokens * ctx->row_q, a->dtype,
+                                 ctx->backward ? a->dq : a->out));
+    return ZC_OK;
+}
+
+static zc_status_t zc_ring_attn(zc_comm_h comm, zc_plan_h plan, const zc_ring_attn_args_t *args,
+                                int backward)
+{
+    zc_ra_ctx_t ctx = {.comm = comm, .plan = plan, .args = args, .backward = backward};
+    double t0 = zc_now_sec();
+    float *owned = NULL;
+    zc_status_t local, st;
+    int64_t check;
+
+    zc_error_clear();
+    ZC_CHECK(zc_comm_check(comm));
+    ctx.seq = comm->coll_seq++;
+    local = zc_ra_check(comm, plan, args, backward, &ctx.tokens);
+    ZC_CHECK(zc_env_get_int("ZC_RING_ATTN_CHECK", &check));
+    if (check) {
+        char why[256];
+        uint64_t range[2];
+
+        snprintf(why, sizeof(why), "%s", zc_get_last_error());
+        ZC_CHECK(zc_ra_agree(&ctx, local == ZC_OK ? zc_ra_fingerprint(plan, args, backward) : 0,
+                             range));
+        if (local != ZC_OK)
+            return zc_error(local, "%s", why);
+        if (range[0] != range[1])
+            return zc_error(ZC_ERR_MISMATCH, "plan: ranks disagree on the plan or the attention "
+                            "arguments%s", range[0] == 0 ? " (another rank refused its own)" : "");
+    } else if (local != ZC_OK) {
+        return local;
+    }
+
+    ctx.elem = zc_datatype_size(args->dtype);
+    ctx.row_q = (int64_t)args->num_heads_q * args->head_dim;
+    ctx.row_kv = (int64_t)args->num_heads_kv * args->head_dim;
+    ctx.scale = args->scale != 0.0f ? args->scale : 1.0f / sqrtf((float)args->head_dim);
+    ZC_CHECK_GOTO(zc_ra_accumulators(&ctx, &owned), st, out);
+    ZC_CHECK_GOTO(zc_ra_run(&ctx), st, out);
+    ctx.stats.total_seconds = zc_now_sec() - t0;
+    if (args->stats)
+        *args->stats = ctx.stats;
+out:
+    if (st != ZC_OK)
+        zc_ra_abandon(&ctx);
+    zc_ra_groups_free(&ctx);
+    free(ctx.items);
+    free(ctx.delta);
+    free(owned);
+    for (int i = 0; i < ZC_RA_SCRATCH_SLOTS && !ctx.sends_abandoned; i++)
+        free(ctx.scratch[i]);
+    if (ctx.sends_abandoned)
+        zc_log_warn("ring attention: after an error, the staging buffers stay allocated while "
+                    "the transport may still read abandoned sends");
+    return st;
+}
+
+zc_status_t zc_ring_attn_fwd(zc_comm_h comm, zc_plan_h plan, const zc_ring_attn_args_t *args)
+{
+    return zc_ring_attn(comm, plan, args, 0);
+}
+
+zc_status_t zc_ring_attn_bwd(zc_comm_h comm, zc_plan_h plan, const zc_ring_attn_args_t *args)
+{
+    return zc_ring_attn(comm, plan, args, 1);
+}

@@ -1,0 +1,184 @@
+/* Ring attention engine (zc_ring_attn_fwd/bwd), internal view shared by
+ * its parts:
+ *   coll_ring_attn.c     public calls: checks, agreement, accumulators, zones
+ *   ring_attn_groups.c   plan -> ring groups and the routed-call list
+ *   ring_attn_xfer.c     transfers: direct hops, routed calls, progress, waits
+ *   ring_attn_compute.c  one block: pieces -> kernel segments by global position
+ *   ring_attn_ring.c     ring pipelines (Zeppelin and TE CP modes)
+ *   ring_attn_gather.c   all-gather / reduce-scatter (LLaMA CP mode) */
+#ifndef ZC_RING_ATTN_H
+#define ZC_RING_ATTN_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "comm.h"
+#include "zcomm.h"
+
+/* Routed calls of one communicator in flight at once: their tags carry a
+ * 4-bit call sequence (coll_routed.c), so at most half of its values. */
+#define ZC_RA_ROUTED_WINDOW 8
+
+/* Staging slots; each phase (a group's ring or gather, the local zone)
+ * numbers its own, and reuses a slot only once nothing of the previous
+ * phase is in flight. */
+#define ZC_RA_SCRATCH_SLOTS 8
+
+/* What a transfer carries; part of its tag. */
+typedef enum {
+    ZC_RA_KIND_CHECK = 1,   /* agreement on the plan and shape */
+    ZC_RA_KIND_KV,          /* ring: K|V of one owner (dtype) */
+    ZC_RA_KIND_DKV,         /* ring: dK|dV accumulators of one owner (fp32) */
+    ZC_RA_KIND_GATHER_K,    /* all-gather of K, of V */
+    ZC_RA_KIND_GATHER_V,
+    ZC_RA_KIND_SCATTER_DK,  /* reduce-scatter of dK, of dV (fp32) */
+    ZC_RA_KIND_SCATTER_DV
+} zc_ra_kind_t;
+
+/* One member of a ring group: its pieces of the group, contiguous in its
+ * buffer because a group is a run of consecutive rings of one zone. */
+typedef struct {
+    int rank;
+    const zc_plan_piece_t *pieces;
+    size_t npieces;
+    int64_t row0;             /* first row of those pieces in its buffer */
+    int64_t tokens;
+} zc_ra_member_t;
+
+/* A ring group: consecutive rings of one zone whose ranks form the same
+ * cycle (every ring of the TE CP layout is a rotation of the global ring),
+ * run as one ring pass with one message per hop. */
+typedef struct {
+    zc_zone_t zone;
+    int G;
+    const int *rings;         /* the plan's ring ids, ascending */
+    int nrings;
+    zc_ra_member_t *members;  /* [G], ring order: position i sends to i + 1 */
+    int pos;                  /* this rank's position, -1 when not a member */
+    unsigned char *routed;    /* [G]: hop i -> i+1 goes through zc_routed_sendrecv */
+    int64_t max_tokens;       /* largest member share */
+    int *kv_call;             /* [G]: routed call carrying the KV into step s, or -1 */
+    int *dkv_call;            /* [G]: routed call carrying dK/dV after step s, or -1 */
+} zc_ra_group_t;
+
+/* A zc_routed_sendrecv call: every rank makes them all, in list order. */
+typedef struct {
+    zc_transfer_t *transfers;
+    int ntransfers;
+    int mine;                 /* this rank is the src or dst of one of them */
+    int ready;                /* mine: buffers given; otherwise always */
+    int done;
+    const void *sendbuf;
+    void *recvbuf;
+    int *notify;              /* decremented when done (mine) */
+} zc_ra_routed_t;
+
+/* A request in flight; *pending drops by one when it completes. */
+typedef struct {
+    zc_request_h req;
+    int *pending;
+    int routed;               /* routed call index, or -1 */
+} zc_ra_item_t;
+
+/* A hop's transfers (send and receive, direct or routed): done at 0. */
+typedef struct {
+    int pending;
+} zc_ra_xchg_t;
+
+/* KV side of one block: pieces in buffer order and their rows. */
+typedef struct {
+    const zc_plan_piece_t *pieces;
+    size_t npieces;
+    const void *k, *v;        /* row 0 of the pieces (dtype) */
+    float *dk, *dv;           /* backward: fp32 accumulators of the same rows */
+} zc_ra_kv_t;
+
+typedef struct {
+    zc_comm_h comm;
+    zc_plan_h plan;
+    const zc_ring_attn_args_t *args;
+    int backward;
+    float scale;
+    size_t elem;              /* bytes of one element of dtype */
+    int64_t row_q, row_kv;    /* elements of one token of q, of k */
+    unsigned seq;             /* call sequence, in the tags */
+
+    const zc_plan_piece_t *pieces; /* this rank's, buffer order */
+    size_t npieces;
+    int64_t tokens;           /* this rank's rows in the plan */
+    size_t local_first;       /* first local piece */
+    int64_t local_row0;
+
+    zc_ra_group_t *groups;    /* inter-node groups first, then intra-node */
+    int ngroups;
+    int *group_rings;         /* every group's ring ids, group after group */
+    int ngroup_rings;
+
+    zc_ra_routed_t *routed;   /* every rank's list, in call order */
+    int nrouted, routed_next, routed_inflight;
+    zc_ra_item_t *items;
+    int nitems, cap_items;
+    int sends_abandoned;      /* an error left sends behind: keep their buffers */
+
+    /* accumulators over this rank's rows */
+    float *out_acc;           /* fwd: fp32 out (the caller's out when dtype is fp32) */
+    float *delta;             /* bwd: rowsum(dout * out) */
+    float *dq_acc;            /* bwd: fp32 dq (the caller's dq when dtype is fp32) */
+
+    void *scratch[ZC_RA_SCRATCH_SLOTS]; /* staging, reused by every group */
+    size_t scratch_bytes[ZC_RA_SCRATCH_SLOTS];
+
+    double slice_flops;       /* work between two progress calls, 0: no cuts */
+    zc_ring_attn_stats_t stats;
+} zc_ra_ctx_t;
+
+/* ---- ring_attn_groups.c ---- */
+zc_status_t zc_ra_groups_build(zc_ra_ctx_t *ctx);
+void zc_ra_groups_free(zc_ra_ctx_t *ctx);
+
+/* ---- ring_attn_xfer.c ---- */
+uint64_t zc_ra_tag(const zc_ra_ctx_t *ctx, int sender, zc_ra_kind_t kind, int step, int group);
+/* Direct send or receive; x->pending counts it.  Zero bytes: nothing. */
+zc_status_t zc_ra_post(zc_ra_ctx_t *ctx, zc_ra_xchg_t *x, zc_request_kind_t dir, void *buf,
+                       size_t bytes, int peer, zc_ra_kind_t kind, int step, int group);
+/* One ring hop of group g: send to the next member, receive from the
+ * previous one, each direct or through routed call `call`. */
+zc_status_t zc_ra_hop(zc_ra_ctx_t *ctx, zc_ra_xchg_t *x, int g, zc_ra_kind_t kind, int step,
+                      int call, const void *sendbuf, size_t send_bytes, void *recvbuf,
+                      size_t recv_bytes);
+/* Test everything in flight once and post the routed calls that may go. */
+zc_status_t zc_ra_progress(zc_ra_ctx_t *ctx);
+/* Non-zero while anything is in flight or waiting to be posted. */
+int zc_ra_busy(const zc_ra_ctx_t *ctx);
+/* Block (without spinning) until x is done; counted as exposed wait. */
+zc_status_t zc_ra_wait(zc_ra_ctx_t *ctx, zc_ra_xchg_t *x);
+/* Finish every routed call (this rank may be a proxy of any). */
+zc_status_t zc_ra_drain(zc_ra_ctx_t *ctx);
+/* After an error: give up on everything in flight. */
+void zc_ra_abandon(zc_ra_ctx_t *ctx);
+
+/* ---- ring_attn_compute.c ---- */
+/* Attention of this rank's query pieces (rows from q_row0 of its buffer)
+ * against the pieces of kv, causal by global positions, accumulated into
+ * the fp32 out/lse (forward) or dq and kv's dK/dV (backward). */
+zc_status_t zc_ra_compute(zc_ra_ctx_t *ctx, const zc_plan_piece_t *qp, size_t nq, int64_t q_row0,
+                          const zc_ra_kv_t *kv);
+
+/* ---- ring_attn_ring.c, ring_attn_gather.c ---- */
+zc_status_t zc_ra_ring_fwd(zc_ra_ctx_t *ctx, int g);
+zc_status_t zc_ra_ring_bwd(zc_ra_ctx_t *ctx, int g);
+zc_status_t zc_ra_gather_fwd(zc_ra_ctx_t *ctx, int g);
+zc_status_t zc_ra_gather_bwd(zc_ra_ctx_t *ctx, int g);
+
+/* Shared helpers (coll_ring_attn.c). */
+/* Bytes of `tokens` rows of K and V together in dtype, or in fp32. */
+size_t zc_ra_kv_bytes(const zc_ra_ctx_t *ctx, int64_t tokens);
+size_t zc_ra_dkv_bytes(const zc_ra_ctx_t *ctx, int64_t tokens);
+/* dK/dV fp32 rows -> the caller's dk/dv (dtype) at row `row0`. */
+zc_status_t zc_ra_store_dkv(zc_ra_ctx_t *ctx, const float *dk, const float *dv, int64_t tokens,
+                            int64_t row0);
+/* Staging buffer `slot` of at least `bytes`, kept for the whole call;
+ * grow a slot only while none of its bytes are in flight. */
+zc_status_t zc_ra_scratch(zc_ra_ctx_t *ctx, int slot, size_t bytes, void **buf);
+
+#endif

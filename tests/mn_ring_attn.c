@@ -1,0 +1,145 @@
+/* zc_ring_attn across nodes (tests/test_multinode.sh runs it on the
+ * emulated 2-node x 4-NIC cluster, 4 ranks per node; mpirun works too).
+ *
+ * Batches from the three datasets (tools/zc_plan_dataset.c, the paper's
+ * Table 2) scaled down 32 times, 256 tokens per rank, plus one sequence
+ * over the whole cluster; fp32 and bf16; the Zeppelin plan, routing only,
+ * TE CP and LLaMA CP; forward then backward.  Every rank builds the whole
+ * batch from its seed, computes the single-process reference itself and
+ * compares its own rows (fp32 1e-5, bf16 2.5e-2 relative).  Routed hops
+ * are forced through the proxies (ZC_ROUTED_MIN_BYTES=4096): in routing
+ * mode every rank carries inter-node bytes, in TE CP mode only the two
+ * ranks whose ring hop crosses nodes do. */
+#include "config.h"
+
+#include <stdlib.h>
+
+#include "mn_common.h"
+#include "tools/zc_plan_dataset.h"
+#include "tools/zc_ring_attn_data.h"
+
+#define TOKENS_PER_RANK 256
+#define SCALE 32
+#define PAD_ROWS 2
+
+typedef struct {
+    const char *name;
+    zc_ring_attn_mode_t mode;
+    unsigned plan_flags;
+} mode_cfg_t;
+
+static const mode_cfg_t modes[] = {
+    {"zeppelin", ZC_RING_ATTN_ZEPPELIN, 0},
+    {"routing", ZC_RING_ATTN_ZEPPELIN, ZC_PLAN_EVEN_SPLIT},
+    {"te_cp", ZC_RING_ATTN_TE_CP, ZC_PLAN_EVEN_SPLIT},
+    {"llama_cp", ZC_RING_ATTN_LLAMA_CP, ZC_PLAN_EVEN_SPLIT},
+};
+#define NMODES ((int)(sizeof(modes) / sizeof(modes[0])))
+
+static uint64_t rail_bytes_sent(zc_comm_h comm, int nrails)
+{
+    uint64_t total = 0, sent, recv;
+
+    for (int k = 0; k < nrails; k++)
+        if (zc_comm_rail_bytes(comm, k, &sent, &recv) == ZC_OK)
+            total += sent;
+    return total;
+}
+
+/* One batch in one mode: forward, backward, compare; rail bytes checked
+ * for the two even-split ring modes. */
+static void run_mode(zc_comm_h comm, const rad_batch_t *ref, int nnodes, int ppn, int64_t capacity,
+                     const mode_cfg_t *m, int nrails)
+{
+    zc_ring_attn_args_t args = ZC_RING_ATTN_ARGS_INITIALIZER;
+    zc_plan_opts_t opts = ZC_PLAN_OPTS_INITIALIZER;
+    double worst[RAD_NRESULTS];
+    const zc_plan_piece_t *pieces;
+    zc_plan_rank_t mine;
+    zc_plan_h plan;
+    rad_local_t l;
+    size_t n;
+    uint64_t before;
+    zc_status_t st;
+
+    opts.flags = m->plan_flags;
+    st = zc_plan_create(nnodes, ppn, capacity, ref->lengths, ref->nseqs, &opts, &plan);
+    MN_CHECK(st == ZC_OK, "zc_plan_create: %s", zc_strerror(st));
+    if (st != ZC_OK)
+        return;
+    zc_plan_rank_pieces(plan, mn_rank, &pieces, &n);
+    zc_plan_rank(plan, mn_rank, &mine);
+    MN_CHECK(rad_local_make(ref, pieces, n, mine.tokens, PAD_ROWS, &l) == 0, "out of memory");
+    rad_local_args(ref, &l, &args);
+    args.mode = m->mode;
+    before = rail_bytes_sent(comm, nrails);
+    st = zc_ring_attn_fwd(comm, plan, &args);
+    MN_CHECK(st == ZC_OK, "zc_ring_attn_fwd: %s", zc_strerror(st));
+    if (nnodes > 1 && nrails > 1 && (m->plan_flags & ZC_PLAN_EVEN_SPLIT) &&
+        m->mode != ZC_RING_ATTN_LLAMA_CP) {
+        /* the global ring crosses nodes at ppn-1 -> ppn and size-1 -> 0 */
+        uint64_t carried = rail_bytes_sent(comm, nrails) - before;
+        int crosses = mn_rank % ppn == ppn - 1;
+
+        if (m->mode == ZC_RING_ATTN_ZEPPELIN)
+            MN_CHECK(carried >= 4096, "routing: rank %d carried %llu inter-node bytes", mn_rank,
+                     (unsigned long long)carried);
+        else
+            MN_CHECK(crosses ? carried >= 4096 : carried < 1024,
+                     "te_cp: rank %d (%s a crossing hop) sent %llu inter-node bytes", mn_rank,
+                     crosses ? "on" : "not on", (unsigned long long)carried);
+    }
+    st = zc_ring_attn_bwd(comm, plan, &args);
+    MN_CHECK(st == ZC_OK, "zc_ring_attn_bwd: %s", zc_strerror(st));
+    int64_t wrong = rad_local_check(ref, pieces, n, &l, 1, rad_tolerance(ref->dtype), worst);
+    MN_CHECK(wrong == 0, "%lld elements off or padding written (worst out %.3g lse %.3g dq %.3g "
+             "dk %.3g dv %.3g)", (long long)wrong, worst[0], worst[1], worst[2], worst[3],
+             worst[4]);
+    rad_local_free(&l);
+    zc_plan_destroy(plan);
+}
+
+int main(void)
+{
+    zc_comm_h comm;
+    int nnodes = 0, nrails = 0;
+    static const struct { int hq, hkv, d; zc_datatype_t dtype; } shapes[] = {
+        {4, 1, 32, ZC_FLOAT32}, {4, 2, 40, ZC_BFLOAT16}};
+    char name[200];
+
+    setenv("ZC_ROUTED_MIN_BYTES", "4096", 1);
+    comm = mn_init();
+    zc_comm_node_count(comm, &nnodes);
+    zc_comm_rail_count(comm, &nrails);
+    if (mn_rank == 0)
+        printf("# %d ranks, %d nodes, %d rails\n", mn_size, nnodes, nrails);
+    int64_t total = (int64_t)TOKENS_PER_RANK * mn_size;
+    int64_t capacity = (total * 5 / 4 + mn_size - 1) / mn_size + 8;
+
+    for (int b = 0; b <= zc_dataset_count(); b++) {
+        int64_t *lengths = NULL, one = total - 5;
+        size_t count = 1;
+        const char *what = b < zc_dataset_count() ? zc_dataset_name(b) : "one sequence";
+
+        if (b < zc_dataset_count())
+            count = rad_sample(b, total, SCALE, 4242 + (uint64_t)b, &lengths);
+        for (size_t s = 0; s < sizeof(shapes) / sizeof(shapes[0]); s++) {
+            rad_batch_t ref;
+
+            MN_CHECK(rad_batch_init(&ref, lengths ? lengths : &one, count, shapes[s].hq,
+                                    shapes[s].hkv, shapes[s].d, shapes[s].dtype,
+                                    77 + (uint64_t)(b * 10) + s) == 0, "out of memory");
+            MN_CHECK(rad_batch_reference(&ref, 1) == ZC_OK, "reference");
+            for (int m = 0; m < NMODES; m++) {
+                run_mode(comm, &ref, nnodes, mn_size / nnodes, capacity, &modes[m], nrails);
+                snprintf(name, sizeof(name), "%s (%zu seqs, %lld tokens), %s, %s: fwd + bwd match "
+                         "the single-process reference", what, count, (long long)ref.total,
+                         zc_datatype_name(shapes[s].dtype), modes[m].name);
+                mn_report(comm, name);
+            }
+            rad_batch_free(&ref);
+        }
+        free(lengths);
+    }
+    return mn_finish(comm);
+}

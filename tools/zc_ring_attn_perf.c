@@ -1,0 +1,347 @@
+/* zc_ring_attn_perf: ring attention forward and backward on batches drawn
+ * from the paper's datasets, every mode side by side in one run: TE CP
+ * (even split, direct hops), LLaMA CP (even split, KV all-gather),
+ * routing (even split, Zeppelin engine with routed inter-node hops) and
+ * Zeppelin (hierarchical plan + zone engine + routing).  One row per
+ * (dataset, total context, mode) in nccl-tests style: time per iteration
+ * of the forward and the backward (the slowest rank's, median over the
+ * iterations, modes interleaved iteration by iteration), tokens/s, attention
+ * TFLOP/s, the share of the time spent waiting for communication that
+ * compute did not hide, bytes sent per rank, #wrong against the
+ * single-process reference (-c 1), and the speedup over TE CP. */
+#include "config.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "perf_common.h"
+#include "zc_plan_dataset.h"
+#include "zc_ring_attn_data.h"
+
+#define TOOL "zc_ring_attn_perf"
+
+enum { MODE_TE, MODE_LLAMA, MODE_ROUTING, MODE_ZEPPELIN, NMODES };
+
+static const struct {
+    const char *name;
+    zc_ring_attn_mode_t mode;
+    unsigned plan_flags;
+} modes[NMODES] = {
+    {"te_cp", ZC_RING_ATTN_TE_CP, ZC_PLAN_EVEN_SPLIT},
+    {"llama_cp", ZC_RING_ATTN_LLAMA_CP, ZC_PLAN_EVEN_SPLIT},
+    {"routing", ZC_RING_ATTN_ZEPPELIN, ZC_PLAN_EVEN_SPLIT},
+    {"zeppelin", ZC_RING_ATTN_ZEPPELIN, 0},
+};
+
+typedef struct {
+    char datasets[64];      /* -D: names, comma-separated, or "all" */
+    int scale;              /* -s: lengths divided by this */
+    int hq, hkv, head_dim;  /* -H -K -A */
+    char modes[64];         /* -m: names, comma-separated, or "all" */
+    double capacity;        /* -L: device capacity, times the mean tokens per rank */
+    uint64_t seed;          /* -S */
+    int verbose;            /* -v: every rank's compute and wait */
+} ra_opts_t;
+
+static int parse_extra(int opt, const char *arg, void *ctx)
+{
+    ra_opts_t *o = ctx;
+
+    switch (opt) {
+    case 'D': snprintf(o->datasets, sizeof(o->datasets), "%s", arg); return 0;
+    case 's': o->scale = atoi(arg); return o->scale < 1;
+    case 'H': o->hq = atoi(arg); return o->hq < 1;
+    case 'K': o->hkv = atoi(arg); return o->hkv < 1;
+    case 'A': o->head_dim = atoi(arg); return o->head_dim < 1;
+    case 'm': snprintf(o->modes, sizeof(o->modes), "%s", arg); return 0;
+    case 'L': o->capacity = atof(arg); return o->capacity < 1.0;
+    case 'S': o->seed = strtoull(arg, NULL, 0); return 0;
+    case 'v': o->verbose = 1; return 0;
+    }
+    return 1;
+}
+
+static int listed(const char *list, const char *name)
+{
+    size_t n = strlen(name);
+
+    if (strcmp(list, "all") == 0)
+        return 1;
+    for (const char *p = list; (p = strstr(p, name)) != NULL; p += n)
+        if ((p == list || p[-1] == ',') && (p[n] == '\0' || p[n] == ','))
+            return 1;
+    return 0;
+}
+
+/* Causal attention FLOPs of the batch, forward: 2 S^2 D H per sequence. */
+static double batch_flops(const rad_batch_t *b)
+{
+    double f = 0;
+
+    for (size_t s = 0; s < b->nseqs; s++)
+        f += 2.0 * (double)b->lengths[s] * (double)b->lengths[s] * b->d * b->hq;
+    return f;
+}
+
+typedef struct {
+    double fwd, bwd;        /* seconds per iteration: median over iterations of the slowest rank */
+    double exposed;         /* wait / total, mean over ranks and iterations */
+    double sent;            /* bytes sent per rank and iteration, mean */
+    int64_t wrong;
+} result_t;
+
+/* One mode's plan and buffers on this rank, and what its iterations saw. */
+typedef struct {
+    int on;
+    zc_plan_h plan;
+    const zc_plan_piece_t *pieces;
+    size_t npieces;
+    rad_local_t local;
+    zc_ring_attn_args_t args;
+    zc_ring_attn_stats_t stats;
+    double *fwd, *bwd;      /* [iters] */
+    double exposed, sent, compute, wait, total;
+} mode_run_t;
+
+static void plan_line(zc_comm_h comm, zc_plan_h plan, const char *mode)
+{
+    zc_plan_info_t info;
+    int rank, zones[3] = {0, 0, 0};
+
+    zc_comm_rank(comm, &rank);
+    if (rank != 0 || zc_plan_info(plan, &info) != ZC_OK)
+        return;
+    for (int r = 0; r < info.nrings; r++) {
+        zc_plan_ring_t ring;
+        if (zc_plan_ring(plan, r, &ring) == ZC_OK)
+            zones[ring.zone]++;
+    }
+    zones[ZC_ZONE_LOCAL] = (int)info.nseqs - info.nrings;
+    printf("#   %s plan: %d inter-node rings, %d intra-node rings, %d local sequences%s\n", mode,
+           zones[ZC_ZONE_INTER], zones[ZC_ZONE_INTRA], zones[ZC_ZONE_LOCAL],
+           info.flags & ZC_PLAN_FALLBACK ? " (fallback)" : "");
+}
+
+static void mode_setup(zc_comm_h comm, const rad_batch_t *b, const int64_t *lengths,
+                       size_t count, int64_t capacity, int m, int iters, mode_run_t *run)
+{
+    zc_plan_opts_t popts = ZC_PLAN_OPTS_INITIALIZER;
+    zc_ring_attn_args_t init = ZC_RING_ATTN_ARGS_INITIALIZER;
+    zc_plan_rank_t mine;
+    int rank, size, nnodes;
+    zc_status_t st;
+
+    zc_comm_rank(comm, &rank);
+    zc_comm_size(comm, &size);
+    zc_comm_node_count(comm, &nnodes);
+    popts.flags = modes[m].plan_flags;
+    st = zc_plan_create(nnodes, size / nnodes, capacity, lengths, count, &popts, &run->plan);
+    if (st != ZC_OK)
+        zc_perf_die(TOOL, "zc_plan_create", st);
+    zc_plan_rank_pieces(run->plan, rank, &run->pieces, &run->npieces);
+    zc_plan_rank(run->plan, rank, &mine);
+    if (rad_local_make(b, run->pieces, run->npieces, mine.tokens, 0, &run->local) != 0)
+        zc_perf_die(TOOL, "allocation", ZC_ERR_NO_MEMORY);
+    run->args = init;
+    rad_local_args(b, &run->local, &run->args);
+    run->args.mode = modes[m].mode;
+    run->args.stats = &run->stats;
+    run->fwd = calloc((size_t)iters, sizeof(double));
+    run->bwd = calloc((size_t)iters, sizeof(double));
+    if (!run->fwd || !run->bwd)
+        zc_perf_die(TOOL, "allocation", ZC_ERR_NO_MEMORY);
+    run->on = 1;
+}
+
+/* One iteration of one mode: forward, then backward, each started by a
+ * barrier and timed by its slowest rank (known at rank 0). */
+static void mode_iter(zc_comm_h comm, mode_run_t *run, int it)
+{
+    for (int pass = 0; pass < 2; pass++) {
+        zc_status_t st;
+        double t0;
+
+        zc_barrier(comm);
+        t0 = zc_perf_now();
+        st = pass ? zc_ring_attn_bwd(comm, run->plan, &run->args)
+                  : zc_ring_attn_fwd(comm, run->plan, &run->args);
+        if (st != ZC_OK)
+            zc_perf_die(TOOL, pass ? "zc_ring_attn_bwd" : "zc_ring_attn_fwd", st);
+        t0 = zc_perf_max(comm, zc_perf_now() - t0);
+        if (it < 0)
+            continue; /* warm-up */
+        (pass ? run->bwd : run->fwd)[it] = t0;
+        run->exposed += run->stats.total_seconds > 0
+                            ? run->stats.wait_seconds / run->stats.total_seconds : 0;
+        run->sent += (double)run->stats.bytes_sent;
+        run->compute += run->stats.compute_seconds;
+        run->wait += run->stats.wait_seconds;
+        run->total += run->stats.total_seconds;
+    }
+}
+
+static int cmp_double(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+static double median(double *v, int n)
+{
+    qsort(v, (size_t)n, sizeof(*v), cmp_double);
+    return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
+}
+
+static result_t mode_finish(zc_comm_h comm, const zc_perf_opts_t *po, const ra_opts_t *o,
+                            const rad_batch_t *b, int m, mode_run_t *run)
+{
+    result_t res = {0};
+    double worst[RAD_NRESULTS];
+    int size;
+
+    zc_comm_size(comm, &size);
+    if (o->verbose) {
+        int rank;
+        zc_comm_rank(comm, &rank);
+        fprintf(stderr, "# rank %d, %s: per fwd+bwd %.1f ms, compute %.1f ms, wait %.1f ms\n",
+                rank, modes[m].name, run->total / po->iters * 1e3, run->compute / po->iters * 1e3,
+                run->wait / po->iters * 1e3);
+    }
+    res.fwd = median(run->fwd, po->iters);
+    res.bwd = median(run->bwd, po->iters);
+    /* means over this rank's passes, then over the ranks */
+    res.exposed = (double)zc_perf_sum(comm, llround(run->exposed / (2 * po->iters) * 1e6)) /
+                  1e6 / size;
+    res.sent = (double)zc_perf_sum(comm, llround(run->sent / (2 * po->iters))) / size;
+    if (po->check) {
+        int64_t wrong = rad_local_check(b, run->pieces, run->npieces, &run->local, 1,
+                                        rad_tolerance(b->dtype), worst);
+        res.wrong = zc_perf_sum(comm, wrong < 0 ? 1 : wrong);
+    }
+    rad_local_free(&run->local);
+    zc_plan_destroy(run->plan);
+    free(run->fwd);
+    free(run->bwd);
+    memset(run, 0, sizeof(*run));
+    return res;
+}
+
+int main(int argc, char **argv)
+{
+    ra_opts_t o = {.datasets = "all", .scale = 16, .hq = 8, .hkv = 8, .head_dim = 64,
+                   .modes = "all", .capacity = 1.25, .seed = 1};
+    zc_perf_opts_t po;
+    zc_comm_h comm;
+    int rank, size, nnodes;
+    double speedup_sum[NMODES] = {0};
+    int speedup_rows = 0;
+    int64_t wrong_total = 0;
+
+    zc_perf_parse(argc, argv, TOOL,
+                  "  -D LIST   datasets: arxiv, github, prolong64k, comma-separated, or all\n"
+                  "  -s N      divide every sampled length by N (default 16)\n"
+                  "  -H N      query heads (default 8)\n"
+                  "  -K N      key/value heads (default 8)\n"
+                  "  -A N      head dimension (default 64)\n"
+                  "  -m LIST   modes: te_cp, llama_cp, routing, zeppelin, or all\n"
+                  "  -L F      device capacity: F times the mean tokens per rank (default 1.25)\n"
+                  "  -S SEED   batch seed (default 1)\n"
+                  "  -v        print every rank's compute and wait times (stderr)\n"
+                  "  -b/-e/-f  total context in tokens per batch (K = 1024)\n",
+                  "D:s:H:K:A:m:L:S:v", parse_extra, &o, &po);
+    if (po.min_bytes == 8 && po.max_bytes == (size_t)64 << 20)
+        po.min_bytes = po.max_bytes = 16384; /* no -b/-e: one batch of 16K tokens */
+    if (o.hq % o.hkv != 0 || (po.dtype != ZC_FLOAT32 && po.dtype != ZC_BFLOAT16)) {
+        fprintf(stderr, TOOL ": -H must be a multiple of -K; -d float or bfloat16\n");
+        return 2;
+    }
+    comm = zc_perf_init(TOOL);
+    zc_comm_rank(comm, &rank);
+    zc_comm_size(comm, &size);
+    zc_comm_node_count(comm, &nnodes);
+    if (rank == 0) {
+        printf("# %s: libzcomm %s, %d ranks on %d nodes\n", TOOL, ZC_VERSION_STRING, size,
+               nnodes);
+        printf("# heads %d/%d, head dim %d, %s, lengths / %d, capacity %.2f x mean, iters %d, "
+               "warmup %d, check %d\n", o.hq, o.hkv, o.head_dim, zc_datatype_name(po.dtype),
+               o.scale, o.capacity, po.iters, po.warmup, po.check);
+        printf("#\n# %-10s %8s %5s %-9s %9s %9s %10s %8s %8s %9s %7s %6s\n", "dataset",
+               "tokens", "seqs", "mode", "fwd(ms)", "bwd(ms)", "tokens/s", "TFLOP/s", "exposed",
+               "MB/rank", "#wrong", "vs_te");
+        fflush(stdout);
+    }
+    for (size_t total = po.min_bytes; total <= po.max_bytes; total = zc_perf_next_size(&po, total))
+        for (int d = 0; d < zc_dataset_count(); d++) {
+            double base = 0, times[NMODES] = {0};
+            int64_t *lengths;
+            size_t count;
+            rad_batch_t b;
+
+            if (!listed(o.datasets, zc_dataset_name(d)))
+                continue;
+            count = rad_sample(d, (int64_t)total, o.scale, o.seed + (uint64_t)d * 7919 + total,
+                               &lengths);
+            if (count == 0 || rad_batch_init(&b, lengths, count, o.hq, o.hkv, o.head_dim,
+                                             po.dtype, o.seed + total) != 0)
+                zc_perf_die(TOOL, "allocation", ZC_ERR_NO_MEMORY);
+            if (po.check && rad_batch_reference(&b, 1) != ZC_OK)
+                zc_perf_die(TOOL, "reference", ZC_ERR_INTERNAL);
+            int64_t capacity = (int64_t)ceil(o.capacity * (double)total / size) + 1;
+            double flops = batch_flops(&b) * 3.5; /* forward + backward (2.5x) */
+            mode_run_t runs[NMODES] = {{0}};
+
+            for (int m = 0; m < NMODES; m++)
+                if (listed(o.modes, modes[m].name)) {
+                    mode_setup(comm, &b, lengths, count, capacity, m, po.iters, &runs[m]);
+                    if (m == MODE_ZEPPELIN)
+                        plan_line(comm, runs[m].plan, modes[m].name);
+                }
+            /* modes interleaved iteration by iteration, so that a slow spell
+             * of a shared machine hits them alike; medians below */
+            for (int it = -po.warmup; it < po.iters; it++)
+                for (int m = 0; m < NMODES; m++)
+                    if (runs[m].on)
+                        mode_iter(comm, &runs[m], it);
+            for (int m = 0; m < NMODES; m++) {
+                if (!runs[m].on)
+                    continue;
+                result_t r = mode_finish(comm, &po, &o, &b, m, &runs[m]);
+                times[m] = r.fwd + r.bwd;
+                if (m == MODE_TE)
+                    base = times[m];
+                wrong_total += r.wrong;
+                if (rank != 0)
+                    continue;
+                char vs[16] = "-";
+                if (base > 0)
+                    snprintf(vs, sizeof(vs), "%.2f", base / times[m]);
+                printf("  %-10s %8zu %5zu %-9s %9.2f %9.2f %10.0f %8.4f %7.1f%% %9.2f %7lld %6s\n",
+                       zc_dataset_name(d), total, count, modes[m].name, r.fwd * 1e3, r.bwd * 1e3,
+                       (double)total / times[m], flops / times[m] / 1e12, r.exposed * 100,
+                       r.sent / 1e6, po.check ? (long long)r.wrong : -1LL, vs);
+                fflush(stdout);
+            }
+            if (base > 0) {
+                for (int m = 0; m < NMODES; m++)
+                    speedup_sum[m] += times[m] > 0 ? base / times[m] : 0;
+                speedup_rows++;
+            }
+            rad_batch_free(&b);
+            free(lengths);
+        }
+    if (rank == 0) {
+        printf("# Out of bounds values : %lld %s\n", (long long)wrong_total,
+               wrong_total ? "FAILED" : "OK");
+        if (speedup_rows > 0) {
+            printf("# Avg speedup over te_cp:");
+            for (int m = 1; m < NMODES; m++)
+                if (listed(o.modes, modes[m].name))
+                    printf(" %s %.2fx", modes[m].name, speedup_sum[m] / speedup_rows);
+            printf("\n");
+        }
+    }
+    zc_comm_destroy(comm);
+    return wrong_total ? 1 : 0;
+}
