@@ -107,12 +107,22 @@ void *zc_sched_buffer(zc_sched_t *s, size_t bytes)
 
 void zc_sched_destroy(zc_sched_t *s)
 {
+    int unfinished = 0;
+
     if (!s)
         return;
-    for (int i = 0; i < s->nops; i++)
-        if (s->ops[i].req)
+    for (int i = 0; i < s->nops; i++) {
+        if (s->ops[i].req) {
+            unfinished += !s->ops[i].req->done;
             zc_p2p_abandon(&s->ops[i].req, ZC_ERR_INTERNAL);
-    for (int i = 0; i < s->nbuffers; i++)
+        }
+    }
+    /* A receive UCX has already matched cannot be cancelled and may still
+     * write into its staging slot: such buffers are never freed. */
+    if (unfinished)
+        zc_log_debug("schedule abandoned with %d operations in flight: keeping %d staging buffers",
+                     unfinished, s->nbuffers);
+    for (int i = 0; i < s->nbuffers && !unfinished; i++)
         free(s->buffers[i]);
     free(s->buffers);
     free(s->ops);

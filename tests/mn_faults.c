@@ -86,17 +86,20 @@ int main(int argc, char **argv)
     zc_status_t st = zc_wait(&req);
     fprintf(stderr, "# rank %d (%s): zc_wait: %s (%s)\n", mn_rank, mode, zc_strerror(st),
             zc_get_last_error());
-    if (mn_rank == t.dst) {
-        if (st == ZC_OK)
-            return mn_first_wrong(recv, (size_t)count, 0, 7) == (size_t)count ? 0 : 1;
-        return st == ZC_ERR_PEER_FAILED || st == ZC_ERR_TIMEOUT ? 0 : 1;
-    }
+    int status;
+    if (mn_rank == t.dst && st == ZC_OK)
+        status = mn_first_wrong(recv, (size_t)count, 0, 7) == (size_t)count ? 0 : 1;
+    else if (mn_rank == t.dst)
+        status = st == ZC_ERR_PEER_FAILED || st == ZC_ERR_TIMEOUT ? 0 : 1;
+    else  /* survivors: their finished part, or a clean error; returning is the point */
+        status = st == ZC_OK || st == ZC_ERR_PEER_FAILED || st == ZC_ERR_TIMEOUT ||
+                         st == ZC_ERR_TRANSPORT
+                     ? 0
+                     : 1;
     if (mn_rank == saboteur_rank)
         pthread_join(thread, NULL);
-    /* Survivors: success where their part finished, or a clean error
-     * (returning at all, within the timeout, is what is checked). */
-    return st == ZC_OK || st == ZC_ERR_PEER_FAILED || st == ZC_ERR_TIMEOUT ||
-                   st == ZC_ERR_TRANSPORT
-               ? 0
-               : 1;
+    zc_comm_destroy(comm);
+    free(send);
+    free(recv);
+    return status;
 }

@@ -29,17 +29,20 @@
 /* What a UCX callback points at.  It outlives an abandoned zc_request:
  * the callback frees it when UCX finally lets go of the operation. */
 typedef struct {
+    ucp_ep_h ep;
+    int failed;
+    int closing;     /* peers that exit first break the link: not news */
+    int abandoned;   /* a send on it was given up: close it by force */
+} zc_ucx_conn_t;
+
+typedef struct {
     zc_request_h req;      /* NULL once abandoned */
     void *ucx_req;
     ucp_worker_h worker;
     uint64_t *received;    /* the lane's byte counter */
+    int *stranded;         /* the lane's count of abandoned, unfinished ops */
+    zc_ucx_conn_t *conn;   /* sends: the endpoint it travels on */
 } zc_ucx_op_t;
-
-typedef struct {
-    ucp_ep_h ep;
-    int failed;
-    int closing;     /* peers that exit first break the link: not news */
-} zc_ucx_conn_t;
 
 struct zc_transport {
     zc_comm_h comm;
@@ -48,6 +51,10 @@ struct zc_transport {
     zc_ucx_conn_t *conns;  /* [nlanes][size]; ep NULL where a lane does not reach */
     uint64_t sent[ZC_UCX_MAX_LANES];
     uint64_t received[ZC_UCX_MAX_LANES];
+    /* Abandoned operations UCX has not finished: a worker destroyed under
+     * them aborts in UCX 1.13 (a matched rendezvous cannot be cancelled),
+     * so such a lane is left to the process's exit. */
+    int stranded[ZC_UCX_MAX_LANES];
 };
 
 static zc_ucx_conn_t *zc_ucx_conn(zc_transport_t *tp, int lane, int peer)
@@ -105,6 +112,8 @@ static void zc_ucx_complete(zc_ucx_op_t *op, ucs_status_t status, size_t receive
                      ucs_status_string(status));
         req->done = 1;
         req->backend = NULL;
+    } else {
+        (*op->stranded)--;  /* an abandoned operation finished after all */
     }
     if (op->ucx_req)
         ucp_request_free(op->ucx_req);
@@ -160,6 +169,7 @@ static zc_status_t zc_ucx_new_op(zc_transport_t *tp, int lane, zc_request_h req,
     op->req = req;
     op->worker = tp->lanes[lane].worker;
     op->received = &tp->received[lane];
+    op->stranded = &tp->stranded[lane];
     *op_out = op;
     return ZC_OK;
 }
@@ -179,6 +189,7 @@ static zc_status_t zc_ucx_isend(zc_transport_t *tp, const void *buf, size_t byte
         return zc_error(ZC_ERR_UNSUPPORTED, "rank %d has no endpoint on the %s lane", peer,
                         tp->lanes[lane].name);
     ZC_CHECK(zc_ucx_new_op(tp, lane, req, &op));
+    op->conn = conn;
     tp->sent[lane] += bytes;
     param.op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA |
                          UCP_OP_ATTR_FIELD_DATATYPE;
@@ -243,10 +254,14 @@ static void zc_ucx_abandon(zc_transport_t *tp, zc_request_h req, zc_status_t sta
     /* Detach first: cancelling may run the callback right here. */
     op->req = NULL;
     req->backend = NULL;
-    /* Receives can be cancelled; a send's buffer may still be read by UCX
-     * until the endpoint closes, which destroy does before returning. */
+    (*op->stranded)++;
+    /* Receives can be cancelled.  A send cannot: UCX may read its buffer
+     * until the endpoint closes, and a flush would wait for it forever, so
+     * destroy closes that endpoint by force (which also completes it). */
     if (req->kind == ZC_REQ_RECV)
         ucp_request_cancel(op->worker, op->ucx_req);
+    else
+        op->conn->abandoned = 1;
     req->status = status;
     req->done = 1;
 }
@@ -370,7 +385,7 @@ static void zc_ucx_close_endpoints(zc_transport_t *tp)
         if (!conn->ep)
             continue;
         conn->closing = 1;
-        param.flags = conn->failed ? UCP_EP_CLOSE_FLAG_FORCE : 0;
+        param.flags = conn->failed || conn->abandoned ? UCP_EP_CLOSE_FLAG_FORCE : 0;
         ucs_status_ptr_t sp = ucp_ep_close_nbx(conn->ep, &param);
         if (UCS_PTR_IS_PTR(sp)) {
             if (closing)
@@ -402,8 +417,13 @@ static void zc_ucx_destroy(zc_transport_t *tp)
     if (tp->conns)
         zc_ucx_close_endpoints(tp);
     free(tp->conns);
-    for (int l = 0; l < tp->nlanes; l++)
-        zc_ucx_lane_close(&tp->lanes[l]);
+    for (int l = 0; l < tp->nlanes; l++) {
+        if (tp->stranded[l] > 0)
+            zc_log_info("ucx: %s lane kept until exit: %d abandoned operations are unfinished",
+                        tp->lanes[l].name, tp->stranded[l]);
+        else
+            zc_ucx_lane_close(&tp->lanes[l]);
+    }
     free(tp);
 }
 
