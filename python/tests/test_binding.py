@@ -1,0 +1,118 @@
+"""Error mapping and argument checks of the zcomm binding: every libzcomm
+error becomes ZcommError with the zc_status_t name and the library's detail,
+and buffers that C cannot take as they are (dtype, layout, length, a plan
+of another size) are refused before any data moves."""
+import sys
+
+import numpy as np
+import torch
+
+import ranks
+import tap
+import zcomm
+from zcomm._lib import lib
+
+torch.manual_seed(1)
+comm = zcomm.Communicator(zcomm.get_unique_id(), 0, 1)
+tap.ok((comm.rank, comm.size, comm.node_count, comm.local_size) == (0, 1, 1, 1),
+       "a 1-rank communicator from a unique id answers rank 0 of 1 on 1 node")
+
+# Error mapping: the C status and detail, unchanged.
+try:
+    zcomm.Plan([100], 1, 1, 50)
+    tap.ok(False, "a batch over capacity raises ZcommError")
+except zcomm.ZcommError as e:
+    tap.ok(e.status == -10 and e.name == "ZC_ERR_CAPACITY" and isinstance(e, RuntimeError),
+           "a batch over capacity raises ZcommError ZC_ERR_CAPACITY (-10)", e)
+    tap.ok(e.detail == lib.zc_get_last_error().decode() and "lengths[0]" in e.detail,
+           "its detail is zc_get_last_error(), naming lengths[0]", e.detail)
+    tap.ok(e.name in str(e) and e.detail in str(e) and "zc_plan_create" in str(e),
+           "its message names the call, the status and the detail", str(e))
+tap.raises(lambda: zcomm.Plan([10], 0, 1, 50), "nnodes 0 is ZC_ERR_INVALID_ARG naming nnodes",
+           "ZC_ERR_INVALID_ARG", "nnodes")
+tap.raises(lambda: zcomm.Communicator(b"short", 0, 1), "a unique id of the wrong size",
+           "ZC_ERR_INVALID_ARG", "unique_id")
+
+# Buffers.
+x = torch.zeros(8, 4)
+tap.raises(lambda: comm.sendrecv(np.zeros(4, np.float64), 0, np.zeros(4, np.float64), 0),
+           "float64 (no zc dtype) is refused naming sendbuf", "ZC_ERR_INVALID_ARG",
+           "sendbuf: unsupported dtype")
+tap.raises(lambda: comm.sendrecv(x, 0, torch.zeros(8, 4, dtype=torch.int32), 0),
+           "send and receive dtypes that differ are refused", "ZC_ERR_INVALID_ARG",
+           "dtypes differ")
+tap.raises(lambda: comm.sendrecv(x.t(), 0, torch.zeros(32), 0),
+           "a non-contiguous tensor is refused", "ZC_ERR_INVALID_ARG",
+           "sendbuf: tensor is not contiguous")
+tap.raises(lambda: comm.sendrecv(x.numpy().T, 0, np.zeros(32, np.float32), 0),
+           "a non-contiguous numpy array is refused", "ZC_ERR_INVALID_ARG",
+           "sendbuf: array is not C-contiguous")
+tap.raises(lambda: comm.sendrecv([1.0, 2.0], 0, x, 0), "a Python list is refused",
+           "ZC_ERR_INVALID_ARG", "expected a numpy array or a CPU torch tensor")
+ro = np.zeros(4, np.float32)
+ro.flags.writeable = False
+tap.raises(lambda: comm.recv(ro, 0), "a read-only array is refused as a receive buffer",
+           "ZC_ERR_INVALID_ARG", "buf: array is read-only")
+y = torch.zeros(8, 4)
+comm.sendrecv(torch.arange(32.0).view(8, 4), 0, y, 0)
+tap.ok(torch.equal(y, torch.arange(32.0).view(8, 4)), "sendrecv to itself delivers the data")
+a = np.arange(10, dtype=np.int64)
+b = np.zeros(10, np.int64)
+comm.remap_alltoallv(a, [10], [0], b, [10], [0])
+tap.ok(np.array_equal(a, b), "remap_alltoallv on 1 rank copies the self block")
+tap.raises(lambda: comm.remap_alltoallv(a, [10, 0], [0, 0], b, [10], [0]),
+           "counts with one entry too many are refused", "ZC_ERR_INVALID_ARG",
+           "sendcounts: 2 entries")
+tap.raises(lambda: comm.remap_alltoallv(a, [10], [0], b[:6], [10], [0]),
+           "a receive buffer shorter than its counts is refused", "ZC_ERR_INVALID_ARG",
+           "recvbuf: 6 elements")
+
+# Plans.
+p1 = zcomm.Plan([10, 6], 1, 1, 100)
+p2 = zcomm.Plan([10, 6], 1, 2, 100)
+tap.ok(p1.rank_pieces(0) == [{"seq": 0, "begin": 0, "end": 10, "zone": "local", "ring": -1,
+                              "chunk": -1},
+                             {"seq": 1, "begin": 0, "end": 6, "zone": "local", "ring": -1,
+                              "chunk": -1}],
+       "the pieces of a 1-rank plan are its two whole sequences, as dicts", p1.rank_pieces(0))
+tap.ok(p1.remap_counts(0) == ([16], [0], [16], [0]),
+       "its remap keeps the 16 tokens at home", p1.remap_counts(0))
+tap.raises(lambda: comm.remap(p2, torch.zeros(16, 4), torch.zeros(16, 4)),
+           "remap with a plan of 2 ranks on a 1-rank communicator", "ZC_ERR_MISMATCH",
+           "plan: has 2 ranks")
+q = torch.randn(16, 2, 8)
+lse = torch.zeros(16, 2)
+tap.raises(lambda: comm.ring_attn_fwd(p2, q, q, q, torch.empty_like(q), lse),
+           "ring attention with a plan of 2 ranks on a 1-rank communicator", "ZC_ERR_MISMATCH",
+           "plan: built for 2 ranks")
+tap.raises(lambda: comm.ring_attn_fwd(p1, q[:8], q[:8], q[:8], torch.empty_like(q[:8]),
+                                      lse[:8]),
+           "ring attention on fewer rows than the plan's tokens (C check)",
+           "ZC_ERR_INVALID_ARG", "tokens: buffers of 8 rows")
+tap.raises(lambda: comm.ring_attn_fwd(p1, q.half(), q.half(), q.half(), q.half(), lse),
+           "ring attention in float16 is refused", "ZC_ERR_INVALID_ARG", "float32 or bfloat16")
+tap.raises(lambda: comm.ring_attn_fwd(p1, q, q, q, torch.empty_like(q), lse.double()),
+           "an lse that is not float32 is refused", "ZC_ERR_INVALID_ARG", "lse")
+tap.raises(lambda: comm.ring_attn_fwd(p1, q.transpose(1, 2).contiguous().transpose(1, 2), q, q,
+                                      torch.empty_like(q), lse),
+           "a non-contiguous q is refused", "ZC_ERR_INVALID_ARG", "q: tensor is not contiguous")
+comm.close()
+
+
+def count_mismatch(comm):
+    """The receiver expects more elements than the sender sends."""
+    buf = torch.zeros(8 if comm.rank == 0 else 16)
+    try:
+        if comm.rank == 0:
+            comm.send(buf, 1)
+        else:
+            comm.recv(buf, 0)
+        return [("a receive of the wrong length raises ZC_ERR_MISMATCH on the receiver",
+                 comm.rank == 0, "no error")]
+    except zcomm.ZcommError as e:
+        return [("a receive of the wrong length raises ZC_ERR_MISMATCH on the receiver",
+                 comm.rank == 1 and e.name == "ZC_ERR_MISMATCH", str(e))]
+
+
+ranks.run(count_mismatch, 2)
+sys.exit(tap.done())

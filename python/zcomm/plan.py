@@ -1,0 +1,74 @@
+"""Plan: a batch of sequence lengths placed on nnodes x gpus_per_node ranks
+(zc_plan_create).  Every rank builds the same plan from the same lengths;
+its per-rank views are plain Python data."""
+import ctypes
+
+from . import _lib
+from ._lib import call
+
+ZONE_NAMES = {0: "local", 1: "intra", 2: "inter"}
+EVEN_SPLIT = 1
+FALLBACK = 2
+FORWARD = 0
+INVERSE = 1
+
+
+def _piece_dicts(array, count):
+    return [{"seq": p.seq, "begin": p.begin, "end": p.end, "zone": ZONE_NAMES[p.zone],
+             "ring": p.ring, "chunk": p.chunk} for p in array[:count]]
+
+
+class Plan(_lib.Handle):
+    """zc_plan_h of `lengths` on nnodes x gpus_per_node ranks of `capacity`
+    tokens each.  even_split=True gives the TE CP layout."""
+
+    _destroy, _what = "zc_plan_destroy", "plan"
+
+    def __init__(self, lengths, nnodes, gpus_per_node, capacity, even_split=False,
+                 b_intra=1.0, b_inter=10.0):
+        self.lengths = [int(n) for n in lengths]
+        opts = _lib.PlanOpts(ctypes.sizeof(_lib.PlanOpts), b_intra, b_inter,
+                             EVEN_SPLIT if even_split else 0)
+        handle = ctypes.c_void_p()
+        call("zc_plan_create", ctypes.c_int(nnodes), ctypes.c_int(gpus_per_node),
+             ctypes.c_int64(capacity), _lib.int64_array(self.lengths),
+             ctypes.c_size_t(len(self.lengths)), ctypes.byref(opts), ctypes.byref(handle))
+        self._handle = handle
+        info = _lib.PlanInfo()
+        call("zc_plan_info", handle, ctypes.byref(info))
+        self.nnodes, self.gpus_per_node, self.nranks = (info.nnodes, info.gpus_per_node,
+                                                        info.nranks)
+        self.capacity, self.nrings, self.total_tokens = (info.capacity, info.nrings,
+                                                         info.total_tokens)
+        self.fallback = bool(info.flags & FALLBACK)
+
+    def check(self):
+        call("zc_plan_check", self.handle)
+
+    def rank(self, rank):
+        """{'tokens', 'linear_tokens', 'attn_pairs', 'node', 's0'} of `rank`."""
+        out = _lib.PlanRank()
+        call("zc_plan_rank", self.handle, ctypes.c_int(rank), ctypes.byref(out))
+        return {f: getattr(out, f) for f, _ in _lib.PlanRank._fields_}
+
+    def _pieces(self, fn, rank):
+        array = ctypes.POINTER(_lib.PlanPiece)()
+        count = ctypes.c_size_t()
+        call(fn, self.handle, ctypes.c_int(rank), ctypes.byref(array), ctypes.byref(count))
+        return _piece_dicts(array, count.value)
+
+    def rank_pieces(self, rank):
+        """The pieces of `rank` in attention-layout buffer order: dicts with
+        seq, begin, end (token range of the sequence), zone, ring, chunk."""
+        return self._pieces("zc_plan_rank_pieces", rank)
+
+    def rank_linear_pieces(self, rank):
+        """The same for the balanced linear layout (after the forward remap)."""
+        return self._pieces("zc_plan_rank_linear_pieces", rank)
+
+    def remap_counts(self, rank, direction=FORWARD):
+        """(sendcounts, sdispls, recvcounts, rdispls) in tokens, lists of nranks."""
+        arrays = [(ctypes.c_int64 * self.nranks)() for _ in range(4)]
+        call("zc_plan_remap_counts", self.handle, ctypes.c_int(rank), ctypes.c_int(direction),
+             *arrays)
+        return tuple(list(a) for a in arrays)
