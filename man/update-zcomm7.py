@@ -47,7 +47,7 @@ def env_lines():
 
 
 def see_also_lines():
-    pages = [f for f in os.listdir(MAN) if re.match(r"[a-z_0-9]+\.[137]$", f) and f != "zcomm.7"]
+    pages = [f for f in os.listdir(MAN) if re.match(r"[a-z_0-9-]+\.[137]$", f) and f != "zcomm.7"]
     pages.sort(key=lambda f: (f[-1] != "1", f[-1], f[:-2]))
     refs = [".BR %s (%s)" % (f[:-2], f[-1]) for f in pages]
     return [r + "," for r in refs[:-1]] + refs[-1:]
