@@ -596,6 +596,22 @@ ZC_API zc_status_t zc_remap_alltoallv_stream(const void *sendbuf, const int64_t 
                                              const int64_t *recvcounts, const int64_t *rdispls,
                                              zc_datatype_t dtype, zc_comm_h comm, void *stream);
 
+/* zc_ring_attn_fwd and zc_ring_attn_bwd on device memory (args->memtype
+ * ZC_MEM_CUDA; dtype float32, bfloat16 or float16): the same plans, modes,
+ * layouts, checks and results, enqueued on `stream`, which computes.  The
+ * call's transfers (NCCL, routed over every rail in Zeppelin mode) run on
+ * a stream of its own, ordered against `stream` by events, so that the KV
+ * of the next ring step moves while the current one computes.  Every rank
+ * of `comm` calls it (a rank may forward for rings it is not in); the host
+ * part (the agreement on plan and shape) is done when it returns, the
+ * outputs are ready when `stream` reaches that point.  args->stats, when
+ * given, counts kernel calls and bytes; its times are those of enqueueing.
+ * See zc_ring_attn_fwd_stream(3). */
+ZC_API zc_status_t zc_ring_attn_fwd_stream(zc_comm_h comm, zc_plan_h plan,
+                                           const zc_ring_attn_args_t *args, void *stream);
+ZC_API zc_status_t zc_ring_attn_bwd_stream(zc_comm_h comm, zc_plan_h plan,
+                                           const zc_ring_attn_args_t *args, void *stream);
+
 /* Zigzag layout of a ring of `ring_size` ranks (zc_plan(3)): each sequence
  * is cut into 2 * ring_size chunks (the first n % (2 * ring_size) one token
  * longer) and ring position `position` holds chunks position and

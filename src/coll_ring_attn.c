@@ -85,8 +85,17 @@ static zc_status_t zc_ra_check_buffers(const zc_ring_attn_args_t *a, int backwar
     return ZC_OK;
 }
 
-static zc_status_t zc_ra_check(zc_comm_h comm, zc_plan_h plan, const zc_ring_attn_args_t *a,
-                               int backward, int64_t *tokens)
+/* The host engine: CPU kernels on host memory. */
+static zc_status_t zc_ra_host_check(const zc_ring_attn_args_t *a, int backward)
+{
+    (void)backward;
+    ZC_ARG_CHECK(a->dtype == ZC_FLOAT32 || a->dtype == ZC_BFLOAT16,
+                 "dtype: %s, must be float32 or bfloat16", zc_datatype_name(a->dtype));
+    return zc_memtype_check_host_path(a->q, a->memtype, "q");
+}
+
+zc_status_t zc_ra_check_args(zc_comm_h comm, zc_plan_h plan, const zc_ring_attn_args_t *a,
+                             int backward, zc_ra_engine_check_t engine, int64_t *tokens)
 {
     zc_plan_info_t info;
     zc_plan_rank_t mine;
@@ -104,10 +113,8 @@ static zc_status_t zc_ra_check(zc_comm_h comm, zc_plan_h plan, const zc_ring_att
                  a->num_heads_kv);
     ZC_ARG_CHECK(a->head_dim >= 1 && a->head_dim <= 256, "head_dim: %d, must be in 1..256",
                  a->head_dim);
-    ZC_ARG_CHECK(a->dtype == ZC_FLOAT32 || a->dtype == ZC_BFLOAT16,
-                 "dtype: %s, must be float32 or bfloat16", zc_datatype_name(a->dtype));
     ZC_ARG_CHECK(isfinite(a->scale), "scale: %g is not finite", (double)a->scale);
-    ZC_CHECK(zc_memtype_check_host_path(a->q, a->memtype, "q"));
+    ZC_CHECK(engine(a, backward));
     ZC_CHECK(zc_plan_info(plan, &info));
     if (info.nranks != comm->size)
         return zc_error(ZC_ERR_MISMATCH, "plan: built for %d ranks, the communicator has %d",
@@ -264,11 +271,6 @@ static zc_status_t zc_ra_run(zc_ra_ctx_t *ctx)
 
     ZC_CHECK(zc_env_get_int("ZC_RING_ATTN_SLICE_MFLOP", &mflop));
     ctx->slice_flops = mflop > 0 ? (double)mflop * 1e6 : 0;
-    ZC_CHECK(zc_plan_rank_pieces(ctx->plan, ctx->comm->rank, &ctx->pieces, &ctx->npieces));
-    for (ctx->local_first = 0; ctx->local_first < ctx->npieces &&
-                               ctx->pieces[ctx->local_first].zone != ZC_ZONE_LOCAL;
-         ctx->local_first++)
-        ctx->local_row0 += ctx->pieces[ctx->local_first].end - ctx->pieces[ctx->local_first].begin;
     ZC_CHECK(zc_ra_groups_build(ctx));
     for (int g = 0; g < ctx->ngroups; g++) {
         if (a->mode == ZC_RING_ATTN_LLAMA_CP)
@@ -285,26 +287,24 @@ static zc_status_t zc_ra_run(zc_ra_ctx_t *ctx)
     return ZC_OK;
 }
 
-static zc_status_t zc_ring_attn(zc_comm_h comm, zc_plan_h plan, const zc_ring_attn_args_t *args,
-                                int backward)
+zc_status_t zc_ra_begin(zc_ra_ctx_t *ctx, zc_ra_engine_check_t engine)
 {
-    zc_ra_ctx_t ctx = {.comm = comm, .plan = plan, .args = args, .backward = backward};
-    double t0 = zc_now_sec();
-    float *owned = NULL;
-    zc_status_t local, st;
+    const zc_ring_attn_args_t *args = ctx->args;
+    zc_comm_h comm = ctx->comm;
+    zc_status_t local;
     int64_t check;
 
-    zc_error_clear();
     ZC_CHECK(zc_comm_check(comm));
-    ctx.seq = comm->coll_seq++;
-    local = zc_ra_check(comm, plan, args, backward, &ctx.tokens);
+    ctx->seq = comm->coll_seq++;
+    local = zc_ra_check_args(comm, ctx->plan, args, ctx->backward, engine, &ctx->tokens);
     ZC_CHECK(zc_env_get_int("ZC_RING_ATTN_CHECK", &check));
     if (check) {
         char why[256];
         uint64_t range[2];
 
         snprintf(why, sizeof(why), "%s", zc_get_last_error());
-        ZC_CHECK(zc_ra_agree(&ctx, local == ZC_OK ? zc_ra_fingerprint(plan, args, backward) : 0,
+        ZC_CHECK(zc_ra_agree(ctx, local == ZC_OK ? zc_ra_fingerprint(ctx->plan, args,
+                                                                     ctx->backward) : 0,
                              range));
         if (local != ZC_OK)
             return zc_error(local, "%s", why);
@@ -314,11 +314,28 @@ static zc_status_t zc_ring_attn(zc_comm_h comm, zc_plan_h plan, const zc_ring_at
     } else if (local != ZC_OK) {
         return local;
     }
+    ctx->elem = zc_datatype_size(args->dtype);
+    ctx->row_q = (int64_t)args->num_heads_q * args->head_dim;
+    ctx->row_kv = (int64_t)args->num_heads_kv * args->head_dim;
+    ctx->scale = args->scale != 0.0f ? args->scale : 1.0f / sqrtf((float)args->head_dim);
+    ZC_CHECK(zc_plan_rank_pieces(ctx->plan, comm->rank, &ctx->pieces, &ctx->npieces));
+    for (ctx->local_first = 0; ctx->local_first < ctx->npieces &&
+                               ctx->pieces[ctx->local_first].zone != ZC_ZONE_LOCAL;
+         ctx->local_first++)
+        ctx->local_row0 += ctx->pieces[ctx->local_first].end - ctx->pieces[ctx->local_first].begin;
+    return ZC_OK;
+}
 
-    ctx.elem = zc_datatype_size(args->dtype);
-    ctx.row_q = (int64_t)args->num_heads_q * args->head_dim;
-    ctx.row_kv = (int64_t)args->num_heads_kv * args->head_dim;
-    ctx.scale = args->scale != 0.0f ? args->scale : 1.0f / sqrtf((float)args->head_dim);
+static zc_status_t zc_ring_attn(zc_comm_h comm, zc_plan_h plan, const zc_ring_attn_args_t *args,
+                                int backward)
+{
+    zc_ra_ctx_t ctx = {.comm = comm, .plan = plan, .args = args, .backward = backward};
+    double t0 = zc_now_sec();
+    float *owned = NULL;
+    zc_status_t st;
+
+    zc_error_clear();
+    ZC_CHECK(zc_ra_begin(&ctx, zc_ra_host_check));
     ZC_CHECK_GOTO(zc_ra_accumulators(&ctx, &owned), st, out);
     ZC_CHECK_GOTO(zc_ra_run(&ctx), st, out);
     ctx.stats.total_seconds = zc_now_sec() - t0;

@@ -5,7 +5,9 @@
  *   ring_attn_xfer.c     transfers: direct hops, routed calls, progress, waits
  *   ring_attn_compute.c  one block: pieces -> kernel segments by global position
  *   ring_attn_ring.c     ring pipelines (Zeppelin and TE CP modes)
- *   ring_attn_gather.c   all-gather / reduce-scatter (LLaMA CP mode) */
+ *   ring_attn_gather.c   all-gather / reduce-scatter (LLaMA CP mode)
+ * and the stream-ordered engine of the device path (ring_attn_stream.h),
+ * which shares the checks, the groups and the kernel segments. */
 #ifndef ZC_RING_ATTN_H
 #define ZC_RING_ATTN_H
 
@@ -93,6 +95,8 @@ typedef struct {
     float *dk, *dv;           /* backward: fp32 accumulators of the same rows */
 } zc_ra_kv_t;
 
+struct zc_ds_ops;
+
 typedef struct {
     zc_comm_h comm;
     zc_plan_h plan;
@@ -130,7 +134,24 @@ typedef struct {
 
     double slice_flops;       /* work between two progress calls, 0: no cuts */
     zc_ring_attn_stats_t stats;
+
+    /* stream engine: the device the kernels are enqueued on (NULL: the
+     * CPU kernels, called in place) */
+    const struct zc_ds_ops *ds;
+    void *ds_dev;
 } zc_ra_ctx_t;
+
+/* ---- coll_ring_attn.c: what both engines share ---- */
+/* The engine's own checks of a call's tensors: dtype and memory type. */
+typedef zc_status_t (*zc_ra_engine_check_t)(const zc_ring_attn_args_t *args, int backward);
+/* This rank's arguments against the plan and the communicator, then
+ * `engine`'s checks; *tokens gets this rank's rows. */
+zc_status_t zc_ra_check_args(zc_comm_h comm, zc_plan_h plan, const zc_ring_attn_args_t *args,
+                             int backward, zc_ra_engine_check_t engine, int64_t *tokens);
+/* A call's start on every rank (ctx->comm, plan, args and backward set):
+ * the checks, the agreement of every rank on the plan and the shape
+ * (ZC_RING_ATTN_CHECK), then the shape fields of ctx. */
+zc_status_t zc_ra_begin(zc_ra_ctx_t *ctx, zc_ra_engine_check_t engine);
 
 /* ---- ring_attn_groups.c ---- */
 zc_status_t zc_ra_groups_build(zc_ra_ctx_t *ctx);
@@ -165,6 +186,29 @@ zc_status_t zc_ra_compute(zc_ra_ctx_t *ctx, const zc_plan_piece_t *qp, size_t nq
                           const zc_ra_kv_t *kv);
 
 /* ---- ring_attn_ring.c, ring_attn_gather.c ---- */
+/* The member whose KV position p of group g holds at step s (p - s). */
+const zc_ra_member_t *zc_ra_owner(const zc_ra_group_t *g, int s);
+/* The block of `owner` in a packed K|V buffer (and its fp32 dK|dV). */
+zc_ra_kv_t zc_ra_block(const zc_ra_ctx_t *ctx, const zc_ra_member_t *owner, void *kv, float *dkv);
+
+/* Where everything of one gathered group (LLaMA CP) sits. */
+typedef struct {
+    int64_t *owner_row;       /* [G + 1]: first row of each owner, owner-major */
+    int64_t *seq_row;         /* [nrings]: first row of each sequence, sequence-major */
+    zc_plan_piece_t *seqs;    /* [nrings]: each sequence whole, as one piece */
+    int64_t total;
+} zc_ra_gathered_t;
+
+/* The layout of group g's gathered rows (host memory, kept in ctx). */
+zc_status_t zc_ra_gathered_layout(zc_ra_ctx_t *ctx, const zc_ra_group_t *g,
+                                  zc_ra_gathered_t *lay);
+typedef zc_status_t (*zc_ra_copy_t)(void *arg, void *dst, const void *src, size_t bytes);
+/* Rows of `row_bytes` from the owner-major to the sequence-major layout
+ * (or back), one `copy` per piece. */
+zc_status_t zc_ra_permute(const zc_ra_group_t *g, const zc_ra_gathered_t *lay, size_t row_bytes,
+                          const void *from, void *to, int to_sequences, zc_ra_copy_t copy,
+                          void *arg);
+
 zc_status_t zc_ra_ring_fwd(zc_ra_ctx_t *ctx, int g);
 zc_status_t zc_ra_ring_bwd(zc_ra_ctx_t *ctx, int g);
 zc_status_t zc_ra_gather_fwd(zc_ra_ctx_t *ctx, int g);

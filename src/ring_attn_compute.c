@@ -19,13 +19,15 @@
  * call each; rows between the segments of a round become empty segments
  * (queries without keys or keys without queries, which change nothing).
  * A call is cut into slices of ZC_RING_ATTN_SLICE_MFLOP while transfers
- * are in flight, and they progress between slices. */
+ * are in flight, and they progress between slices.  The stream engine
+ * (ctx->ds) enqueues each round as one call: its transfers need no help. */
 #include "config.h"
 
 #include <stdlib.h>
 
 #include "clock.h"
 #include "ring_attn.h"
+#include "ring_attn_stream.h"
 #include "status.h"
 
 /* A slice is a multiple of this many query rows: every kernel call packs
@@ -296,7 +298,10 @@ static zc_status_t zc_ra_kernel(zc_ra_ctx_t *ctx, const zc_ra_kv_t *kv, const zc
         a.dv = kv->dv + base_kv * ctx->row_kv;
     }
     t0 = zc_now_sec();
-    st = ctx->backward ? zc_attn_bwd(&a) : zc_attn_fwd(&a);
+    if (ctx->ds)
+        st = ctx->ds->attn(ctx->ds_dev, ctx->backward ? ZC_DS_BWD : ZC_DS_FWD, &a);
+    else
+        st = ctx->backward ? zc_attn_bwd(&a) : zc_attn_fwd(&a);
     ctx->stats.compute_seconds += zc_now_sec() - t0;
     ctx->stats.kernel_calls++;
     return st;
@@ -312,6 +317,8 @@ static zc_status_t zc_ra_run_round(zc_ra_ctx_t *ctx, const zc_ra_kv_t *kv,
     int i0 = 0;
     int64_t r0 = 0;
     zc_status_t st = ZC_OK;
+    /* the stream engine's transfers run on their own stream: no progress here */
+    int host_xfers = ctx->ds == NULL;
 
     arr.cap = segs->n + 1;
     arr.cu_q = malloc((size_t)arr.cap * sizeof(int32_t));
@@ -323,8 +330,8 @@ static zc_status_t zc_ra_run_round(zc_ra_ctx_t *ctx, const zc_ra_kv_t *kv,
         goto out;
     }
     while (i0 < segs->n) {
-        double budget = ctx->slice_flops > 0 && zc_ra_busy(ctx) ? ctx->slice_flops / pair_flops
-                                                                  : -1;
+        double budget = ctx->slice_flops > 0 && host_xfers && zc_ra_busy(ctx)
+                            ? ctx->slice_flops / pair_flops : -1;
         double work = 0;
         int i1 = i0;
         int64_t r1 = segs->v[i0].q_len, start = r0;
@@ -364,7 +371,7 @@ static zc_status_t zc_ra_run_round(zc_ra_ctx_t *ctx, const zc_ra_kv_t *kv,
             i0 = i1 + 1;
             r0 = 0;
         }
-        if (zc_ra_busy(ctx))
+        if (host_xfers && zc_ra_busy(ctx))
             ZC_CHECK_GOTO(zc_ra_progress(ctx), st, out);
     }
 out:

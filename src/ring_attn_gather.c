@@ -19,14 +19,6 @@
 enum { ZC_RA_SLOT_GK = 0, ZC_RA_SLOT_GV, ZC_RA_SLOT_SK, ZC_RA_SLOT_SV, ZC_RA_SLOT_DSEQ,
        ZC_RA_SLOT_DOWN, ZC_RA_SLOT_DRECV, ZC_RA_SLOT_SEQS };
 
-/* Where everything of one group sits in the gathered buffers. */
-typedef struct {
-    int64_t *owner_row;       /* [G + 1]: first row of each owner, owner-major */
-    int64_t *seq_row;         /* [nrings]: first row of each sequence, sequence-major */
-    zc_plan_piece_t *seqs;    /* [nrings]: each sequence whole, as one piece */
-    int64_t total;
-} zc_ra_gathered_t;
-
 static int zc_ra_ring_index(const zc_ra_group_t *g, int ring)
 {
     int lo = 0, hi = g->nrings - 1;
@@ -41,8 +33,8 @@ static int zc_ra_ring_index(const zc_ra_group_t *g, int ring)
     return lo;
 }
 
-static zc_status_t zc_ra_gathered_layout(zc_ra_ctx_t *ctx, const zc_ra_group_t *g,
-                                         zc_ra_gathered_t *lay)
+zc_status_t zc_ra_gathered_layout(zc_ra_ctx_t *ctx, const zc_ra_group_t *g,
+                                  zc_ra_gathered_t *lay)
 {
     size_t bytes = (size_t)(g->G + 1 + g->nrings) * sizeof(int64_t) +
                    (size_t)g->nrings * sizeof(zc_plan_piece_t);
@@ -78,9 +70,9 @@ static zc_status_t zc_ra_gathered_layout(zc_ra_ctx_t *ctx, const zc_ra_group_t *
     return ZC_OK;
 }
 
-/* Copy rows between the owner-major and the sequence-major layout. */
-static void zc_ra_permute(const zc_ra_group_t *g, const zc_ra_gathered_t *lay, size_t row_bytes,
-                          const void *from, void *to, int to_sequences)
+zc_status_t zc_ra_permute(const zc_ra_group_t *g, const zc_ra_gathered_t *lay, size_t row_bytes,
+                          const void *from, void *to, int to_sequences, zc_ra_copy_t copy,
+                          void *arg)
 {
     for (int o = 0; o < g->G; o++) {
         const zc_ra_member_t *m = &g->members[o];
@@ -90,15 +82,21 @@ static void zc_ra_permute(const zc_ra_group_t *g, const zc_ra_gathered_t *lay, s
             const zc_plan_piece_t *pc = &m->pieces[i];
             int64_t srow = lay->seq_row[zc_ra_ring_index(g, pc->ring)] + pc->begin;
             size_t len = (size_t)(pc->end - pc->begin) * row_bytes;
+            int64_t dst = to_sequences ? srow : row, src = to_sequences ? row : srow;
 
-            if (to_sequences)
-                memcpy((char *)to + (size_t)srow * row_bytes,
-                       (const char *)from + (size_t)row * row_bytes, len);
-            else
-                memcpy((char *)to + (size_t)row * row_bytes,
-                       (const char *)from + (size_t)srow * row_bytes, len);
+            if (len > 0)
+                ZC_CHECK(copy(arg, (char *)to + (size_t)dst * row_bytes,
+                              (const char *)from + (size_t)src * row_bytes, len));
         }
     }
+    return ZC_OK;
+}
+
+static zc_status_t zc_ra_memcpy(void *arg, void *dst, const void *src, size_t bytes)
+{
+    (void)arg;
+    memcpy(dst, src, bytes);
+    return ZC_OK;
 }
 
 /* All-gather K and V of group gi, sequence-major, into *k, *v. */
@@ -137,9 +135,8 @@ static zc_status_t zc_ra_allgather(zc_ra_ctx_t *ctx, int gi, const zc_ra_gathere
         memcpy((char *)gv + (size_t)lay->owner_row[g->pos] * row, own_v, (size_t)me->tokens * row);
     }
     ZC_CHECK(zc_ra_wait(ctx, &x));
-    zc_ra_permute(g, lay, row, gk, *k, 1);
-    zc_ra_permute(g, lay, row, gv, *v, 1);
-    return ZC_OK;
+    ZC_CHECK(zc_ra_permute(g, lay, row, gk, *k, 1, zc_ra_memcpy, NULL));
+    return zc_ra_permute(g, lay, row, gv, *v, 1, zc_ra_memcpy, NULL);
 }
 
 zc_status_t zc_ra_gather_fwd(zc_ra_ctx_t *ctx, int gi)
@@ -193,8 +190,8 @@ zc_status_t zc_ra_gather_bwd(zc_ra_ctx_t *ctx, int gi)
                       .dk = dseq, .dv = dseq + half};
     ZC_CHECK(zc_ra_compute(ctx, me->pieces, me->npieces, me->row0, &kv));
     /* back to owner-major, then every owner's rows to their owner */
-    zc_ra_permute(g, &lay, frow, dseq, down, 0);
-    zc_ra_permute(g, &lay, frow, dseq + half, down + half, 0);
+    ZC_CHECK(zc_ra_permute(g, &lay, frow, dseq, down, 0, zc_ra_memcpy, NULL));
+    ZC_CHECK(zc_ra_permute(g, &lay, frow, dseq + half, down + half, 0, zc_ra_memcpy, NULL));
     for (int o = 0; o < g->G; o++) {
         size_t at = (size_t)lay.owner_row[o] * (size_t)ctx->row_kv;
         size_t n = (size_t)g->members[o].tokens * frow;

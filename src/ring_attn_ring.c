@@ -24,7 +24,7 @@
 enum { ZC_RA_SLOT_KV0, ZC_RA_SLOT_KV1, ZC_RA_SLOT_DP0, ZC_RA_SLOT_DP1, ZC_RA_SLOT_DIN0,
        ZC_RA_SLOT_DIN1 };
 
-static const zc_ra_member_t *zc_ra_owner(const zc_ra_group_t *g, int s)
+const zc_ra_member_t *zc_ra_owner(const zc_ra_group_t *g, int s)
 {
     return &g->members[((g->pos - s) % g->G + g->G) % g->G];
 }
@@ -42,9 +42,8 @@ static zc_status_t zc_ra_pack_own(zc_ra_ctx_t *ctx, const zc_ra_group_t *g, void
     return ZC_OK;
 }
 
-/* The block of `owner` in a packed K|V buffer. */
-static zc_ra_kv_t zc_ra_block(const zc_ra_ctx_t *ctx, const zc_ra_member_t *owner, void *kv,
-                              float *dkv)
+zc_ra_kv_t zc_ra_block(const zc_ra_ctx_t *ctx, const zc_ra_member_t *owner, void *kv,
+                       float *dkv)
 {
     size_t half = (size_t)owner->tokens * (size_t)ctx->row_kv;
 

@@ -168,8 +168,9 @@ static int zc_ra_all_done(const zc_ra_ctx_t *ctx, const void *arg)
 }
 
 /* Block until done() holds; the time is exposed communication. */
-static zc_status_t zc_ra_block(zc_ra_ctx_t *ctx, int (*done)(const zc_ra_ctx_t *, const void *),
-                               const void *arg)
+static zc_status_t zc_ra_wait_until(zc_ra_ctx_t *ctx,
+                                    int (*done)(const zc_ra_ctx_t *, const void *),
+                                    const void *arg)
 {
     zc_comm_h comm = ctx->comm;
     double t0 = zc_now_sec();
@@ -211,14 +212,14 @@ zc_status_t zc_ra_wait(zc_ra_ctx_t *ctx, zc_ra_xchg_t *x)
 {
     if (x->pending == 0)
         return ZC_OK;
-    return zc_ra_block(ctx, zc_ra_xchg_done, x);
+    return zc_ra_wait_until(ctx, zc_ra_xchg_done, x);
 }
 
 zc_status_t zc_ra_drain(zc_ra_ctx_t *ctx)
 {
     if (zc_ra_all_done(ctx, NULL))
         return ZC_OK;
-    return zc_ra_block(ctx, zc_ra_all_done, NULL);
+    return zc_ra_wait_until(ctx, zc_ra_all_done, NULL);
 }
 
 void zc_ra_abandon(zc_ra_ctx_t *ctx)

@@ -21,6 +21,12 @@
  * same), and each rank compares its own rows of out, lse, dq, dk and dv:
  * |x - ref| <= tol * (|ref| + max|ref|), tol 1e-5 (fp32) or 2.5e-2 (bf16),
  * the worst case printed.  Rows past the plan's tokens stay untouched.
+ *
+ * Every case runs twice: on the host engine (zc_ring_attn_fwd/bwd), then on
+ * the stream engine of zc_ring_attn_fwd_stream/bwd_stream with the device
+ * emulated on the host (tests/stream_emu.h): the same results, no two
+ * operations of its two streams touching the same bytes unordered, and
+ * transfers that overlap kernels in the ring modes (none in LLaMA CP).
  * Then NaN/Inf inputs (same NaN/Inf pattern as the reference, the rest
  * within tolerance) and bad arguments. */
 #include "config.h"
@@ -32,6 +38,7 @@
 #include <unistd.h>
 
 #include "mp.h"
+#include "stream_emu.h"
 #include "tap.h"
 #include "tools/zc_ring_attn_data.h"
 #include "zcomm.h"
@@ -80,6 +87,7 @@ typedef struct {
     int failed;
     double worst[RAD_NRESULTS];
     char why[160];
+    int kernels, transfers, overlapped; /* stream engine, forward */
 } result_t;
 
 /* The unique id, made by rank 0 and passed through shared memory: the
@@ -96,6 +104,7 @@ static batch_t batches[MAX_BATCHES];
 static int nbatches;
 static rad_batch_t refs[MAX_BATCHES][NSHAPES];
 static int active_shapes = NSHAPES; /* the non-finite case runs fp32 only */
+static int stream_engine;           /* the stream engine on the emulated device */
 static result_t *results;           /* [MAX_CASES][MAX_RANKS] */
 
 /* ---- batches ------------------------------------------------------------ */
@@ -265,7 +274,7 @@ static int comm_init(int rank, int nranks, zc_comm_h *comm)
 #define CASE_FAIL(...)                                                        \
     do {                                                                      \
         r->failed = 1;                                                        \
-        snprintf(r->why, sizeof(r->why), __VA_ARGS__);                        \
+        snprintf(r->why, sizeof(r->why), __VA_ARGS__); \
         goto out;                                                             \
     } while (0)
 
@@ -300,10 +309,22 @@ static void run_case(zc_comm_h comm, int rank, int nranks, int bi, int si, int m
         empty.dtype = args.dtype;
         args = empty; /* a rank without rows needs no buffer */
     }
-    if ((st = zc_ring_attn_fwd(comm, plan, &args)) != ZC_OK)
-        CASE_FAIL("zc_ring_attn_fwd: %s: %s", zc_strerror(st), zc_get_last_error());
-    if ((st = zc_ring_attn_bwd(comm, plan, &args)) != ZC_OK)
-        CASE_FAIL("zc_ring_attn_bwd: %s: %s", zc_strerror(st), zc_get_last_error());
+    if (stream_engine) {
+        emu_report_t rep;
+
+        if ((st = emu_ring_attn(comm, plan, &args, 0, &rep)) != ZC_OK)
+            CASE_FAIL("stream forward: %s: %s", zc_strerror(st), zc_get_last_error());
+        r->kernels = rep.kernels;
+        r->transfers = rep.transfers;
+        r->overlapped = rep.overlapped;
+        if ((st = emu_ring_attn(comm, plan, &args, 1, NULL)) != ZC_OK)
+            CASE_FAIL("stream backward: %s: %s", zc_strerror(st), zc_get_last_error());
+    } else {
+        if ((st = zc_ring_attn_fwd(comm, plan, &args)) != ZC_OK)
+            CASE_FAIL("zc_ring_attn_fwd: %s: %s", zc_strerror(st), zc_get_last_error());
+        if ((st = zc_ring_attn_bwd(comm, plan, &args)) != ZC_OK)
+            CASE_FAIL("zc_ring_attn_bwd: %s: %s", zc_strerror(st), zc_get_last_error());
+    }
     wrong = rad_local_check(ref, pieces, n, &l, 1, rad_tolerance(ref->dtype), r->worst);
     if (wrong < 0)
         CASE_FAIL("rank %d: rows past the plan's tokens were written", rank);
@@ -347,6 +368,16 @@ static int rank_cases(int rank, int nranks, void *arg)
 static double worst_fp32, worst_bf16;
 static char worst_fp32_what[160], worst_bf16_what[160];
 
+/* The stream engine's overlap: a ring rank with kernels and transfers has
+ * a transfer that may run while a kernel computes (the KV of step 1 moves
+ * during step 0); the LLaMA CP gather and scatter never overlap. */
+static int overlap_ok(zc_ring_attn_mode_t mode, const result_t *res)
+{
+    if (mode == ZC_RING_ATTN_LLAMA_CP)
+        return res->overlapped == 0;
+    return res->kernels == 0 || res->transfers == 0 || res->overlapped > 0;
+}
+
 /* Print one TAP line per case from every rank's result. */
 static void report(int nranks, int ranks_failed, const char *prefix)
 {
@@ -359,11 +390,19 @@ static void report(int nranks, int ranks_failed, const char *prefix)
                 double worst[RAD_NRESULTS] = {0};
                 const char *why = ranks_failed ? "a rank crashed or timed out" : "";
 
+                static char overlap_why[160];
+
                 for (int r = 0; r < nranks; r++) {
                     const result_t *res = &results[c * MAX_RANKS + r];
                     if (!res->ran || res->failed) {
                         bad = 1;
                         why = res->ran ? res->why : "not run";
+                    } else if (stream_engine && !overlap_ok(modes[mi].mode, res)) {
+                        bad = 1;
+                        snprintf(overlap_why, sizeof(overlap_why), "rank %d: %d of %d transfers "
+                                 "overlap its %d kernels", r, res->overlapped, res->transfers,
+                                 res->kernels);
+                        why = overlap_why;
                     }
                     for (int w = 0; w < RAD_NRESULTS; w++)
                         worst[w] = res->worst[w] > worst[w] ? res->worst[w] : worst[w];
@@ -380,9 +419,11 @@ static void report(int nranks, int ranks_failed, const char *prefix)
                              sizeof(worst_fp32_what), "%s of %.96s, %d ranks, %s", names[at],
                              batches[bi].name, nranks, modes[mi].name);
                 }
-                ok(!bad, "%s%d ranks, %s, %s, %s: out, lse, dq, dk, dv match (worst %.2g)%s%s",
+                ok(!bad, "%s%d ranks, %s, %s, %s: out, lse, dq, dk, dv match (worst %.2g)%s%s%s",
                    prefix, nranks, batches[bi].name, zc_datatype_name(shapes[si].dtype),
-                   modes[mi].name, all, bad ? ": " : "", bad ? why : "");
+                   modes[mi].name, all,
+                   stream_engine ? "; no stream race, transfers overlap as the mode wants" : "",
+                   bad ? ": " : "", bad ? why : "");
             }
 }
 
@@ -404,8 +445,12 @@ static void test_batches(int nranks)
                 rad_batch_reference(b, 1) != ZC_OK)
                 diag("reference of %s failed: %s", batches[bi].name, zc_get_last_error());
         }
-    memset(results, 0, sizeof(result_t) * MAX_CASES * MAX_RANKS);
-    report(nranks, run_ranks(nranks, rank_cases, NULL), "");
+    for (stream_engine = 0; stream_engine < 2; stream_engine++) {
+        memset(results, 0, sizeof(result_t) * MAX_CASES * MAX_RANKS);
+        report(nranks, run_ranks(nranks, rank_cases, NULL),
+               stream_engine ? "stream engine, emulated device: " : "");
+    }
+    stream_engine = 0;
     for (int bi = 0; bi < nbatches; bi++)
         for (int si = 0; si < NSHAPES; si++)
             rad_batch_free(&refs[bi][si]);
@@ -565,7 +610,7 @@ int main(void)
              getenv("ZC_SHARED_DIR") ? getenv("ZC_SHARED_DIR") : "../shared");
     for (size_t i = 0; i < sizeof(sizes) / sizeof(sizes[0]); i++) {
         if (read_distributions(probe, 1) == 0)
-            tap_skip(6 * NSHAPES * NMODES, "no length distributions (ZC_SHARED_DIR)");
+            tap_skip(2 * 6 * NSHAPES * NMODES, "no length distributions (ZC_SHARED_DIR)");
         test_batches(sizes[i]);
     }
     test_nonfinite();

@@ -402,6 +402,23 @@ __global__ void zk_convert(const void *src, int src_dtype, int64_t count, void *
         zk_store(dst, dst_dtype, i, zk_load(src, src_dtype, i));
 }
 
+/* The ring engine's element-wise steps (fp32): fill, and dst += src. */
+__global__ void zk_fill(float *dst, int64_t count, float value)
+{
+    const int64_t stride = (int64_t)gridDim.x * blockDim.x;
+
+    for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < count; i += stride)
+        dst[i] = value;
+}
+
+__global__ void zk_add(float *dst, const float *src, int64_t count)
+{
+    const int64_t stride = (int64_t)gridDim.x * blockDim.x;
+
+    for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < count; i += stride)
+        dst[i] += src[i];
+}
+
 /* Block i copies range i, 16 bytes at a time when everything is aligned. */
 __global__ void zk_copy_ranges(const char *src, char *dst, const int64_t *ranges)
 {
@@ -508,15 +525,37 @@ extern "C" int zc_attn_cuda_merge(const float *part_out, const float *part_lse, 
     return (int)cudaGetLastError();
 }
 
-extern "C" int zc_attn_cuda_convert(const void *src, int src_dtype, int64_t count, void *dst,
-                                    int dst_dtype, void *stream)
+/* Grid of a grid-stride loop over `count` elements. */
+static unsigned zk_stride_blocks(int64_t count)
 {
     int64_t blocks = (count + 255) / 256;
 
+    return (unsigned)(blocks > 4096 ? 4096 : blocks);
+}
+
+extern "C" int zc_attn_cuda_convert(const void *src, int src_dtype, int64_t count, void *dst,
+                                    int dst_dtype, void *stream)
+{
     if (count == 0)
         return cudaSuccess;
-    zk_convert<<<(unsigned)(blocks > 4096 ? 4096 : blocks), 256, 0, (cudaStream_t)stream>>>(
-        src, src_dtype, count, dst, dst_dtype);
+    zk_convert<<<zk_stride_blocks(count), 256, 0, (cudaStream_t)stream>>>(src, src_dtype, count,
+                                                                           dst, dst_dtype);
+    return (int)cudaGetLastError();
+}
+
+extern "C" int zc_cuda_fill_f32(float *dst, int64_t count, float value, void *stream)
+{
+    if (count == 0)
+        return cudaSuccess;
+    zk_fill<<<zk_stride_blocks(count), 256, 0, (cudaStream_t)stream>>>(dst, count, value);
+    return (int)cudaGetLastError();
+}
+
+extern "C" int zc_cuda_add_f32(float *dst, const float *src, int64_t count, void *stream)
+{
+    if (count == 0)
+        return cudaSuccess;
+    zk_add<<<zk_stride_blocks(count), 256, 0, (cudaStream_t)stream>>>(dst, src, count);
     return (int)cudaGetLastError();
 }
 

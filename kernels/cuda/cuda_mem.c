@@ -79,6 +79,50 @@ zc_status_t zc_cuda_stream_query(void *stream)
     return zc_cuda_status(e, "cudaStreamQuery");
 }
 
+zc_status_t zc_cuda_stream_create(void **stream)
+{
+    cudaStream_t s = NULL;
+
+    ZC_CHECK(zc_cuda_status(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking),
+                            "cudaStreamCreateWithFlags"));
+    *stream = s;
+    return ZC_OK;
+}
+
+void zc_cuda_stream_destroy(void *stream)
+{
+    if (stream)
+        (void)zc_cuda_status(cudaStreamDestroy((cudaStream_t)stream), "cudaStreamDestroy");
+}
+
+zc_status_t zc_cuda_event_create(void **event)
+{
+    cudaEvent_t e = NULL;
+
+    ZC_CHECK(zc_cuda_status(cudaEventCreateWithFlags(&e, cudaEventDisableTiming),
+                            "cudaEventCreateWithFlags"));
+    *event = e;
+    return ZC_OK;
+}
+
+void zc_cuda_event_destroy(void *event)
+{
+    if (event)
+        (void)zc_cuda_status(cudaEventDestroy((cudaEvent_t)event), "cudaEventDestroy");
+}
+
+zc_status_t zc_cuda_event_record(void *event, void *stream)
+{
+    return zc_cuda_status(cudaEventRecord((cudaEvent_t)event, (cudaStream_t)stream),
+                          "cudaEventRecord");
+}
+
+zc_status_t zc_cuda_stream_wait_event(void *stream, void *event)
+{
+    return zc_cuda_status(cudaStreamWaitEvent((cudaStream_t)stream, (cudaEvent_t)event, 0),
+                          "cudaStreamWaitEvent");
+}
+
 zc_status_t zc_cuda_launch_status(const char *kernel)
 {
     return zc_cuda_status(cudaGetLastError(), kernel);

@@ -26,6 +26,16 @@ zc_status_t zc_cuda_zero_async(void *dst, size_t bytes, void *stream);
 /* ZC_OK when every operation enqueued on `stream` is done, ZC_INPROGRESS
  * while some run, else the error. */
 zc_status_t zc_cuda_stream_query(void *stream);
+/* A non-blocking stream (it does not wait on the legacy default stream),
+ * destroyed once its work is done. */
+zc_status_t zc_cuda_stream_create(void **stream);
+void zc_cuda_stream_destroy(void *stream);
+/* Events without timing, to order two streams: `stream` waits until the
+ * work enqueued before the latest record of `event` is done. */
+zc_status_t zc_cuda_event_create(void **event);
+void zc_cuda_event_destroy(void *event);
+zc_status_t zc_cuda_event_record(void *event, void *stream);
+zc_status_t zc_cuda_stream_wait_event(void *stream, void *event);
 /* The error of the last kernel launch, if any. */
 zc_status_t zc_cuda_launch_status(const char *kernel);
 

@@ -1,0 +1,427 @@
+/* A host emulation of the stream engine's device: see stream_emu.h. */
+#include "config.h"
+
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "src/comm.h"
+#include "src/p2p.h"
+#include "src/ring_attn_stream.h"
+#include "src/status.h"
+#include "stream_emu.h"
+#include "transport/transport.h"
+
+#define EMU_MAX_RANGES 12
+#define EMU_OTHER(s) (1 - (s))
+
+/* Bytes one operation reads or writes. */
+typedef struct {
+    const char *p;
+    size_t n;
+    int write;
+} emu_range_t;
+
+/* A logged access, until no later operation can race with it. */
+typedef struct {
+    emu_range_t r;
+    int stream;
+    int64_t index;
+    const char *what;
+} emu_access_t;
+
+/* What the overlap count needs of each kernel and transfer. */
+typedef struct {
+    int stream;
+    int64_t index;
+    int64_t knows;  /* the other stream's operations known done before it */
+} emu_op_t;
+
+typedef struct {
+    zc_comm_h comm;
+    int64_t clk[ZC_DS_NSTREAMS];                  /* operations enqueued per stream */
+    int64_t know[ZC_DS_NSTREAMS][ZC_DS_NSTREAMS]; /* [s][t]: t's ops done before s's next */
+    int64_t (*events)[ZC_DS_NSTREAMS];            /* each event's snapshot, -1: unrecorded */
+    int nevents;
+    emu_access_t *log;
+    size_t nlog, cap_log;
+    emu_op_t *kernels, *transfers;
+    int nkernels, ntransfers, cap_kernels, cap_transfers;
+    emu_range_t *allocs;                          /* live allocations */
+    int nallocs;
+    size_t cap_allocs;
+    zc_status_t race;                             /* the first ordering fault, kept */
+    char why[512];
+} emu_t;
+
+/* ---- the race detector ------------------------------------------------- */
+
+static void emu_fault(emu_t *e, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void emu_fault(emu_t *e, const char *fmt, ...)
+{
+    va_list ap;
+
+    if (e->race != ZC_OK)
+        return;
+    e->race = ZC_ERR_INTERNAL;
+    va_start(ap, fmt);
+    vsnprintf(e->why, sizeof(e->why), fmt, ap);
+    va_end(ap);
+}
+
+static int emu_push(void **v, size_t elem, size_t n, size_t *cap)
+{
+    if (n < *cap)
+        return 0;
+    size_t c = *cap ? 2 * *cap : 64;
+    void *p = realloc(*v, c * elem);
+    if (!p)
+        return -1;
+    *v = p;
+    *cap = c;
+    return 0;
+}
+
+static void emu_note(emu_t *e, emu_op_t **v, int *n, int *cap, int stream)
+{
+    size_t c = (size_t)*cap;
+
+    if (emu_push((void **)v, sizeof(**v), (size_t)*n, &c) != 0) {
+        emu_fault(e, "out of memory");
+        return;
+    }
+    *cap = (int)c;
+    (*v)[(*n)++] = (emu_op_t){stream, e->clk[stream], e->know[stream][EMU_OTHER(stream)]};
+}
+
+/* Drop the accesses every later operation of the other stream is ordered
+ * after (know only grows). */
+static void emu_prune(emu_t *e)
+{
+    size_t keep = 0;
+
+    for (size_t i = 0; i < e->nlog; i++) {
+        const emu_access_t *a = &e->log[i];
+        if (a->index > e->know[EMU_OTHER(a->stream)][a->stream])
+            e->log[keep++] = *a;
+    }
+    e->nlog = keep;
+}
+
+/* One operation on `stream` touching `r`: check it against every access of
+ * the other stream not ordered before it, then log it. */
+static void emu_access(emu_t *e, int stream, const char *what, const emu_range_t *r, int nr)
+{
+    int other = EMU_OTHER(stream);
+    int64_t index = ++e->clk[stream];
+
+    for (size_t i = 0; i < e->nlog; i++) {
+        const emu_access_t *a = &e->log[i];
+        if (a->stream != other || a->index <= e->know[stream][other])
+            continue;
+        for (int k = 0; k < nr; k++) {
+            if (r[k].n == 0 || !(r[k].write || a->r.write))
+                continue;
+            if (r[k].p < a->r.p + a->r.n && a->r.p < r[k].p + r[k].n)
+                emu_fault(e, "race: %s (%s stream, op %lld) and %s (%s stream, op %lld) touch "
+                          "the same bytes with no event between them", what,
+                          stream == ZC_DS_COMM ? "comm" : "compute", (long long)index, a->what,
+                          other == ZC_DS_COMM ? "comm" : "compute", (long long)a->index);
+        }
+    }
+    if (e->nlog + (size_t)nr > 4096)
+        emu_prune(e);
+    for (int k = 0; k < nr; k++) {
+        if (r[k].n == 0)
+            continue;
+        if (emu_push((void **)&e->log, sizeof(*e->log), e->nlog, &e->cap_log) != 0) {
+            emu_fault(e, "out of memory");
+            return;
+        }
+        e->log[e->nlog++] = (emu_access_t){r[k], stream, index, what};
+    }
+}
+
+/* ---- the device operations -------------------------------------------- */
+
+static zc_status_t emu_alloc(void *dev, size_t bytes, void **ptr)
+{
+    emu_t *e = dev;
+    void *p = malloc(bytes);
+
+    if (!p)
+        return zc_error(ZC_ERR_NO_MEMORY, "emulated device: cannot allocate %zu bytes", bytes);
+    memset(p, 0xa5, bytes); /* device memory starts as garbage */
+    if (emu_push((void **)&e->allocs, sizeof(*e->allocs), (size_t)e->nallocs, &e->cap_allocs)) {
+        free(p);
+        return zc_error(ZC_ERR_NO_MEMORY, "emulated device: cannot track allocations");
+    }
+    e->allocs[e->nallocs++] = (emu_range_t){p, bytes, 1};
+    emu_access(e, ZC_DS_COMPUTE, "alloc", &(emu_range_t){p, bytes, 1}, 1);
+    *ptr = p;
+    return ZC_OK;
+}
+
+static void emu_free(void *dev, void *ptr)
+{
+    emu_t *e = dev;
+
+    for (int i = 0; i < e->nallocs; i++) {
+        if (e->allocs[i].p != ptr)
+            continue;
+        emu_access(e, ZC_DS_COMPUTE, "free", &e->allocs[i], 1);
+        e->allocs[i] = e->allocs[--e->nallocs];
+        free(ptr);
+        return;
+    }
+    emu_fault(e, "free of %p, which the engine did not allocate", ptr);
+}
+
+static zc_status_t emu_record(void *dev, zc_ds_stream_t stream, int event)
+{
+    emu_t *e = dev;
+
+    if (event >= e->nevents) {
+        int n = event + 64;
+        int64_t(*ev)[ZC_DS_NSTREAMS] = realloc(e->events, (size_t)n * sizeof(*ev));
+        if (!ev)
+            return zc_error(ZC_ERR_NO_MEMORY, "emulated device: %d events", n);
+        for (int i = e->nevents; i < n; i++)
+            ev[i][0] = ev[i][1] = -1;
+        e->events = ev;
+        e->nevents = n;
+    }
+    e->events[event][stream] = e->clk[stream];
+    e->events[event][EMU_OTHER(stream)] = e->know[stream][EMU_OTHER(stream)];
+    return ZC_OK;
+}
+
+static zc_status_t emu_wait(void *dev, zc_ds_stream_t stream, int event)
+{
+    emu_t *e = dev;
+    int other = EMU_OTHER(stream);
+
+    if (event >= e->nevents || e->events[event][stream] < 0) {
+        emu_fault(e, "event %d waited on before it was recorded", event);
+        return zc_error(ZC_ERR_INTERNAL, "emulated device: event %d waited on before it was "
+                        "recorded", event);
+    }
+    if (e->events[event][other] > e->know[stream][other])
+        e->know[stream][other] = e->events[event][other];
+    return ZC_OK;
+}
+
+static zc_status_t emu_group(void *dev, const zc_device_op_t *ops, int nops)
+{
+    emu_t *e = dev;
+    emu_range_t *r = calloc((size_t)nops, sizeof(*r));
+    zc_request_h *reqs = calloc((size_t)nops, sizeof(*reqs));
+    zc_status_t st = ZC_OK;
+    int n = 0;
+
+    if (!r || !reqs) {
+        free(r);
+        free(reqs);
+        return zc_error(ZC_ERR_NO_MEMORY, "emulated device: a group of %d", nops);
+    }
+    for (int i = 0; i < nops; i++)
+        r[i] = (emu_range_t){ops[i].buf, ops[i].bytes, ops[i].kind == ZC_REQ_RECV};
+    emu_access(e, ZC_DS_COMM, "group", r, nops);
+    emu_note(e, &e->transfers, &e->ntransfers, &e->cap_transfers, ZC_DS_COMM);
+    for (; n < nops && st == ZC_OK; n++) {
+        int sender = ops[n].kind == ZC_REQ_SEND ? e->comm->rank : ops[n].peer;
+        st = zc_p2p_post(e->comm, ops[n].kind, ops[n].buf, ops[n].bytes, ops[n].peer,
+                         ZC_TAG(sender, ZC_TAG_CLASS_DEVICE, 0), ZC_RAIL_AUTO, &reqs[n]);
+    }
+    if (st != ZC_OK) {
+        for (int i = 0; i < n - 1; i++)
+            zc_p2p_abandon(&reqs[i], st);
+    } else {
+        st = zc_p2p_wait_all(reqs, nops);
+    }
+    free(r);
+    free(reqs);
+    return st;
+}
+
+static zc_status_t emu_routed(void *dev, const zc_transfer_t *t, int n, const void *sendbuf,
+                              void *recvbuf)
+{
+    emu_t *e = dev;
+    emu_range_t r[2] = {{0}};
+    zc_request_h req;
+
+    for (int i = 0; i < n; i++) {
+        if (t[i].src == e->comm->rank)
+            r[0] = (emu_range_t){sendbuf, (size_t)t[i].count, 0};
+        if (t[i].dst == e->comm->rank)
+            r[1] = (emu_range_t){recvbuf, (size_t)t[i].count, 1};
+    }
+    emu_access(e, ZC_DS_COMM, "routed call", r, 2);
+    emu_note(e, &e->transfers, &e->ntransfers, &e->cap_transfers, ZC_DS_COMM);
+    ZC_CHECK(zc_routed_sendrecv(t, n, sendbuf, recvbuf, ZC_BYTE, ZC_MEM_HOST, e->comm, &req));
+    return zc_wait(&req);
+}
+
+static size_t emu_rows(const int32_t *cu, int batch)
+{
+    return batch > 0 ? (size_t)cu[batch] : 0;
+}
+
+static zc_status_t emu_attn(void *dev, zc_ds_pass_t pass, const zc_attn_args_t *a)
+{
+    emu_t *e = dev;
+    size_t nq = emu_rows(a->cu_seqlens_q, a->batch), nk = emu_rows(a->cu_seqlens_kv, a->batch);
+    size_t es = zc_datatype_size(a->dtype), rq = (size_t)a->num_heads_q * (size_t)a->head_dim;
+    size_t rk = (size_t)a->num_heads_kv * (size_t)a->head_dim, hq = (size_t)a->num_heads_q;
+    size_t gs = zc_datatype_size(a->grad_dtype), os = zc_datatype_size(a->out_dtype);
+    emu_range_t r[EMU_MAX_RANGES];
+    int n = 0;
+
+    if (pass == ZC_DS_DELTA) {
+        r[n++] = (emu_range_t){a->dout, nq * rq * es, 0};
+        r[n++] = (emu_range_t){a->out, nq * rq * os, 0};
+        r[n++] = (emu_range_t){(const char *)a->delta, nq * hq * sizeof(float), 1};
+        emu_access(e, ZC_DS_COMPUTE, "delta", r, n);
+        return zc_attn_bwd_delta(a);
+    }
+    r[n++] = (emu_range_t){a->q, nq * rq * es, 0};
+    r[n++] = (emu_range_t){a->k, nk * rk * es, 0};
+    r[n++] = (emu_range_t){a->v, nk * rk * es, 0};
+    if (pass == ZC_DS_FWD) {
+        r[n++] = (emu_range_t){a->out, nq * rq * os, 1};
+        r[n++] = (emu_range_t){(const char *)a->lse, nq * hq * sizeof(float), 1};
+    } else {
+        r[n++] = (emu_range_t){(const char *)a->lse, nq * hq * sizeof(float), 0};
+        r[n++] = (emu_range_t){a->dout, nq * rq * es, 0};
+        r[n++] = (emu_range_t){(const char *)a->delta, nq * hq * sizeof(float), 0};
+        r[n++] = (emu_range_t){a->dq, nq * rq * gs, 1};
+        r[n++] = (emu_range_t){a->dk, nk * rk * gs, 1};
+        r[n++] = (emu_range_t){a->dv, nk * rk * gs, 1};
+    }
+    emu_access(e, ZC_DS_COMPUTE, pass == ZC_DS_FWD ? "attention forward" : "attention backward",
+               r, n);
+    emu_note(e, &e->kernels, &e->nkernels, &e->cap_kernels, ZC_DS_COMPUTE);
+    return pass == ZC_DS_FWD ? zc_attn_fwd(a) : zc_attn_bwd(a);
+}
+
+static zc_status_t emu_copy(void *dev, void *dst, const void *src, size_t bytes)
+{
+    emu_range_t r[2] = {{src, bytes, 0}, {dst, bytes, 1}};
+
+    emu_access(dev, ZC_DS_COMPUTE, "copy", r, 2);
+    memcpy(dst, src, bytes);
+    return ZC_OK;
+}
+
+static zc_status_t emu_fill(void *dev, float *dst, size_t count, float value)
+{
+    emu_access(dev, ZC_DS_COMPUTE, "fill", &(emu_range_t){(char *)dst, count * sizeof(float), 1},
+               1);
+    for (size_t i = 0; i < count; i++)
+        dst[i] = value;
+    return ZC_OK;
+}
+
+static zc_status_t emu_add(void *dev, float *dst, const float *src, size_t count)
+{
+    emu_range_t r[2] = {{(const char *)src, count * sizeof(float), 0},
+                        {(char *)dst, count * sizeof(float), 1}};
+
+    emu_access(dev, ZC_DS_COMPUTE, "add", r, 2);
+    for (size_t i = 0; i < count; i++)
+        dst[i] += src[i];
+    return ZC_OK;
+}
+
+static zc_status_t emu_convert(void *dev, const void *src, zc_datatype_t src_dtype, int64_t count,
+                               zc_datatype_t dst_dtype, void *dst)
+{
+    emu_range_t r[2] = {{src, (size_t)count * zc_datatype_size(src_dtype), 0},
+                        {dst, (size_t)count * zc_datatype_size(dst_dtype), 1}};
+
+    emu_access(dev, ZC_DS_COMPUTE, "convert", r, 2);
+    return zc_attn_convert(src, src_dtype, count, dst_dtype, dst);
+}
+
+static const zc_ds_ops_t emu_ops = {
+    .alloc = emu_alloc, .free = emu_free, .record = emu_record, .wait = emu_wait,
+    .group = emu_group, .routed = emu_routed, .attn = emu_attn, .copy = emu_copy,
+    .fill = emu_fill, .add = emu_add, .convert = emu_convert,
+};
+
+/* ---- a call ------------------------------------------------------------- */
+
+/* The emulated device holds host memory: the host engine's dtypes. */
+static zc_status_t emu_check(const zc_ring_attn_args_t *a, int backward)
+{
+    (void)backward;
+    ZC_ARG_CHECK(a->dtype == ZC_FLOAT32 || a->dtype == ZC_BFLOAT16,
+                 "dtype: %s, must be float32 or bfloat16", zc_datatype_name(a->dtype));
+    return ZC_OK;
+}
+
+/* The caller's tensors, written on its stream before the call. */
+static void emu_caller(emu_t *e, const zc_ring_attn_args_t *a, int64_t tokens)
+{
+    size_t es = zc_datatype_size(a->dtype), t = (size_t)tokens;
+    size_t rq = t * (size_t)a->num_heads_q * (size_t)a->head_dim * es;
+    size_t rk = t * (size_t)a->num_heads_kv * (size_t)a->head_dim * es;
+    emu_range_t r[EMU_MAX_RANGES] = {
+        {a->q, a->q ? rq : 0, 1}, {a->k, a->k ? rk : 0, 1}, {a->v, a->v ? rk : 0, 1},
+        {a->out, a->out ? rq : 0, 1},
+        {(const char *)a->lse, a->lse ? t * (size_t)a->num_heads_q * sizeof(float) : 0, 1},
+        {a->dout, a->dout ? rq : 0, 1}, {a->dq, a->dq ? rq : 0, 1}, {a->dk, a->dk ? rk : 0, 1},
+        {a->dv, a->dv ? rk : 0, 1}};
+
+    emu_access(e, ZC_DS_COMPUTE, "the caller's work before the call", r, 9);
+}
+
+static void emu_summary(const emu_t *e, emu_report_t *rep)
+{
+    rep->kernels = e->nkernels;
+    rep->transfers = e->ntransfers;
+    rep->events = e->nevents;
+    rep->overlapped = 0;
+    for (int c = 0; c < e->ntransfers; c++) {
+        const emu_op_t *t = &e->transfers[c];
+        for (int k = 0; k < e->nkernels; k++) {
+            const emu_op_t *q = &e->kernels[k];
+            /* neither ordered before the other */
+            if (q->index > t->knows && t->index > q->knows) {
+                rep->overlapped++;
+                break;
+            }
+        }
+    }
+}
+
+zc_status_t emu_ring_attn(zc_comm_h comm, zc_plan_h plan, const zc_ring_attn_args_t *args,
+                          int backward, emu_report_t *report)
+{
+    zc_ra_ctx_t ctx = {.comm = comm, .plan = plan, .args = args, .backward = backward};
+    emu_t e = {.comm = comm};
+    zc_status_t st;
+
+    zc_error_clear();
+    ZC_CHECK(zc_ra_begin(&ctx, emu_check));
+    emu_caller(&e, args, ctx.tokens);
+    st = zc_ra_stream_run(&ctx, &emu_ops, &e);
+    if (st == ZC_OK && e.know[ZC_DS_COMPUTE][ZC_DS_COMM] < e.clk[ZC_DS_COMM])
+        emu_fault(&e, "the call returned with %lld transfers not ordered before the rest of "
+                  "the caller's stream", (long long)(e.clk[ZC_DS_COMM] -
+                                                     e.know[ZC_DS_COMPUTE][ZC_DS_COMM]));
+    if (st == ZC_OK && e.race != ZC_OK)
+        st = zc_error(e.race, "stream schedule: %s", e.why);
+    if (report)
+        emu_summary(&e, report);
+    for (int i = 0; i < e.nallocs; i++)
+        free((void *)e.allocs[i].p);
+    free(e.allocs);
+    free(e.events);
+    free(e.log);
+    free(e.kernels);
+    free(e.transfers);
+    return st;
+}

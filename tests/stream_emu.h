@@ -1,0 +1,37 @@
+/* A host emulation of the device the stream-ordered ring attention engine
+ * runs on (src/ring_attn_stream.h), so that its schedule is tested where
+ * there is no GPU:
+ *   - every operation runs at once, in the order the engine enqueues it,
+ *     on the CPU kernels; a group of sends and receives runs over UCX with
+ *     one tag per sender, so that the k-th send from a to b meets b's k-th
+ *     receive from a, as in NCCL (a mismatch or a deadlock in the
+ *     schedule fails or times out here as it would there);
+ *   - a race detector follows the two streams with vector clocks (events
+ *     recorded and waited on) and reports the first pair of operations of
+ *     different streams that touch the same bytes, at least one writing,
+ *     without an event ordering them; allocation and free count as writes
+ *     of the compute stream, the caller's tensors as written before the
+ *     call;
+ *   - it counts the transfers that may run while a kernel computes
+ *     (neither ordered before nor after it), which ring modes need and the
+ *     LLaMA CP gather does not have. */
+#ifndef ZC_TEST_STREAM_EMU_H
+#define ZC_TEST_STREAM_EMU_H
+
+#include "zcomm.h"
+
+typedef struct {
+    int kernels;       /* attention kernel calls */
+    int transfers;     /* groups and routed calls */
+    int overlapped;    /* transfers concurrent with at least one kernel */
+    int events;
+} emu_report_t;
+
+/* zc_ring_attn_fwd/bwd (host tensors, float32 or bfloat16) through the
+ * stream engine on the emulated device.  A race, an event waited on before
+ * its record, or a transfer left unordered before the end of the call is
+ * ZC_ERR_INTERNAL with the details in zc_get_last_error(). */
+zc_status_t emu_ring_attn(zc_comm_h comm, zc_plan_h plan, const zc_ring_attn_args_t *args,
+                          int backward, emu_report_t *report);
+
+#endif
