@@ -114,7 +114,6 @@ zc_status_t zc_ra_check_args(zc_comm_h comm, zc_plan_h plan, const zc_ring_attn_
     ZC_ARG_CHECK(a->head_dim >= 1 && a->head_dim <= 256, "head_dim: %d, must be in 1..256",
                  a->head_dim);
     ZC_ARG_CHECK(isfinite(a->scale), "scale: %g is not finite", (double)a->scale);
-    ZC_CHECK(engine(a, backward));
     ZC_CHECK(zc_plan_info(plan, &info));
     if (info.nranks != comm->size)
         return zc_error(ZC_ERR_MISMATCH, "plan: built for %d ranks, the communicator has %d",
@@ -138,7 +137,9 @@ zc_status_t zc_ra_check_args(zc_comm_h comm, zc_plan_h plan, const zc_ring_attn_
     if (mine.tokens > 0)
         ZC_CHECK(zc_ra_check_buffers(a, backward));
     *tokens = mine.tokens;
-    return ZC_OK;
+    /* last: an argument error is reported as such even where the memory
+     * cannot be used (no device) */
+    return engine(a, backward);
 }
 
 /* ---- agreement ------------------------------------------------------------ */

@@ -2,8 +2,10 @@
  * the CPU reference (tolerances of the attention issue: 1e-5 relative for
  * fp32 storage, 2.5e-2 for bf16/fp16), the layout kernels byte-exact, and
  * with two or more devices the NCCL transfers (point-to-point, remap
- * alltoallv, routed) against the host path on the same data, and a peer
- * that dies turning into an error instead of a hang.
+ * alltoallv, routed) against the host path on the same data, the
+ * stream-ordered ring attention in every mode against the single-process
+ * reference, and a peer that dies turning into an error instead of a
+ * hang.
  *
  * The device count is asked in a child process first: this process must
  * not start CUDA before it forks its rank processes.  Without a device
@@ -23,6 +25,7 @@
 #include "mp.h"
 #include "src/memtype.h"
 #include "tap.h"
+#include "tools/zc_ring_attn_data.h"
 #include "zcomm.h"
 
 #ifndef HAVE_CUDA
@@ -74,6 +77,8 @@ static void *dev_upload(const void *host, size_t bytes)
 
 static int download(void *host, const void *dev, size_t bytes)
 {
+    if (bytes == 0)
+        return 1;
     return cudaMemcpy(host, dev, bytes, cudaMemcpyDeviceToHost) == cudaSuccess;
 }
 
@@ -454,6 +459,98 @@ static int rank_routed(int rank, int nranks, void *arg)
     return 0;
 }
 
+/* Ring attention on device memory, every mode, fp32 and bf16, on two
+ * emulated nodes: out, lse, dq, dk, dv against the single-process
+ * reference within the attention tolerances, as the host engine is. */
+static const struct {
+    const char *name;
+    zc_ring_attn_mode_t mode;
+    unsigned plan_flags;
+} ra_modes[] = {{"zeppelin", ZC_RING_ATTN_ZEPPELIN, 0},
+                {"routing", ZC_RING_ATTN_ZEPPELIN, ZC_PLAN_EVEN_SPLIT},
+                {"te_cp", ZC_RING_ATTN_TE_CP, ZC_PLAN_EVEN_SPLIT},
+                {"llama_cp", ZC_RING_ATTN_LLAMA_CP, ZC_PLAN_EVEN_SPLIT}};
+
+static int ring_attn_case(zc_comm_h comm, cudaStream_t s, int rank, int nranks,
+                          const rad_batch_t *b, int mi)
+{
+    zc_plan_opts_t opts = ZC_PLAN_OPTS_INITIALIZER;
+    zc_ring_attn_args_t args = ZC_RING_ATTN_ARGS_INITIALIZER;
+    const zc_plan_piece_t *pieces;
+    zc_plan_rank_t mine;
+    zc_plan_h plan;
+    rad_local_t l = {0};
+    double worst[RAD_NRESULTS];
+    size_t n, rq, rk, rl;
+    int64_t capacity = (b->total * 5 / 4 + nranks - 1) / nranks + 8;
+
+    opts.flags = ra_modes[mi].plan_flags;
+    MP_CHECK(zc_plan_create(2, nranks / 2, capacity, b->lengths, b->nseqs, &opts, &plan) == ZC_OK,
+             "plan: %s", zc_get_last_error());
+    zc_plan_rank_pieces(plan, rank, &pieces, &n);
+    zc_plan_rank(plan, rank, &mine);
+    MP_CHECK(rad_local_make(b, pieces, n, mine.tokens, 0, &l) == 0, "alloc");
+    rad_local_args(b, &l, &args);
+    args.mode = ra_modes[mi].mode;
+    args.memtype = ZC_MEM_CUDA;
+    rq = (size_t)mine.tokens * rad_row_bytes(b, 0);
+    rk = (size_t)mine.tokens * rad_row_bytes(b, 1);
+    rl = (size_t)mine.tokens * (size_t)b->hq * sizeof(float);
+    args.q = rq ? dev_upload(l.q, rq) : NULL;
+    args.k = rk ? dev_upload(l.k, rk) : NULL;
+    args.v = rk ? dev_upload(l.v, rk) : NULL;
+    args.dout = rq ? dev_upload(l.dout, rq) : NULL;
+    args.out = rq ? dev_alloc(rq) : NULL;
+    args.dq = rq ? dev_alloc(rq) : NULL;
+    args.dk = rk ? dev_alloc(rk) : NULL;
+    args.dv = rk ? dev_alloc(rk) : NULL;
+    args.lse = rl ? dev_alloc(rl) : NULL;
+    MP_CHECK(zc_ring_attn_fwd_stream(comm, plan, &args, s) == ZC_OK, "%s forward: %s",
+             ra_modes[mi].name, zc_get_last_error());
+    MP_CHECK(zc_ring_attn_bwd_stream(comm, plan, &args, s) == ZC_OK, "%s backward: %s",
+             ra_modes[mi].name, zc_get_last_error());
+    MP_CHECK(zc_stream_synchronize(comm, s) == ZC_OK, "synchronize: %s", zc_get_last_error());
+    MP_CHECK(download(l.out, args.out, rq) && download(l.lse, args.lse, rl) &&
+                 download(l.dq, args.dq, rq) && download(l.dk, args.dk, rk) &&
+                 download(l.dv, args.dv, rk), "download");
+    MP_CHECK(rad_local_check(b, pieces, n, &l, 1, rad_tolerance(b->dtype), worst) == 0,
+             "%s %s: worst out %.3g lse %.3g dq %.3g dk %.3g dv %.3g", ra_modes[mi].name,
+             zc_datatype_name(b->dtype), worst[0], worst[1], worst[2], worst[3], worst[4]);
+    cudaFree((void *)args.q), cudaFree((void *)args.k), cudaFree((void *)args.v);
+    cudaFree((void *)args.dout), cudaFree(args.out), cudaFree(args.dq), cudaFree(args.dk);
+    cudaFree(args.dv), cudaFree(args.lse);
+    rad_local_free(&l);
+    zc_plan_destroy(plan);
+    return 0;
+}
+
+static int rank_ring_attn(int rank, int nranks, void *arg)
+{
+    static const int64_t lengths[] = {700, 301, 77, 1200, 33, 5, 2};
+    static const zc_datatype_t dtypes[] = {ZC_FLOAT32, ZC_BFLOAT16};
+    zc_comm_h comm;
+    cudaStream_t s;
+    (void)arg;
+
+    setenv("ZC_NODE_ID", rank < nranks / 2 ? "gpu-node-a" : "gpu-node-b", 1);
+    setenv("ZC_ROUTED_MIN_BYTES", "1024", 1);
+    if (rank_init(rank, nranks, 60000, &comm, &s))
+        return 1;
+    for (size_t di = 0; di < 2; di++) {
+        rad_batch_t b;
+
+        MP_CHECK(rad_batch_init(&b, lengths, sizeof(lengths) / sizeof(lengths[0]), 4, 2, 64,
+                                dtypes[di], 11) == 0 && rad_batch_reference(&b, 1) == ZC_OK,
+                 "reference");
+        for (int mi = 0; mi < 4; mi++)
+            if (ring_attn_case(comm, s, rank, nranks, &b, mi))
+                return 1;
+        rad_batch_free(&b);
+    }
+    zc_comm_destroy(comm);
+    return 0;
+}
+
 /* Rank 1 leaves after the NCCL communicator is up; rank 0's receive from
  * it must end in an error within the timeout, and stay failed. */
 static int rank_peer_dies(int rank, int nranks, void *arg)
@@ -492,10 +589,13 @@ int main(void)
            "%d ranks: alltoallv on device memory equals the host path", n);
         ok(mp_run(n - n % 2, CASE_TIMEOUT_S, rank_routed, NULL) == 0,
            "%d ranks on 2 emulated nodes: routed transfer equals the host path", n - n % 2);
+        ok(mp_run(n - n % 2, CASE_TIMEOUT_S, rank_ring_attn, NULL) == 0,
+           "%d ranks on 2 emulated nodes: zc_ring_attn_fwd/bwd_stream in every mode, fp32 and "
+           "bf16, match the single-process reference", n - n % 2);
         ok(mp_run(2, CASE_TIMEOUT_S, rank_peer_dies, NULL) == 0,
            "a peer that leaves ends the wait with an error");
     } else {
-        tap_skip(5, "NCCL transfers need two CUDA devices");
+        tap_skip(6, "NCCL transfers need two CUDA devices");
     }
     /* From here on this process uses CUDA itself: no more forks. */
     for (size_t i = 0; i < sizeof(shapes) / sizeof(shapes[0]); i++) {

@@ -183,6 +183,50 @@ static void test_collectives_stream(zc_comm_h comm)
                    "zc_remap_alltoallv_stream");
 }
 
+/* zc_ring_attn_fwd_stream / bwd_stream: each argument named, then host
+ * buffers refused (here at once, with no communication). */
+static void test_ring_attn_stream(zc_comm_h comm)
+{
+    static const int64_t lengths[] = {40, 24};
+    float q[64 * 8], k[64 * 8], v[64 * 8], out[64 * 8], lse[64 * 2], g[4][64 * 8];
+    zc_ring_attn_args_t a = ZC_RING_ATTN_ARGS_INITIALIZER, bad;
+    zc_plan_opts_t opts = ZC_PLAN_OPTS_INITIALIZER;
+    zc_plan_h plan = NULL;
+
+    if (!ok(zc_plan_create(1, 1, 64, lengths, 2, &opts, &plan) == ZC_OK, "a one-rank plan"))
+        return;
+    a.num_heads_q = 2;
+    a.num_heads_kv = 1;
+    a.head_dim = 4;
+    a.memtype = ZC_MEM_CUDA;
+    a.tokens = 64;
+    a.q = q, a.k = k, a.v = v, a.out = out, a.lse = lse;
+    a.dout = g[0], a.dq = g[1], a.dk = g[2], a.dv = g[3];
+    bad_arg(zc_ring_attn_fwd_stream(comm, NULL, &a, NULL), "plan", "zc_ring_attn_fwd_stream plan");
+    bad_arg(zc_ring_attn_fwd_stream(comm, plan, NULL, NULL), "args",
+            "zc_ring_attn_fwd_stream args");
+    bad_arg(zc_ring_attn_fwd_stream(NULL, plan, &a, NULL), "comm", "zc_ring_attn_fwd_stream comm");
+    bad = a, bad.dtype = ZC_INT32;
+    bad_arg(zc_ring_attn_fwd_stream(comm, plan, &bad, NULL), "dtype",
+            "zc_ring_attn_fwd_stream dtype");
+    bad = a, bad.memtype = ZC_MEM_HOST;
+    bad_arg(zc_ring_attn_fwd_stream(comm, plan, &bad, NULL), "memtype",
+            "zc_ring_attn_fwd_stream host memtype (zc_ring_attn_fwd is the host form)");
+    bad = a, bad.head_dim = 0;
+    bad_arg(zc_ring_attn_fwd_stream(comm, plan, &bad, NULL), "head_dim",
+            "zc_ring_attn_fwd_stream head_dim");
+    bad = a, bad.tokens = 63;
+    bad_arg(zc_ring_attn_fwd_stream(comm, plan, &bad, NULL), "tokens",
+            "zc_ring_attn_fwd_stream buffers shorter than the plan's tokens");
+    bad = a, bad.dq = NULL;
+    bad_arg(zc_ring_attn_bwd_stream(comm, plan, &bad, NULL), "dq", "zc_ring_attn_bwd_stream dq");
+    refused_device(zc_ring_attn_fwd_stream(comm, plan, &a, NULL), "zc_ring_attn_fwd_stream");
+    bad = a, bad.dtype = ZC_FLOAT16;
+    refused_device(zc_ring_attn_bwd_stream(comm, plan, &bad, NULL),
+                   "zc_ring_attn_bwd_stream (float16 accepted, then the memory)");
+    zc_plan_destroy(plan);
+}
+
 static void test_kernels_stream(void)
 {
     int32_t cu[3] = {0, 5, 9}, down[3] = {0, 5, 3};
@@ -367,6 +411,7 @@ int main(void)
     test_memtypes(comm);
     test_p2p_stream(comm);
     test_collectives_stream(comm);
+    test_ring_attn_stream(comm);
     test_kernels_stream();
 #ifdef HAVE_NCCL
     test_nccl_status();
