@@ -26,6 +26,7 @@
 #include "src/memtype.h"
 #include "tap.h"
 #include "tools/zc_ring_attn_data.h"
+#include "tools/zc_ring_attn_device.h"
 #include "zcomm.h"
 
 #ifndef HAVE_CUDA
@@ -480,8 +481,9 @@ static int ring_attn_case(zc_comm_h comm, cudaStream_t s, int rank, int nranks,
     zc_plan_rank_t mine;
     zc_plan_h plan;
     rad_local_t l = {0};
+    rad_device_t dev;
     double worst[RAD_NRESULTS];
-    size_t n, rq, rk, rl;
+    size_t n;
     int64_t capacity = (b->total * 5 / 4 + nranks - 1) / nranks + 8;
 
     opts.flags = ra_modes[mi].plan_flags;
@@ -492,33 +494,17 @@ static int ring_attn_case(zc_comm_h comm, cudaStream_t s, int rank, int nranks,
     MP_CHECK(rad_local_make(b, pieces, n, mine.tokens, 0, &l) == 0, "alloc");
     rad_local_args(b, &l, &args);
     args.mode = ra_modes[mi].mode;
-    args.memtype = ZC_MEM_CUDA;
-    rq = (size_t)mine.tokens * rad_row_bytes(b, 0);
-    rk = (size_t)mine.tokens * rad_row_bytes(b, 1);
-    rl = (size_t)mine.tokens * (size_t)b->hq * sizeof(float);
-    args.q = rq ? dev_upload(l.q, rq) : NULL;
-    args.k = rk ? dev_upload(l.k, rk) : NULL;
-    args.v = rk ? dev_upload(l.v, rk) : NULL;
-    args.dout = rq ? dev_upload(l.dout, rq) : NULL;
-    args.out = rq ? dev_alloc(rq) : NULL;
-    args.dq = rq ? dev_alloc(rq) : NULL;
-    args.dk = rk ? dev_alloc(rk) : NULL;
-    args.dv = rk ? dev_alloc(rk) : NULL;
-    args.lse = rl ? dev_alloc(rl) : NULL;
+    MP_CHECK(rad_device_make(b, &l, mine.tokens, &dev, &args) == ZC_OK, "device buffers");
     MP_CHECK(zc_ring_attn_fwd_stream(comm, plan, &args, s) == ZC_OK, "%s forward: %s",
              ra_modes[mi].name, zc_get_last_error());
     MP_CHECK(zc_ring_attn_bwd_stream(comm, plan, &args, s) == ZC_OK, "%s backward: %s",
              ra_modes[mi].name, zc_get_last_error());
     MP_CHECK(zc_stream_synchronize(comm, s) == ZC_OK, "synchronize: %s", zc_get_last_error());
-    MP_CHECK(download(l.out, args.out, rq) && download(l.lse, args.lse, rl) &&
-                 download(l.dq, args.dq, rq) && download(l.dk, args.dk, rk) &&
-                 download(l.dv, args.dv, rk), "download");
+    MP_CHECK(rad_device_download(&dev, &l) == ZC_OK, "download");
     MP_CHECK(rad_local_check(b, pieces, n, &l, 1, rad_tolerance(b->dtype), worst) == 0,
              "%s %s: worst out %.3g lse %.3g dq %.3g dk %.3g dv %.3g", ra_modes[mi].name,
              zc_datatype_name(b->dtype), worst[0], worst[1], worst[2], worst[3], worst[4]);
-    cudaFree((void *)args.q), cudaFree((void *)args.k), cudaFree((void *)args.v);
-    cudaFree((void *)args.dout), cudaFree(args.out), cudaFree(args.dq), cudaFree(args.dk);
-    cudaFree(args.dv), cudaFree(args.lse);
+    rad_device_free(&dev);
     rad_local_free(&l);
     zc_plan_destroy(plan);
     return 0;

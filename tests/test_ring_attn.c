@@ -433,6 +433,28 @@ static int run_ranks(int nranks, mp_rank_fn fn, void *arg)
     return mp_run(nranks, CASE_TIMEOUT_S, fn, arg);
 }
 
+/* What the stream engine's forward schedules look like, every batch and
+ * shape of the last run, per mode (BENCHMARKS.md quotes it). */
+static void schedule_summary(int nranks)
+{
+    for (int mi = 0; mi < NMODES; mi++) {
+        long kernels = 0, transfers = 0, overlapped = 0;
+
+        for (int c = 0; c < MAX_CASES; c++) {
+            if (c % NMODES != mi)
+                continue;
+            for (int r = 0; r < nranks; r++) {
+                kernels += results[c * MAX_RANKS + r].kernels;
+                transfers += results[c * MAX_RANKS + r].transfers;
+                overlapped += results[c * MAX_RANKS + r].overlapped;
+            }
+        }
+        diag("stream schedule, %d ranks, %s forward: %ld kernel calls, %ld transfers, %ld of "
+             "them concurrent with a kernel", nranks, modes[mi].name, kernels, transfers,
+             overlapped);
+    }
+}
+
 static void test_batches(int nranks)
 {
     make_batches(nranks);
@@ -451,6 +473,7 @@ static void test_batches(int nranks)
                stream_engine ? "stream engine, emulated device: " : "");
     }
     stream_engine = 0;
+    schedule_summary(nranks);
     for (int bi = 0; bi < nbatches; bi++)
         for (int si = 0; si < NSHAPES; si++)
             rad_batch_free(&refs[bi][si]);

@@ -8,7 +8,12 @@
  * iterations, modes interleaved iteration by iteration), tokens/s, attention
  * TFLOP/s, the share of the time spent waiting for communication that
  * compute did not hide, bytes sent per rank, #wrong against the
- * single-process reference (-c 1), and the speedup over TE CP. */
+ * single-process reference (-c 1), and the speedup over TE CP.
+ *
+ * -G runs the device forms (zc_ring_attn_fwd_stream/bwd_stream) on GPU
+ * memory instead, one device per rank, each pass timed up to
+ * zc_stream_synchronize; "exposed" is then not known (the stream engine
+ * overlaps on the device) and printed as 0. */
 #include "config.h"
 
 #include <math.h>
@@ -19,6 +24,7 @@
 #include "perf_common.h"
 #include "zc_plan_dataset.h"
 #include "zc_ring_attn_data.h"
+#include "zc_ring_attn_device.h"
 
 #define TOOL "zc_ring_attn_perf"
 
@@ -43,6 +49,7 @@ typedef struct {
     double capacity;        /* -L: device capacity, times the mean tokens per rank */
     uint64_t seed;          /* -S */
     int verbose;            /* -v: every rank's compute and wait */
+    int device;             /* -G: the stream forms on GPU memory */
 } ra_opts_t;
 
 static int parse_extra(int opt, const char *arg, void *ctx)
@@ -59,6 +66,7 @@ static int parse_extra(int opt, const char *arg, void *ctx)
     case 'L': o->capacity = atof(arg); return o->capacity < 1.0;
     case 'S': o->seed = strtoull(arg, NULL, 0); return 0;
     case 'v': o->verbose = 1; return 0;
+    case 'G': o->device = 1; return 0;
     }
     return 1;
 }
@@ -99,6 +107,7 @@ typedef struct {
     const zc_plan_piece_t *pieces;
     size_t npieces;
     rad_local_t local;
+    rad_device_t dev;       /* -G */
     zc_ring_attn_args_t args;
     zc_ring_attn_stats_t stats;
     double *fwd, *bwd;      /* [iters] */
@@ -124,8 +133,9 @@ static void plan_line(zc_comm_h comm, zc_plan_h plan, const char *mode)
            info.flags & ZC_PLAN_FALLBACK ? " (fallback)" : "");
 }
 
-static void mode_setup(zc_comm_h comm, const rad_batch_t *b, const int64_t *lengths,
-                       size_t count, int64_t capacity, int m, int iters, mode_run_t *run)
+static void mode_setup(zc_comm_h comm, const ra_opts_t *o, const rad_batch_t *b,
+                       const int64_t *lengths, size_t count, int64_t capacity, int m, int iters,
+                       mode_run_t *run)
 {
     zc_plan_opts_t popts = ZC_PLAN_OPTS_INITIALIZER;
     zc_ring_attn_args_t init = ZC_RING_ATTN_ARGS_INITIALIZER;
@@ -148,6 +158,8 @@ static void mode_setup(zc_comm_h comm, const rad_batch_t *b, const int64_t *leng
     rad_local_args(b, &run->local, &run->args);
     run->args.mode = modes[m].mode;
     run->args.stats = &run->stats;
+    if (o->device && (st = rad_device_make(b, &run->local, mine.tokens, &run->dev, &run->args)))
+        zc_perf_die(TOOL, "device buffers", st);
     run->fwd = calloc((size_t)iters, sizeof(double));
     run->bwd = calloc((size_t)iters, sizeof(double));
     if (!run->fwd || !run->bwd)
@@ -157,7 +169,19 @@ static void mode_setup(zc_comm_h comm, const rad_batch_t *b, const int64_t *leng
 
 /* One iteration of one mode: forward, then backward, each started by a
  * barrier and timed by its slowest rank (known at rank 0). */
-static void mode_iter(zc_comm_h comm, mode_run_t *run, int it)
+static zc_status_t mode_pass(zc_comm_h comm, const mode_run_t *run, int device, int backward)
+{
+    zc_status_t st;
+
+    if (!device)
+        return backward ? zc_ring_attn_bwd(comm, run->plan, &run->args)
+                        : zc_ring_attn_fwd(comm, run->plan, &run->args);
+    st = backward ? zc_ring_attn_bwd_stream(comm, run->plan, &run->args, NULL)
+                  : zc_ring_attn_fwd_stream(comm, run->plan, &run->args, NULL);
+    return st != ZC_OK ? st : zc_stream_synchronize(comm, NULL);
+}
+
+static void mode_iter(zc_comm_h comm, mode_run_t *run, int device, int it)
 {
     for (int pass = 0; pass < 2; pass++) {
         zc_status_t st;
@@ -165,8 +189,7 @@ static void mode_iter(zc_comm_h comm, mode_run_t *run, int it)
 
         zc_barrier(comm);
         t0 = zc_perf_now();
-        st = pass ? zc_ring_attn_bwd(comm, run->plan, &run->args)
-                  : zc_ring_attn_fwd(comm, run->plan, &run->args);
+        st = mode_pass(comm, run, device, pass);
         if (st != ZC_OK)
             zc_perf_die(TOOL, pass ? "zc_ring_attn_bwd" : "zc_ring_attn_fwd", st);
         t0 = zc_perf_max(comm, zc_perf_now() - t0);
@@ -215,11 +238,14 @@ static result_t mode_finish(zc_comm_h comm, const zc_perf_opts_t *po, const ra_o
     res.exposed = (double)zc_perf_sum(comm, llround(run->exposed / (2 * po->iters) * 1e6)) /
                   1e6 / size;
     res.sent = (double)zc_perf_sum(comm, llround(run->sent / (2 * po->iters))) / size;
+    if (o->device && po->check && rad_device_download(&run->dev, &run->local) != ZC_OK)
+        zc_perf_die(TOOL, "download", ZC_ERR_TRANSPORT);
     if (po->check) {
         int64_t wrong = rad_local_check(b, run->pieces, run->npieces, &run->local, 1,
                                         rad_tolerance(b->dtype), worst);
         res.wrong = zc_perf_sum(comm, wrong < 0 ? 1 : wrong);
     }
+    rad_device_free(&run->dev);
     rad_local_free(&run->local);
     zc_plan_destroy(run->plan);
     free(run->fwd);
@@ -249,8 +275,9 @@ int main(int argc, char **argv)
                   "  -L F      device capacity: F times the mean tokens per rank (default 1.25)\n"
                   "  -S SEED   batch seed (default 1)\n"
                   "  -v        print every rank's compute and wait times (stderr)\n"
+                  "  -G        GPU memory and the stream forms, one device per rank\n"
                   "  -b/-e/-f  total context in tokens per batch (K = 1024)\n",
-                  "D:s:H:K:A:m:L:S:v", parse_extra, &o, &po);
+                  "D:s:H:K:A:m:L:S:vG", parse_extra, &o, &po);
     if (po.min_bytes == 8 && po.max_bytes == (size_t)64 << 20)
         po.min_bytes = po.max_bytes = 16384; /* no -b/-e: one batch of 16K tokens */
     if (o.hq % o.hkv != 0 || (po.dtype != ZC_FLOAT32 && po.dtype != ZC_BFLOAT16)) {
@@ -258,6 +285,17 @@ int main(int argc, char **argv)
         return 2;
     }
     comm = zc_perf_init(TOOL);
+    if (o.device) {
+        int local, ndev;
+
+        zc_comm_local_rank(comm, &local);
+        if (rad_device_select(local, &ndev) != ZC_OK) {
+            fprintf(stderr, TOOL ": -G: %s\n", ndev == 0 ? "no CUDA device (or built without "
+                                                            "CUDA)" : "cannot select a device");
+            zc_comm_destroy(comm);
+            return 2;
+        }
+    }
     zc_comm_rank(comm, &rank);
     zc_comm_size(comm, &size);
     zc_comm_node_count(comm, &nnodes);
@@ -265,8 +303,9 @@ int main(int argc, char **argv)
         printf("# %s: libzcomm %s, %d ranks on %d nodes\n", TOOL, ZC_VERSION_STRING, size,
                nnodes);
         printf("# heads %d/%d, head dim %d, %s, lengths / %d, capacity %.2f x mean, iters %d, "
-               "warmup %d, check %d\n", o.hq, o.hkv, o.head_dim, zc_datatype_name(po.dtype),
-               o.scale, o.capacity, po.iters, po.warmup, po.check);
+               "warmup %d, check %d, %s\n", o.hq, o.hkv, o.head_dim, zc_datatype_name(po.dtype),
+               o.scale, o.capacity, po.iters, po.warmup, po.check,
+               o.device ? "GPU (stream forms)" : "CPU");
         printf("#\n# %-10s %8s %5s %-9s %9s %9s %10s %8s %8s %9s %7s %6s\n", "dataset",
                "tokens", "seqs", "mode", "fwd(ms)", "bwd(ms)", "tokens/s", "TFLOP/s", "exposed",
                "MB/rank", "#wrong", "vs_te");
@@ -294,7 +333,7 @@ int main(int argc, char **argv)
 
             for (int m = 0; m < NMODES; m++)
                 if (listed(o.modes, modes[m].name)) {
-                    mode_setup(comm, &b, lengths, count, capacity, m, po.iters, &runs[m]);
+                    mode_setup(comm, &o, &b, lengths, count, capacity, m, po.iters, &runs[m]);
                     if (m == MODE_ZEPPELIN)
                         plan_line(comm, runs[m].plan, modes[m].name);
                 }
@@ -303,7 +342,7 @@ int main(int argc, char **argv)
             for (int it = -po.warmup; it < po.iters; it++)
                 for (int m = 0; m < NMODES; m++)
                     if (runs[m].on)
-                        mode_iter(comm, &runs[m], it);
+                        mode_iter(comm, &runs[m], o.device, it);
             for (int m = 0; m < NMODES; m++) {
                 if (!runs[m].on)
                     continue;
