@@ -67,6 +67,19 @@ zc_status_t zc_ra_store_dkv(zc_ra_ctx_t *ctx, const float *dk, const float *dv, 
     return zc_attn_convert(dv, ZC_FLOAT32, count, ctx->args->dtype, (char *)ctx->args->dv + at);
 }
 
+zc_attn_args_t zc_ra_delta_args(const zc_ra_ctx_t *ctx, int32_t cu_q[2], int32_t cu_kv[2])
+{
+    const zc_ring_attn_args_t *a = ctx->args;
+
+    cu_q[0] = cu_kv[0] = cu_kv[1] = 0;
+    cu_q[1] = (int32_t)ctx->tokens;
+    return (zc_attn_args_t){.batch = 1, .num_heads_q = a->num_heads_q,
+                            .num_heads_kv = a->num_heads_kv, .head_dim = a->head_dim,
+                            .cu_seqlens_q = cu_q, .cu_seqlens_kv = cu_kv, .scale = ctx->scale,
+                            .dtype = a->dtype, .out_dtype = a->dtype, .grad_dtype = a->dtype,
+                            .out = a->out, .dout = a->dout, .delta = ctx->delta};
+}
+
 /* ---- argument checks ------------------------------------------------------ */
 
 static zc_status_t zc_ra_check_buffers(const zc_ring_attn_args_t *a, int backward)
@@ -227,12 +240,9 @@ static zc_status_t zc_ra_accumulators(zc_ra_ctx_t *ctx, float **owned)
     if (!ctx->delta)
         return zc_error(ZC_ERR_NO_MEMORY, "ring attention: cannot allocate %zu floats", lse);
     if (ctx->tokens > 0) {
-        int32_t cu_q[2] = {0, (int32_t)ctx->tokens}, cu_kv[2] = {0, 0};
-        zc_attn_args_t d = {.batch = 1, .num_heads_q = a->num_heads_q,
-                            .num_heads_kv = a->num_heads_kv, .head_dim = a->head_dim,
-                            .cu_seqlens_q = cu_q, .cu_seqlens_kv = cu_kv, .scale = ctx->scale,
-                            .dtype = a->dtype, .out_dtype = a->dtype, .grad_dtype = a->dtype,
-                            .out = a->out, .dout = a->dout, .delta = ctx->delta};
+        int32_t cu_q[2], cu_kv[2];
+        zc_attn_args_t d = zc_ra_delta_args(ctx, cu_q, cu_kv);
+
         ZC_CHECK(zc_attn_bwd_delta(&d));
     }
     return ZC_OK;

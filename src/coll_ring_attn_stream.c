@@ -161,14 +161,16 @@ static zc_status_t zc_ring_attn_stream(zc_comm_h comm, zc_plan_h plan,
                                        const zc_ring_attn_args_t *args, int backward,
                                        void *stream)
 {
-    zc_ra_ctx_t ctx = {.comm = comm, .plan = plan, .args = args, .backward = backward};
     int64_t tokens;
 
     zc_error_clear();
     ZC_CHECK(zc_comm_check(comm));
 #ifdef HAVE_CUDA
-    if (zc_cuda_devices() > 0)
+    if (zc_cuda_devices() > 0) {
+        zc_ra_ctx_t ctx = {.comm = comm, .plan = plan, .args = args, .backward = backward};
+
         return zc_ras_cuda_run(&ctx, stream);
+    }
 #else
     (void)stream;
 #endif

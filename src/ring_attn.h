@@ -221,6 +221,9 @@ size_t zc_ra_dkv_bytes(const zc_ra_ctx_t *ctx, int64_t tokens);
 /* dK/dV fp32 rows -> the caller's dk/dv (dtype) at row `row0`. */
 zc_status_t zc_ra_store_dkv(zc_ra_ctx_t *ctx, const float *dk, const float *dv, int64_t tokens,
                             int64_t row0);
+/* The arguments of delta = rowsum(dout * out) over this rank's rows
+ * (ctx->delta), for zc_attn_bwd_delta; cu_q and cu_kv are filled here. */
+zc_attn_args_t zc_ra_delta_args(const zc_ra_ctx_t *ctx, int32_t cu_q[2], int32_t cu_kv[2]);
 /* Staging buffer `slot` of at least `bytes`, kept for the whole call;
  * grow a slot only while none of its bytes are in flight. */
 zc_status_t zc_ra_scratch(zc_ra_ctx_t *ctx, int slot, size_t bytes, void **buf);

@@ -44,7 +44,8 @@ typedef struct {
     int next_event;
     void *kv[2];              /* ring: packed K|V blocks */
     float *dp[2], *din[2];    /* ring backward: dK|dV partials sent, accumulators received */
-    void **mem;               /* every allocation, freed at the end */
+    void **mem;               /* live allocations, in order: freed at the end or, for a
+                               * gather's, after its group */
     int nmem, cap_mem;
 } zc_ras_t;
 
@@ -62,6 +63,15 @@ static zc_status_t zc_ras_alloc(zc_ras_t *s, size_t bytes, void **ptr)
     ZC_CHECK(s->ops->alloc(s->dev, bytes ? bytes : 1, ptr));
     s->mem[s->nmem++] = *ptr;
     return ZC_OK;
+}
+
+/* Give back the allocations made since `mark` (s->nmem then), once the
+ * compute stream gets there: the caller has ordered every transfer that
+ * uses them before that point. */
+static void zc_ras_release(zc_ras_t *s, int mark)
+{
+    while (s->nmem > mark)
+        s->ops->free(s->dev, s->mem[--s->nmem]);
 }
 
 /* Record a new event on `on`. */
@@ -94,6 +104,16 @@ static zc_status_t zc_ras_handback(zc_ras_t *s)
 
     ZC_CHECK(zc_ras_signal(s, ZC_DS_COMM, &event));
     return zc_ras_after(s, ZC_DS_COMPUTE, event);
+}
+
+/* A group of transfers that nothing overlaps (LLaMA CP): after all the
+ * compute so far, and before all that follows. */
+static zc_status_t zc_ras_exchange(zc_ras_t *s, const zc_device_op_t *ops, int n)
+{
+    ZC_CHECK(zc_ras_handoff(s));
+    if (n > 0)
+        ZC_CHECK(s->ops->group(s->dev, ops, n));
+    return zc_ras_handback(s);
 }
 
 static zc_status_t zc_ras_copy(void *arg, void *dst, const void *src, size_t bytes)
@@ -302,14 +322,11 @@ static zc_status_t zc_ras_allgather(zc_ras_t *s, int gi, const zc_ra_gathered_t 
             ra->stats.bytes_sent += 2 * mine;
         }
     }
-    ZC_CHECK_GOTO(zc_ras_handoff(s), st, out);
-    if (n > 0)
-        ZC_CHECK_GOTO(s->ops->group(s->dev, ops, n), st, out);
     if (mine > 0) {
         ZC_CHECK_GOTO(s->ops->copy(s->dev, (char *)gk + at_me, own_k, mine), st, out);
         ZC_CHECK_GOTO(s->ops->copy(s->dev, (char *)gv + at_me, own_v, mine), st, out);
     }
-    ZC_CHECK_GOTO(zc_ras_handback(s), st, out);
+    ZC_CHECK_GOTO(zc_ras_exchange(s, ops, n), st, out);
     ZC_CHECK_GOTO(zc_ra_permute(g, lay, row, gk, *k, 1, zc_ras_copy, s), st, out);
     st = zc_ra_permute(g, lay, row, gv, *v, 1, zc_ras_copy, s);
 out:
@@ -325,11 +342,14 @@ static zc_status_t zc_ras_gather_fwd(zc_ras_t *s, int gi)
     zc_ra_gathered_t lay;
     zc_ra_kv_t kv = {0};
     void *k, *v;
+    int mark = s->nmem;
 
     ZC_CHECK(zc_ra_gathered_layout(ra, g, &lay));
     ZC_CHECK(zc_ras_allgather(s, gi, &lay, &k, &v));
     kv = (zc_ra_kv_t){.pieces = lay.seqs, .npieces = (size_t)g->nrings, .k = k, .v = v};
-    return zc_ra_compute(ra, me->pieces, me->npieces, me->row0, &kv);
+    ZC_CHECK(zc_ra_compute(ra, me->pieces, me->npieces, me->row0, &kv));
+    zc_ras_release(s, mark); /* the gather is over: nothing of it is in flight */
+    return ZC_OK;
 }
 
 /* dK/dV partials of every gathered key back to their owners, summed there. */
@@ -368,10 +388,7 @@ static zc_status_t zc_ras_scatter(zc_ras_t *s, int gi, const zc_ra_gathered_t *l
             ra->stats.bytes_sent += 2 * len;
         }
     }
-    ZC_CHECK_GOTO(zc_ras_handoff(s), st, out);
-    if (n > 0)
-        ZC_CHECK_GOTO(s->ops->group(s->dev, ops, n), st, out);
-    ZC_CHECK_GOTO(zc_ras_handback(s), st, out);
+    ZC_CHECK_GOTO(zc_ras_exchange(s, ops, n), st, out);
     for (int i = 0; i < slot && mine > 0; i++) {
         ZC_CHECK_GOTO(s->ops->add(s->dev, dk, drecv + 2 * mine * (size_t)i, mine), st, out);
         ZC_CHECK_GOTO(s->ops->add(s->dev, dk + half, drecv + 2 * mine * (size_t)i + mine, mine),
@@ -392,6 +409,7 @@ static zc_status_t zc_ras_gather_bwd(zc_ras_t *s, int gi)
     zc_ra_gathered_t lay;
     zc_ra_kv_t kv;
     void *k, *v, *dseq, *down, *drecv;
+    int mark = s->nmem;
 
     ZC_CHECK(zc_ra_gathered_layout(ra, g, &lay));
     ZC_CHECK(zc_ras_allgather(s, gi, &lay, &k, &v));
@@ -409,7 +427,9 @@ static zc_status_t zc_ras_gather_bwd(zc_ras_t *s, int gi)
     ZC_CHECK(zc_ra_permute(g, &lay, frow, dseq, down, 0, zc_ras_copy, s));
     ZC_CHECK(zc_ra_permute(g, &lay, frow, (float *)dseq + half, (float *)down + half, 0,
                            zc_ras_copy, s));
-    return zc_ras_scatter(s, gi, &lay, down, drecv);
+    ZC_CHECK(zc_ras_scatter(s, gi, &lay, down, drecv));
+    zc_ras_release(s, mark); /* the scatter waited for its transfers */
+    return ZC_OK;
 }
 
 /* ---- the call ------------------------------------------------------------- */
@@ -463,12 +483,9 @@ static zc_status_t zc_ras_accumulators(zc_ras_t *s)
     ZC_CHECK(zc_ras_alloc(s, lse * sizeof(float), &mem));
     ra->delta = mem;
     if (ra->tokens > 0) {
-        int32_t cu_q[2] = {0, (int32_t)ra->tokens}, cu_kv[2] = {0, 0};
-        zc_attn_args_t d = {.batch = 1, .num_heads_q = a->num_heads_q,
-                            .num_heads_kv = a->num_heads_kv, .head_dim = a->head_dim,
-                            .cu_seqlens_q = cu_q, .cu_seqlens_kv = cu_kv, .scale = ra->scale,
-                            .dtype = a->dtype, .out_dtype = a->dtype, .grad_dtype = a->dtype,
-                            .out = a->out, .dout = a->dout, .delta = ra->delta};
+        int32_t cu_q[2], cu_kv[2];
+        zc_attn_args_t d = zc_ra_delta_args(ra, cu_q, cu_kv);
+
         ZC_CHECK(s->ops->attn(s->dev, ZC_DS_DELTA, &d));
     }
     return ZC_OK;

@@ -412,6 +412,8 @@ zc_status_t emu_ring_attn(zc_comm_h comm, zc_plan_h plan, const zc_ring_attn_arg
         emu_fault(&e, "the call returned with %lld transfers not ordered before the rest of "
                   "the caller's stream", (long long)(e.clk[ZC_DS_COMM] -
                                                      e.know[ZC_DS_COMPUTE][ZC_DS_COMM]));
+    if (st == ZC_OK && e.nallocs > 0)
+        emu_fault(&e, "the call returned with %d device allocations not freed", e.nallocs);
     if (st == ZC_OK && e.race != ZC_OK)
         st = zc_error(e.race, "stream schedule: %s", e.why);
     if (report)

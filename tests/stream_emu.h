@@ -29,8 +29,9 @@ typedef struct {
 
 /* zc_ring_attn_fwd/bwd (host tensors, float32 or bfloat16) through the
  * stream engine on the emulated device.  A race, an event waited on before
- * its record, or a transfer left unordered before the end of the call is
- * ZC_ERR_INTERNAL with the details in zc_get_last_error(). */
+ * its record, a transfer left unordered before the end of the call or an
+ * allocation not freed is ZC_ERR_INTERNAL with the details in
+ * zc_get_last_error(). */
 zc_status_t emu_ring_attn(zc_comm_h comm, zc_plan_h plan, const zc_ring_attn_args_t *args,
                           int backward, emu_report_t *report);
 

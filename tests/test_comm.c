@@ -108,17 +108,31 @@ static int oob_case(int nranks)
 }
 
 /* A port nobody listens on right now, for the env-launched roots. */
+static int port_free(int port)
+{
+    struct sockaddr_in addr = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_ANY),
+                               .sin_port = htons((uint16_t)port)};
+    int fd = socket(AF_INET, SOCK_STREAM, 0), ok = fd >= 0 &&
+        bind(fd, (struct sockaddr *)&addr, sizeof(addr)) == 0;
+
+    if (fd >= 0)
+        close(fd);
+    return ok;
+}
+
+/* A port (and the one after it, which torchrun's flavour uses) that is free
+ * now and below the ephemeral range, so that no outgoing connection of
+ * another test can take it before the root listens. */
 static int free_port(void)
 {
-    struct sockaddr_in addr = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
-    socklen_t len = sizeof(addr);
-    int fd = socket(AF_INET, SOCK_STREAM, 0), port = 0;
+    unsigned seed = (unsigned)getpid() * 2654435761u;
 
-    if (bind(fd, (struct sockaddr *)&addr, sizeof(addr)) == 0 &&
-        getsockname(fd, (struct sockaddr *)&addr, &len) == 0)
-        port = ntohs(addr.sin_port);
-    close(fd);
-    return port;
+    for (int i = 0; i < 200; i++) {
+        int port = 20000 + (int)((seed += 40503u) % 12000u);
+        if (port_free(port) && port_free(port + 1))
+            return port;
+    }
+    return 0;
 }
 
 typedef struct {
