@@ -19,7 +19,6 @@
 #include "comm.h"
 #include "device.h"
 #include "env.h"
-#include "memtype.h"
 #include "p2p.h"
 #include "route.h"
 #include "status.h"
@@ -63,8 +62,8 @@ static zc_status_t zc_group_flush(zc_group_t *g, zc_device_t *dev, void *stream)
 static zc_status_t zc_stream_begin(zc_comm_h comm, const void *sendbuf, const char *sname,
                                    const void *recvbuf, const char *rname, zc_device_t **dev)
 {
-    ZC_CHECK(zc_memtype_check_device(sendbuf, sname));
-    ZC_CHECK(zc_memtype_check_device(recvbuf, rname));
+    ZC_CHECK(zc_device_check_memory(comm, sendbuf, sname));
+    ZC_CHECK(zc_device_check_memory(comm, recvbuf, rname));
     return zc_device_get(comm, dev);
 }
 
@@ -177,6 +176,7 @@ typedef struct {
 
 typedef struct {
     zc_comm_h comm;
+    zc_device_t *dev;
     const char *sendbuf;
     char *recvbuf;
     zc_slice_t *slices;
@@ -189,7 +189,7 @@ static zc_status_t zc_routed_stage(zc_routed_plan_t *rp, size_t bytes, void *str
 {
     void *p;
 
-    ZC_CHECK(zc_device_alloc(bytes, stream, &p));
+    ZC_CHECK(zc_device_alloc(rp->dev, bytes, stream, &p));
     rp->staging[rp->nstaging++] = p;
     *out = p;
     return ZC_OK;
@@ -289,7 +289,7 @@ static zc_status_t zc_routed_direct(const zc_routed_plan_t *rp, const zc_transfe
 
         if (t->src == t->dst) {
             if (me == t->src)
-                ZC_CHECK(zc_device_copy(rp->recvbuf, rp->sendbuf, bytes, stream));
+                ZC_CHECK(zc_device_copy(rp->dev, rp->recvbuf, rp->sendbuf, bytes, stream));
         } else if (!zc_route_is_split(comm, t, bytes, min_routed)) {
             if (me == t->src)
                 zc_group_add(g, ZC_REQ_SEND, rp->sendbuf, bytes, t->dst);
@@ -317,6 +317,7 @@ zc_status_t zc_routed_sendrecv_stream(const zc_transfer_t *transfers, int ntrans
     ZC_CHECK(zc_env_get_int("ZC_ROUTED_MIN_BYTES", &min_routed));
     ZC_CHECK(zc_env_get_int("ZC_ROUTED_CHUNK", &chunk));
     ZC_CHECK(zc_stream_begin(comm, sendbuf, "sendbuf", recvbuf, "recvbuf", &dev));
+    rp.dev = dev;
     elem = zc_datatype_size(dtype);
     ZC_CHECK_GOTO(zc_routed_plan(&rp, transfers, ntransfers, elem, min_routed, chunk, stream),
                   st, out);
@@ -333,7 +334,7 @@ zc_status_t zc_routed_sendrecv_stream(const zc_transfer_t *transfers, int ntrans
     st = ZC_OK;
 out:
     for (int i = 0; i < rp.nstaging; i++)
-        zc_device_free(rp.staging[i], stream);
+        zc_device_free(dev, rp.staging[i], stream);
     free(rp.staging);
     free(rp.slices);
     free(g.ops);
@@ -463,7 +464,7 @@ zc_status_t zc_remap_alltoallv_stream(const void *sendbuf, const int64_t *sendco
     if (check)
         ZC_CHECK(zc_a2a_agree(comm, sendcounts, recvcounts));
     me = comm->rank;
-    ZC_CHECK(zc_device_copy((char *)recvbuf + rdispls[me] * elem,
+    ZC_CHECK(zc_device_copy(dev, (char *)recvbuf + rdispls[me] * elem,
                             (const char *)sendbuf + sdispls[me] * elem,
                             (size_t)recvcounts[me] * elem, stream));
     for (int r = 0; r < comm->size; r++) {

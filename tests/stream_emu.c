@@ -6,12 +6,11 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "device_emu.h"
 #include "src/comm.h"
-#include "src/p2p.h"
 #include "src/ring_attn_stream.h"
 #include "src/status.h"
 #include "stream_emu.h"
-#include "transport/transport.h"
 
 #define EMU_MAX_RANGES 12
 #define EMU_OTHER(s) (1 - (s))
@@ -216,33 +215,15 @@ static zc_status_t emu_group(void *dev, const zc_device_op_t *ops, int nops)
 {
     emu_t *e = dev;
     emu_range_t *r = calloc((size_t)nops, sizeof(*r));
-    zc_request_h *reqs = calloc((size_t)nops, sizeof(*reqs));
-    zc_status_t st = ZC_OK;
-    int n = 0;
 
-    if (!r || !reqs) {
-        free(r);
-        free(reqs);
+    if (!r)
         return zc_error(ZC_ERR_NO_MEMORY, "emulated device: a group of %d", nops);
-    }
     for (int i = 0; i < nops; i++)
         r[i] = (emu_range_t){ops[i].buf, ops[i].bytes, ops[i].kind == ZC_REQ_RECV};
     emu_access(e, ZC_DS_COMM, "group", r, nops);
-    emu_note(e, &e->transfers, &e->ntransfers, &e->cap_transfers, ZC_DS_COMM);
-    for (; n < nops && st == ZC_OK; n++) {
-        int sender = ops[n].kind == ZC_REQ_SEND ? e->comm->rank : ops[n].peer;
-        st = zc_p2p_post(e->comm, ops[n].kind, ops[n].buf, ops[n].bytes, ops[n].peer,
-                         ZC_TAG(sender, ZC_TAG_CLASS_DEVICE, 0), ZC_RAIL_AUTO, &reqs[n]);
-    }
-    if (st != ZC_OK) {
-        for (int i = 0; i < n - 1; i++)
-            zc_p2p_abandon(&reqs[i], st);
-    } else {
-        st = zc_p2p_wait_all(reqs, nops);
-    }
     free(r);
-    free(reqs);
-    return st;
+    emu_note(e, &e->transfers, &e->ntransfers, &e->cap_transfers, ZC_DS_COMM);
+    return device_emu_group(e->comm, ops, nops);
 }
 
 static zc_status_t emu_routed(void *dev, const zc_transfer_t *t, int n, const void *sendbuf,
@@ -250,7 +231,6 @@ static zc_status_t emu_routed(void *dev, const zc_transfer_t *t, int n, const vo
 {
     emu_t *e = dev;
     emu_range_t r[2] = {{0}};
-    zc_request_h req;
 
     for (int i = 0; i < n; i++) {
         if (t[i].src == e->comm->rank)
@@ -260,8 +240,8 @@ static zc_status_t emu_routed(void *dev, const zc_transfer_t *t, int n, const vo
     }
     emu_access(e, ZC_DS_COMM, "routed call", r, 2);
     emu_note(e, &e->transfers, &e->ntransfers, &e->cap_transfers, ZC_DS_COMM);
-    ZC_CHECK(zc_routed_sendrecv(t, n, sendbuf, recvbuf, ZC_BYTE, ZC_MEM_HOST, e->comm, &req));
-    return zc_wait(&req);
+    /* the device form, on the emulated device backend of the communicator */
+    return zc_routed_sendrecv_stream(t, n, sendbuf, recvbuf, ZC_BYTE, e->comm, NULL);
 }
 
 static size_t emu_rows(const int32_t *cu, int batch)

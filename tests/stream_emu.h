@@ -2,10 +2,11 @@
  * runs on (src/ring_attn_stream.h), so that its schedule is tested where
  * there is no GPU:
  *   - every operation runs at once, in the order the engine enqueues it,
- *     on the CPU kernels; a group of sends and receives runs over UCX with
- *     one tag per sender, so that the k-th send from a to b meets b's k-th
- *     receive from a, as in NCCL (a mismatch or a deadlock in the
- *     schedule fails or times out here as it would there);
+ *     on the CPU kernels; groups of sends and receives and the routed
+ *     calls (zc_routed_sendrecv_stream) run on the communicator's
+ *     emulated device backend (device_emu.h, installed by the caller),
+ *     with NCCL's matching rules, so that a mismatch or a deadlock in the
+ *     schedule fails or times out here as it would there;
  *   - a race detector follows the two streams with vector clocks (events
  *     recorded and waited on) and reports the first pair of operations of
  *     different streams that touch the same bytes, at least one writing,
@@ -28,7 +29,8 @@ typedef struct {
 } emu_report_t;
 
 /* zc_ring_attn_fwd/bwd (host tensors, float32 or bfloat16) through the
- * stream engine on the emulated device.  A race, an event waited on before
+ * stream engine on the emulated device (comm's device backend must be
+ * device_emu_install's).  A race, an event waited on before
  * its record, a transfer left unordered before the end of the call or an
  * allocation not freed is ZC_ERR_INTERNAL with the details in
  * zc_get_last_error(). */

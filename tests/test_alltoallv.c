@@ -15,6 +15,7 @@
 
 #include "a2av_common.h"
 #include "mp.h"
+#include "rails_lo.h"
 #include "tap.h"
 #include "zcomm.h"
 
@@ -378,33 +379,13 @@ static int run_case(mp_rank_fn fn, void *arg)
     return mp_run(NRANKS, CASE_TIMEOUT_S, fn, arg);
 }
 
-/* Rails on the loopback: the emulated cluster's node topology with every
- * NIC bound to lo. */
-static void setup_rails(void)
-{
-    const char *srcdir = getenv("ZC_TEST_SRCDIR");
-    char cmd[1024], path[] = "/tmp/test_alltoallv_topo.XXXXXX";
-    int fd = mkstemp(path);
-
-    if (fd < 0)
-        return;
-    close(fd);
-    snprintf(cmd, sizeof(cmd), "bash '%s/cluster/zc_cluster' -K 4 --topo-xml > '%s' 2>/dev/null",
-             srcdir ? srcdir : "tests", path);
-    if (system(cmd) == 0) {
-        setenv("ZC_TOPO_FILE", path, 1);
-        setenv("ZC_NIC_NETDEV", "mlx5_0=lo,mlx5_1=lo,mlx5_2=lo,mlx5_3=lo", 1);
-        setenv("UCX_TLS", "self,sm,tcp", 0);
-        have_rails = 1;
-    }
-}
-
 int main(void)
 {
     static int kinds[4] = {0, 1, 2, 3};
+    char topo[64];
 
     setenv("ZC_SOCKET_IFNAME", "lo", 0);
-    setup_rails();
+    have_rails = rails_on_loopback(topo, sizeof(topo));
     tap_plan(12);
     if (!have_rails)
         diag("no node topology (tests/cluster/zc_cluster --topo-xml): no rails, no splitting");

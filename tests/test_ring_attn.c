@@ -38,6 +38,8 @@
 #include <unistd.h>
 
 #include "mp.h"
+#include "rails_lo.h"
+#include "device_emu.h"
 #include "stream_emu.h"
 #include "tap.h"
 #include "tools/zc_ring_attn_data.h"
@@ -343,7 +345,7 @@ static int rank_cases(int rank, int nranks, void *arg)
 
     (void)arg;
     setenv("ZC_NUM_THREADS", "1", 1);  /* up to 8 ranks share 2 cores */
-    if (comm_init(rank, nranks, &comm) != 0) {
+    if (comm_init(rank, nranks, &comm) != 0 || (stream_engine && device_emu_install(comm))) {
         fprintf(stderr, "# rank %d: init: %s\n", rank, zc_get_last_error());
         return 1;
     }
@@ -589,30 +591,6 @@ static int rank_bad(int rank, int nranks, void *arg)
     return 0;
 }
 
-/* Rails on the loopback: the emulated cluster's node topology (4 NICs)
- * with every NIC bound to lo, so routed hops split over 4 rails. */
-static void setup_rails(char *path, size_t len)
-{
-    const char *srcdir = getenv("ZC_TEST_SRCDIR");
-    char cmd[1200];
-    int fd;
-
-    snprintf(path, len, "/tmp/test_ring_attn_topo.XXXXXX");
-    if ((fd = mkstemp(path)) < 0)
-        return;
-    close(fd);
-    snprintf(cmd, sizeof(cmd), "bash '%s/cluster/zc_cluster' -K 4 --topo-xml > '%s' 2>/dev/null",
-             srcdir ? srcdir : "tests", path);
-    if (system(cmd) != 0) {
-        unlink(path);
-        return;
-    }
-    setenv("ZC_TOPO_FILE", path, 1);
-    setenv("ZC_NIC_NETDEV", "mlx5_0=lo,mlx5_1=lo,mlx5_2=lo,mlx5_3=lo", 1);
-    setenv("UCX_TLS", "self,sm,tcp", 0);
-    have_rails = 1;
-}
-
 int main(void)
 {
     static const int sizes[] = {1, 2, 4, 8};
@@ -621,7 +599,7 @@ int main(void)
 
     setenv("ZC_SOCKET_IFNAME", "lo", 0);
     setenv("ZC_ROUTED_MIN_BYTES", "1024", 1); /* the test's hops are small: route them anyway */
-    setup_rails(topo, sizeof(topo));
+    have_rails = rails_on_loopback(topo, sizeof(topo));
     if (!have_rails)
         diag("no node topology (tests/cluster/zc_cluster --topo-xml): routed hops go direct");
     results = mp_shared(sizeof(result_t) * MAX_CASES * MAX_RANKS);

@@ -25,6 +25,7 @@
 #include "src/clock.h"
 #include "src/device.h"
 #include "src/log.h"
+#include "src/memtype.h"
 #include "src/p2p.h"
 #include "src/status.h"
 #include "transport/nccl/nccl_device.h"
@@ -34,12 +35,10 @@
 /* Longest nap between two polls of a wait. */
 #define ZC_NCCL_MAX_NAP_US 1000
 
-struct zc_device {
-    zc_comm_h comm;
+typedef struct {
+    zc_device_t base;      /* comm, and the sticky failure */
     ncclComm_t nccl;       /* NULL once aborted or never made */
-    zc_status_t failed;    /* sticky: creation failed or the comm was aborted */
-    char why[256];         /* the detail of that failure */
-};
+} zc_nccl_t;
 
 /* What rank 0 sends every rank: its verdict, then the id. */
 typedef struct {
@@ -75,34 +74,36 @@ zc_status_t zc_nccl_status(int result, const char *what)
 }
 
 /* Abort the NCCL communicator and remember why; returns `st`. */
-static zc_status_t zc_nccl_fail(zc_device_t *dev, zc_status_t st)
+static zc_status_t zc_nccl_fail(zc_nccl_t *dev, zc_status_t st)
 {
-    snprintf(dev->why, sizeof(dev->why), "%s", zc_get_last_error());
+    snprintf(dev->base.why, sizeof(dev->base.why), "%s", zc_get_last_error());
     if (dev->nccl) {
-        zc_log_warn("aborting the NCCL communicator: %s", dev->why);
+        zc_log_warn("aborting the NCCL communicator: %s", dev->base.why);
         (void)ncclCommAbort(dev->nccl); /* blocking even in non-blocking mode */
         dev->nccl = NULL;
     }
-    dev->failed = st;
+    dev->base.failed = st;
     return st;
 }
 
-static int zc_nccl_dead_peer(zc_device_t *dev)
+static int zc_nccl_dead_peer(zc_nccl_t *dev)
 {
     /* The host transport notices broken connections while it progresses. */
-    dev->comm->host_ops->progress(dev->comm->host);
-    for (int r = 0; r < dev->comm->size; r++)
-        if (r != dev->comm->rank && zc_comm_peer_failed(dev->comm, r))
+    zc_comm_h comm = dev->base.comm;
+
+    comm->host_ops->progress(comm->host);
+    for (int r = 0; r < comm->size; r++)
+        if (r != comm->rank && zc_comm_peer_failed(comm, r))
             return r;
     return -1;
 }
 
 /* Wait until the NCCL communicator has left ncclInProgress and, when
  * `stream_done`, until `stream` is done too; `what` names the wait. */
-static zc_status_t zc_nccl_watch(zc_device_t *dev, const char *what, int stream_done,
+static zc_status_t zc_nccl_watch(zc_nccl_t *dev, const char *what, int stream_done,
                                  void *stream)
 {
-    int64_t deadline = zc_now_ms() + dev->comm->timeout_ms;
+    int64_t deadline = zc_now_ms() + dev->base.comm->timeout_ms;
     int64_t peer_check = zc_now_ms() + ZC_NCCL_PEER_CHECK_MS;
     long nap_us = 10;
 
@@ -133,7 +134,7 @@ static zc_status_t zc_nccl_watch(zc_device_t *dev, const char *what, int stream_
         }
         if (zc_ms_left(deadline) == 0)
             return zc_nccl_fail(dev, zc_error(ZC_ERR_TIMEOUT, "%s did not finish within %d ms",
-                                              what, dev->comm->timeout_ms));
+                                              what, dev->base.comm->timeout_ms));
         struct timespec nap = {0, nap_us * 1000};
         nanosleep(&nap, NULL);
         nap_us = nap_us * 2 > ZC_NCCL_MAX_NAP_US ? ZC_NCCL_MAX_NAP_US : nap_us * 2;
@@ -169,9 +170,9 @@ static zc_status_t zc_nccl_share_id(zc_comm_h comm, ncclUniqueId *id)
     return st;
 }
 
-static zc_status_t zc_nccl_create(zc_device_t *dev)
+static zc_status_t zc_nccl_init(zc_nccl_t *dev)
 {
-    zc_comm_h comm = dev->comm;
+    zc_comm_h comm = dev->base.comm;
     ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
     ncclUniqueId id;
     ncclResult_t r;
@@ -188,35 +189,10 @@ static zc_status_t zc_nccl_create(zc_device_t *dev)
     return ZC_OK;
 }
 
-zc_status_t zc_device_get(zc_comm_h comm, zc_device_t **device)
+static void zc_nccl_release(zc_device_t *base)
 {
-    zc_device_t *dev = comm->device;
-    zc_status_t st;
+    zc_nccl_t *dev = (zc_nccl_t *)base;
 
-    if (!dev) {
-        dev = calloc(1, sizeof(*dev));
-        if (!dev)
-            return zc_error(ZC_ERR_NO_MEMORY, "cannot allocate the NCCL backend");
-        dev->comm = comm;
-        comm->device = dev;
-        st = zc_nccl_create(dev);
-        if (st != ZC_OK) {
-            (void)zc_nccl_fail(dev, st);
-            return st;
-        }
-    }
-    if (dev->failed != ZC_OK)
-        return zc_error(dev->failed, "the NCCL communicator is unusable: %s", dev->why);
-    *device = dev;
-    return ZC_OK;
-}
-
-void zc_device_release(zc_comm_h comm)
-{
-    zc_device_t *dev = comm->device;
-
-    if (!dev)
-        return;
     if (dev->nccl) {
         /* Finalize flushes what is enqueued; abort if that does not end. */
         zc_status_t st = zc_nccl_status(ncclCommFinalize(dev->nccl), "ncclCommFinalize");
@@ -228,17 +204,16 @@ void zc_device_release(zc_comm_h comm)
             (void)zc_nccl_fail(dev, st);
     }
     free(dev);
-    comm->device = NULL;
 }
 
-zc_status_t zc_device_group(zc_device_t *dev, const zc_device_op_t *ops, int nops, void *stream)
+static zc_status_t zc_nccl_group(zc_device_t *base, const zc_device_op_t *ops, int nops,
+                                 void *stream)
 {
+    zc_nccl_t *dev = (zc_nccl_t *)base;
     cudaStream_t s = (cudaStream_t)stream;
     zc_status_t st = ZC_OK;
     ncclResult_t r;
 
-    if (nops == 0)
-        return ZC_OK;
     ZC_CHECK(zc_nccl_status(ncclGroupStart(), "ncclGroupStart"));
     for (int i = 0; i < nops && st == ZC_OK; i++) {
         const zc_device_op_t *op = &ops[i];
@@ -260,22 +235,48 @@ zc_status_t zc_device_group(zc_device_t *dev, const zc_device_op_t *ops, int nop
     return st == ZC_OK ? ZC_OK : zc_nccl_fail(dev, st);
 }
 
-zc_status_t zc_device_sync(zc_device_t *dev, void *stream)
+static zc_status_t zc_nccl_sync(zc_device_t *base, void *stream)
 {
-    return zc_nccl_watch(dev, "a stream with NCCL transfers", 1, stream);
+    return zc_nccl_watch((zc_nccl_t *)base, "a stream with NCCL transfers", 1, stream);
 }
 
-zc_status_t zc_device_alloc(size_t bytes, void *stream, void **ptr)
+static zc_status_t zc_nccl_alloc(zc_device_t *base, size_t bytes, void *stream, void **ptr)
 {
+    (void)base;
     return zc_cuda_alloc_async(bytes, stream, ptr);
 }
 
-void zc_device_free(void *ptr, void *stream)
+static void zc_nccl_free(zc_device_t *base, void *ptr, void *stream)
 {
+    (void)base;
     zc_cuda_free_async(ptr, stream);
 }
 
-zc_status_t zc_device_copy(void *dst, const void *src, size_t bytes, void *stream)
+static zc_status_t zc_nccl_copy(zc_device_t *base, void *dst, const void *src, size_t bytes,
+                                void *stream)
 {
+    (void)base;
     return zc_cuda_copy_async(dst, src, bytes, stream);
+}
+
+static const zc_device_ops_t zc_nccl_ops = {
+    .name = "NCCL", .check_memory = zc_memtype_check_device, .group = zc_nccl_group,
+    .sync = zc_nccl_sync, .alloc = zc_nccl_alloc, .free = zc_nccl_free, .copy = zc_nccl_copy,
+    .release = zc_nccl_release,
+};
+
+zc_status_t zc_device_create(zc_comm_h comm)
+{
+    zc_nccl_t *dev = calloc(1, sizeof(*dev));
+    zc_status_t st;
+
+    if (!dev)
+        return zc_error(ZC_ERR_NO_MEMORY, "cannot allocate the NCCL backend");
+    dev->base.ops = &zc_nccl_ops;
+    dev->base.comm = comm;
+    comm->device = &dev->base;
+    st = zc_nccl_init(dev);
+    if (st != ZC_OK)
+        (void)zc_nccl_fail(dev, st);
+    return st;
 }
