@@ -374,6 +374,22 @@ static int rank_sendrecv(int rank, int nranks, void *arg)
         MP_CHECK(zc_stream_synchronize(comm, s) == ZC_OK, "synchronize");
         MP_CHECK(download(host, rb, n), "download");
         MP_CHECK(check_pattern(host, n, (unsigned)(from * 16 + i)), "%zu bytes byte-exact", n);
+        /* zc_send_stream / zc_recv_stream in pairs: even ranks send first */
+        int peer = rank ^ 1;
+        if (peer < nranks) {
+            zc_status_t a, b;
+            if (rank % 2 == 0) {
+                a = zc_send_stream(sb, (int64_t)n, ZC_BYTE, peer, comm, s);
+                b = zc_recv_stream(rb, (int64_t)n, ZC_BYTE, peer, comm, s);
+            } else {
+                a = zc_recv_stream(rb, (int64_t)n, ZC_BYTE, peer, comm, s);
+                b = zc_send_stream(sb, (int64_t)n, ZC_BYTE, peer, comm, s);
+            }
+            MP_CHECK(a == ZC_OK && b == ZC_OK && zc_stream_synchronize(comm, s) == ZC_OK,
+                     "send/recv_stream %zu", n);
+            MP_CHECK(download(host, rb, n), "download");
+            MP_CHECK(check_pattern(host, n, (unsigned)(peer * 16 + i)), "send/recv %zu bytes", n);
+        }
         cudaFree(sb), cudaFree(rb), free(host);
     }
     zc_comm_destroy(comm);
@@ -570,7 +586,7 @@ int main(void)
         int n = ndev > 8 ? 8 : ndev;
         ok(zc_get_unique_id(&the_id) == ZC_OK, "unique id");
         ok(mp_run(n, CASE_TIMEOUT_S, rank_sendrecv, NULL) == 0,
-           "%d ranks: ring sendrecv on device memory", n);
+           "%d ranks: ring sendrecv and send/recv pairs on device memory", n);
         ok(mp_run(n, CASE_TIMEOUT_S, rank_alltoallv, NULL) == 0,
            "%d ranks: alltoallv on device memory equals the host path", n);
         ok(mp_run(n - n % 2, CASE_TIMEOUT_S, rank_routed, NULL) == 0,
