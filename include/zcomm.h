@@ -602,9 +602,9 @@ ZC_API zc_status_t zc_remap_alltoallv_stream(const void *sendbuf, const int64_t 
  * call's transfers (NCCL, routed over every rail in Zeppelin mode) run on
  * a stream of its own, ordered against `stream` by events, so that the KV
  * of the next ring step moves while the current one computes.  Every rank
- * of `comm` calls it (a rank may forward for rings it is not in); the host
- * part (the agreement on plan and shape) is done when it returns, the
- * outputs are ready when `stream` reaches that point.  args->stats, when
+ * of `comm` calls it, every rank the same form (host or stream: checked);
+ * the host part (the agreement on plan and shape) is done when it returns,
+ * the outputs are ready when `stream` reaches that point.  args->stats, when
  * given, counts kernel calls and bytes; its times are those of enqueueing.
  * See zc_ring_attn_fwd_stream(3). */
 ZC_API zc_status_t zc_ring_attn_fwd_stream(zc_comm_h comm, zc_plan_h plan,

@@ -165,10 +165,11 @@ static uint64_t zc_ra_hash(uint64_t h, const void *data, size_t len)
 }
 
 /* What every rank must share: the plan's inputs and the attention shape. */
-static uint64_t zc_ra_fingerprint(zc_plan_h plan, const zc_ring_attn_args_t *a, int backward)
+static uint64_t zc_ra_fingerprint(zc_plan_h plan, const zc_ring_attn_args_t *a, int backward,
+                                  int on_streams)
 {
-    int shape[6] = {(int)a->mode, a->num_heads_q, a->num_heads_kv, a->head_dim, (int)a->dtype,
-                    backward};
+    int shape[7] = {(int)a->mode, a->num_heads_q, a->num_heads_kv, a->head_dim, (int)a->dtype,
+                    backward, on_streams};
     uint64_t h = 0xcbf29ce484222325ull;
 
     h = zc_ra_hash(h, &plan->nnodes, sizeof(plan->nnodes));
@@ -298,7 +299,7 @@ static zc_status_t zc_ra_run(zc_ra_ctx_t *ctx)
     return ZC_OK;
 }
 
-zc_status_t zc_ra_begin(zc_ra_ctx_t *ctx, zc_ra_engine_check_t engine)
+zc_status_t zc_ra_begin(zc_ra_ctx_t *ctx, zc_ra_engine_check_t engine, int on_streams)
 {
     const zc_ring_attn_args_t *args = ctx->args;
     zc_comm_h comm = ctx->comm;
@@ -315,13 +316,15 @@ zc_status_t zc_ra_begin(zc_ra_ctx_t *ctx, zc_ra_engine_check_t engine)
 
         snprintf(why, sizeof(why), "%s", zc_get_last_error());
         ZC_CHECK(zc_ra_agree(ctx, local == ZC_OK ? zc_ra_fingerprint(ctx->plan, args,
-                                                                     ctx->backward) : 0,
+                                                                     ctx->backward,
+                                                                     on_streams) : 0,
                              range));
         if (local != ZC_OK)
             return zc_error(local, "%s", why);
         if (range[0] != range[1])
-            return zc_error(ZC_ERR_MISMATCH, "plan: ranks disagree on the plan or the attention "
-                            "arguments%s", range[0] == 0 ? " (another rank refused its own)" : "");
+            return zc_error(ZC_ERR_MISMATCH, "plan: ranks disagree on the plan, the attention "
+                            "arguments or the form (host or stream)%s",
+                            range[0] == 0 ? " (another rank refused its own)" : "");
     } else if (local != ZC_OK) {
         return local;
     }
@@ -346,7 +349,7 @@ static zc_status_t zc_ring_attn(zc_comm_h comm, zc_plan_h plan, const zc_ring_at
     zc_status_t st;
 
     zc_error_clear();
-    ZC_CHECK(zc_ra_begin(&ctx, zc_ra_host_check));
+    ZC_CHECK(zc_ra_begin(&ctx, zc_ra_host_check, 0));
     ZC_CHECK_GOTO(zc_ra_accumulators(&ctx, &owned), st, out);
     ZC_CHECK_GOTO(zc_ra_run(&ctx), st, out);
     ctx.stats.total_seconds = zc_now_sec() - t0;

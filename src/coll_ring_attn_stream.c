@@ -13,6 +13,7 @@
 #include "status.h"
 #ifdef HAVE_CUDA
 #include "kernels/cuda/attn_cuda.h"
+#include "kernels/cuda/attn_gpu.h"
 #include "kernels/cuda/cuda_mem.h"
 #endif
 
@@ -28,6 +29,13 @@ static zc_status_t zc_ras_device_check(const zc_ring_attn_args_t *a, int backwar
                  "tensors (zc_ring_attn_fwd for host memory)", (int)a->memtype);
     for (int i = 0; i < (backward ? 9 : 5); i++)
         ZC_CHECK(zc_memtype_check_device(tensors[i], names[i]));
+#ifdef HAVE_CUDA
+    /* what a kernel launch would refuse, refused before anything is
+     * enqueued: a rank failing half-way would leave its peers' hops
+     * unmatched */
+    if (zc_cuda_devices() > 0)
+        ZC_CHECK(zc_attn_gpu_smem_check(backward, a->head_dim));
+#endif
     return ZC_OK;
 }
 
@@ -144,10 +152,15 @@ static zc_status_t zc_ras_cuda_run(zc_ra_ctx_t *ctx, void *stream)
     zc_ras_cuda_t dev = {.comm = ctx->comm, .streams = {stream, NULL}};
     zc_status_t st;
 
-    ZC_CHECK(zc_ra_begin(ctx, zc_ras_device_check));
+    ZC_CHECK(zc_ra_begin(ctx, zc_ras_device_check, 1));
     ZC_CHECK(zc_device_get(ctx->comm, &dev.nccl));
     ZC_CHECK(zc_cuda_stream_create(&dev.streams[ZC_DS_COMM]));
     st = zc_ra_stream_run(ctx, &zc_ras_cuda_ops, &dev);
+    /* A failure half-way leaves hops that the peers enqueued unmatched (or
+     * ours unmatched on their side): abort, so that the enqueued transfers
+     * end and every later device call on comm says why. */
+    if (st != ZC_OK)
+        zc_device_abort(dev.nccl, st);
     /* both are released by CUDA once the work enqueued on them is done */
     for (int i = 0; i < dev.nevents; i++)
         zc_cuda_event_destroy(dev.events[i]);

@@ -54,6 +54,12 @@ zc_status_t zc_device_sync(zc_device_t *device, void *stream)
     return device->ops->sync(device, stream);
 }
 
+void zc_device_abort(zc_device_t *device, zc_status_t status)
+{
+    if (device->failed == ZC_OK)
+        device->ops->abort(device, status);
+}
+
 zc_status_t zc_device_alloc(zc_device_t *device, size_t bytes, void *stream, void **ptr)
 {
     return device->ops->alloc(device, bytes, stream, ptr);

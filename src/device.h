@@ -34,6 +34,7 @@ typedef struct {
     zc_status_t (*copy)(zc_device_t *device, void *dst, const void *src, size_t bytes,
                         void *stream);
     void (*release)(zc_device_t *device);   /* finalize (or abort) and free */
+    void (*abort)(zc_device_t *device, zc_status_t status); /* see zc_device_abort */
 } zc_device_ops_t;
 
 /* Every backend's state starts with this. */
@@ -67,6 +68,10 @@ zc_status_t zc_device_group(zc_device_t *device, const zc_device_op_t *ops, int 
  * timeout: a peer failure, an asynchronous error or the timeout aborts the
  * backend and returns the error. */
 zc_status_t zc_device_sync(zc_device_t *device, void *stream);
+/* Give up on everything enqueued (NCCL: ncclCommAbort, so that the
+ * enqueued transfers end instead of waiting for peers that will never
+ * post theirs) and keep failing with `status` and the last error. */
+void zc_device_abort(zc_device_t *device, zc_status_t status);
 /* Stream-ordered memory and copies for the collectives. */
 zc_status_t zc_device_alloc(zc_device_t *device, size_t bytes, void *stream, void **ptr);
 void zc_device_free(zc_device_t *device, void *ptr, void *stream);

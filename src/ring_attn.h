@@ -149,9 +149,10 @@ typedef zc_status_t (*zc_ra_engine_check_t)(const zc_ring_attn_args_t *args, int
 zc_status_t zc_ra_check_args(zc_comm_h comm, zc_plan_h plan, const zc_ring_attn_args_t *args,
                              int backward, zc_ra_engine_check_t engine, int64_t *tokens);
 /* A call's start on every rank (ctx->comm, plan, args and backward set):
- * the checks, the agreement of every rank on the plan and the shape
+ * the checks, the agreement of every rank on the plan, the shape and the
+ * engine (`on_streams`: the stream engine, whose transfers are NCCL's)
  * (ZC_RING_ATTN_CHECK), then the shape fields of ctx. */
-zc_status_t zc_ra_begin(zc_ra_ctx_t *ctx, zc_ra_engine_check_t engine);
+zc_status_t zc_ra_begin(zc_ra_ctx_t *ctx, zc_ra_engine_check_t engine, int on_streams);
 
 /* ---- ring_attn_groups.c ---- */
 zc_status_t zc_ra_groups_build(zc_ra_ctx_t *ctx);

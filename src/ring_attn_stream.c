@@ -34,6 +34,7 @@
 #include <string.h>
 
 #include "clock.h"
+#include "log.h"
 #include "ring_attn_stream.h"
 #include "status.h"
 
@@ -253,9 +254,9 @@ static zc_status_t zc_ras_ring_bwd(zc_ras_t *s, int gi)
 
         if (st + 1 < g->G)
             ZC_CHECK(zc_ras_kv_hop(s, gi, st, computed, arrived));
+        /* dp[st % 2] left with hop dK/dV st - 2, which the add of step
+         * st - 1 waited for */
         ZC_CHECK(zc_ras_after(s, ZC_DS_COMPUTE, arrived[st % 2]));
-        /* dp[st % 2] left with hop dK/dV st - 2 */
-        ZC_CHECK(zc_ras_after(s, ZC_DS_COMPUTE, returned[st % 2]));
         ZC_CHECK(s->ops->fill(s->dev, s->dp[st % 2], dbytes / sizeof(float), 0.0f));
         ZC_CHECK(zc_ra_compute(ra, me->pieces, me->npieces, me->row0, &block));
         ZC_CHECK(zc_ras_signal(s, ZC_DS_COMPUTE, &computed[st % 2]));
@@ -555,8 +556,11 @@ zc_status_t zc_ra_stream_run(zc_ra_ctx_t *ctx, const zc_ds_ops_t *ops, void *dev
      * the memory goes back once nothing uses it. */
     end = zc_ras_handback(&s);
     st = st != ZC_OK ? st : end;
-    for (int i = 0; i < s.nmem; i++)
-        ops->free(dev, s.mem[i]);
+    if (end == ZC_OK)
+        zc_ras_release(&s, 0);
+    else /* nothing orders the frees after the transfers: keep the memory */
+        zc_log_warn("ring attention: %d device buffers left allocated after an error",
+                    s.nmem);
     free(s.mem);
     zc_ra_groups_free(ctx);
     for (int i = 0; i < ZC_RA_SCRATCH_SLOTS; i++)

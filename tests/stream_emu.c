@@ -171,7 +171,8 @@ static void emu_free(void *dev, void *ptr)
             continue;
         emu_access(e, ZC_DS_COMPUTE, "free", &e->allocs[i], 1);
         e->allocs[i] = e->allocs[--e->nallocs];
-        free(ptr);
+        if (e->comm->device->failed == ZC_OK)
+            free(ptr); /* else an abandoned receive may still land in it: leak it */
         return;
     }
     emu_fault(e, "free of %p, which the engine did not allocate", ptr);
@@ -220,10 +221,16 @@ static zc_status_t emu_group(void *dev, const zc_device_op_t *ops, int nops)
         return zc_error(ZC_ERR_NO_MEMORY, "emulated device: a group of %d", nops);
     for (int i = 0; i < nops; i++)
         r[i] = (emu_range_t){ops[i].buf, ops[i].bytes, ops[i].kind == ZC_REQ_RECV};
+    /* the ops of one group run concurrently too */
+    for (int i = 0; i < nops; i++)
+        for (int j = 0; j < i; j++)
+            if ((r[i].write || r[j].write) && r[i].n && r[j].n && r[i].p < r[j].p + r[j].n &&
+                r[j].p < r[i].p + r[i].n)
+                emu_fault(e, "race: ops %d and %d of one group touch the same bytes", j, i);
     emu_access(e, ZC_DS_COMM, "group", r, nops);
     free(r);
     emu_note(e, &e->transfers, &e->ntransfers, &e->cap_transfers, ZC_DS_COMM);
-    return device_emu_group(e->comm, ops, nops);
+    return zc_device_group(e->comm->device, ops, nops, NULL);
 }
 
 static zc_status_t emu_routed(void *dev, const zc_transfer_t *t, int n, const void *sendbuf,
@@ -385,7 +392,9 @@ zc_status_t emu_ring_attn(zc_comm_h comm, zc_plan_h plan, const zc_ring_attn_arg
     zc_status_t st;
 
     zc_error_clear();
-    ZC_CHECK(zc_ra_begin(&ctx, emu_check));
+    ZC_CHECK(zc_ra_begin(&ctx, emu_check, 1));
+    if (!comm->device)
+        return zc_error(ZC_ERR_INVALID_ARG, "comm: no emulated device (device_emu_install)");
     emu_caller(&e, args, ctx.tokens);
     st = zc_ra_stream_run(&ctx, &emu_ops, &e);
     if (st == ZC_OK && e.know[ZC_DS_COMPUTE][ZC_DS_COMM] < e.clk[ZC_DS_COMM])
@@ -398,7 +407,7 @@ zc_status_t emu_ring_attn(zc_comm_h comm, zc_plan_h plan, const zc_ring_attn_arg
         st = zc_error(e.race, "stream schedule: %s", e.why);
     if (report)
         emu_summary(&e, report);
-    for (int i = 0; i < e.nallocs; i++)
+    for (int i = 0; i < e.nallocs && comm->device->failed == ZC_OK; i++)
         free((void *)e.allocs[i].p);
     free(e.allocs);
     free(e.events);

@@ -276,7 +276,7 @@ static int comm_init(int rank, int nranks, zc_comm_h *comm)
 #define CASE_FAIL(...)                                                        \
     do {                                                                      \
         r->failed = 1;                                                        \
-        snprintf(r->why, sizeof(r->why), __VA_ARGS__); \
+        snprintf(r->why, sizeof(r->why), __VA_ARGS__);                        \
         goto out;                                                             \
     } while (0)
 
@@ -553,6 +553,10 @@ static int rank_bad(int rank, int nranks, void *arg)
     bad = a, bad.tokens = rank == 1 ? mine.tokens - 1 : rows;
     EXPECT(zc_ring_attn_bwd(comm, plan, &bad), rank == 1 ? ZC_ERR_INVALID_ARG : ZC_ERR_MISMATCH,
            rank == 1 ? "tokens" : "refused");
+    /* rank 0 on the stream engine, the others on the host engine: their
+     * transfers could never meet, so the agreement refuses it */
+    EXPECT(rank == 0 ? emu_ring_attn(comm, plan, &a, 0, NULL) : zc_ring_attn_fwd(comm, plan, &a),
+           ZC_ERR_MISMATCH, "host or stream");
     EXPECT(zc_ring_attn_fwd(comm, small, &a), ZC_ERR_MISMATCH, "plan");
     EXPECT(zc_ring_attn_fwd(comm, diff, &a), ZC_ERR_MISMATCH, "plan");
     bad = a, bad.q = NULL;
@@ -617,8 +621,9 @@ int main(void)
     test_nonfinite();
     ok(run_ranks(4, rank_bad, NULL) == 0,
        "bad arguments: head counts, buffers too small, a plan of another size, plans or heads "
-       "that differ across ranks, NULL pointers, dtype, head_dim, mode, scale, memtype; each "
-       "names its argument, nothing hangs, the communicator works afterwards");
+       "that differ across ranks, one rank on the stream engine, NULL pointers, dtype, "
+       "head_dim, mode, scale, memtype; each names its argument, nothing hangs, the "
+       "communicator works afterwards");
     diag("worst fp32 error %.3g (%s); worst bf16 error %.3g (%s)", worst_fp32, worst_fp32_what,
          worst_bf16, worst_bf16_what);
     if (have_rails)

@@ -287,11 +287,15 @@ int main(int argc, char **argv)
     comm = zc_perf_init(TOOL);
     if (o.device) {
         int local, ndev;
+        zc_status_t st;
 
         zc_comm_local_rank(comm, &local);
-        if (rad_device_select(local, &ndev) != ZC_OK) {
+        st = rad_device_select(local, &ndev);
+        if (st != ZC_OK)
             fprintf(stderr, TOOL ": -G: %s\n", ndev == 0 ? "no CUDA device (or built without "
                                                             "CUDA)" : "cannot select a device");
+        /* every rank stops if one cannot run */
+        if (zc_perf_sum(comm, st != ZC_OK) > 0) {
             zc_comm_destroy(comm);
             return 2;
         }

@@ -272,7 +272,7 @@ out:
 
 /* The kernels need this much shared memory per block; say so clearly when
  * the device has less (sm_80: 163 KB, sm_90: 227 KB; other parts less). */
-static zc_status_t zc_gpu_smem_check(int backward, int d)
+zc_status_t zc_attn_gpu_smem_check(int backward, int d)
 {
     int dev = 0, limit = 0;
     size_t need = zc_attn_cuda_smem(backward, d);
@@ -300,7 +300,7 @@ zc_status_t zc_attn_fwd_stream(const zc_attn_args_t *args, void *stream)
     if (tq == 0)
         return ZC_OK;
 #ifdef HAVE_CUDA
-    ZC_CHECK(zc_gpu_smem_check(0, args->head_dim));
+    ZC_CHECK(zc_attn_gpu_smem_check(0, args->head_dim));
     return zc_gpu_fwd(args, stream);
 #else
     (void)stream;
@@ -317,7 +317,7 @@ zc_status_t zc_attn_bwd_stream(const zc_attn_args_t *args, void *stream)
     if (tq == 0 && tk == 0)
         return ZC_OK;
 #ifdef HAVE_CUDA
-    ZC_CHECK(zc_gpu_smem_check(1, args->head_dim));
+    ZC_CHECK(zc_attn_gpu_smem_check(1, args->head_dim));
     return zc_gpu_bwd(args, tq, stream);
 #else
     (void)stream;

@@ -18,4 +18,9 @@ int64_t zc_attn_gpu_blocks(const int32_t *cu, int batch, int rows, int32_t *bloc
 void zc_zigzag_ranges(const int32_t *cu_seqlens, int batch, size_t token_bytes, int ring_size,
                       int position, int pack, int64_t *ranges, int *n);
 
+/* CUDA builds: ZC_ERR_UNSUPPORTED naming head_dim when the current device
+ * has less shared memory per block than the forward (or backward) kernel
+ * needs at head dim d; checked before anything is enqueued. */
+zc_status_t zc_attn_gpu_smem_check(int backward, int d);
+
 #endif

@@ -259,10 +259,15 @@ static zc_status_t zc_nccl_copy(zc_device_t *base, void *dst, const void *src, s
     return zc_cuda_copy_async(dst, src, bytes, stream);
 }
 
+static void zc_nccl_abort(zc_device_t *base, zc_status_t status)
+{
+    (void)zc_nccl_fail((zc_nccl_t *)base, status);
+}
+
 static const zc_device_ops_t zc_nccl_ops = {
     .name = "NCCL", .check_memory = zc_memtype_check_device, .group = zc_nccl_group,
     .sync = zc_nccl_sync, .alloc = zc_nccl_alloc, .free = zc_nccl_free, .copy = zc_nccl_copy,
-    .release = zc_nccl_release,
+    .release = zc_nccl_release, .abort = zc_nccl_abort,
 };
 
 zc_status_t zc_device_create(zc_comm_h comm)
