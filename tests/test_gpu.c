@@ -23,6 +23,7 @@
 
 #include "kernels/cuda/attn_gpu.h"
 #include "mp.h"
+#include "stream_cases.h"
 #include "src/memtype.h"
 #include "tap.h"
 #include "tools/zc_ring_attn_data.h"
@@ -333,148 +334,55 @@ static void test_zigzag(void)
 
 /* ---- NCCL transfers (one process per rank, one device each) ---------------- */
 
+static int make_id(void *id)
+{
+    return zc_get_unique_id(id) == ZC_OK ? 0 : -1;
+}
+
+/* A rank on its device (rank modulo the devices), the first half of the
+ * ranks on one emulated node, the NCCL communicator up. */
 static int rank_init(int rank, int nranks, int timeout_ms, zc_comm_h *comm, cudaStream_t *s)
 {
     zc_config_t config = ZC_CONFIG_INITIALIZER;
 
     config.timeout_ms = timeout_ms;
+    config.node_id = rank < nranks / 2 ? "gpu-node-a" : "gpu-node-b";
     MP_CHECK(cudaSetDevice(rank % ndev) == cudaSuccess, "cudaSetDevice");
     MP_CHECK(cudaStreamCreate(s) == cudaSuccess, "cudaStreamCreate");
+    MP_CHECK(mp_case_id(rank, &the_id, sizeof(the_id), make_id) == 0, "case id");
     MP_CHECK(zc_comm_init_rank(comm, nranks, &the_id, rank, &config) == ZC_OK, "init");
     MP_CHECK(zc_comm_cuda_init(*comm) == ZC_OK, "zc_comm_cuda_init");
     return 0;
 }
 
-static int check_pattern(const unsigned char *buf, size_t n, unsigned seed)
+/* The shared stream-call cases (stream_cases.h) on device memory. */
+static int gpu_init(int rank, int nranks, int timeout_ms, zc_comm_h *comm, void **stream)
 {
-    for (size_t i = 0; i < n; i++)
-        if (buf[i] != zc_pattern_byte(i, seed))
-            return 0;
-    return 1;
-}
-
-/* Ring exchange of every size class on device memory. */
-static int rank_sendrecv(int rank, int nranks, void *arg)
-{
-    static const size_t sizes[] = {0, 1, 4097, (1 << 20) + 3};
-    zc_comm_h comm;
     cudaStream_t s;
-    (void)arg;
 
-    if (rank_init(rank, nranks, 30000, &comm, &s))
+    if (rank_init(rank, nranks, timeout_ms, comm, &s))
         return 1;
-    for (size_t i = 0; i < sizeof(sizes) / sizeof(sizes[0]); i++) {
-        size_t n = sizes[i];
-        int to = (rank + 1) % nranks, from = (rank + nranks - 1) % nranks;
-        unsigned char *sb = dev_alloc(n), *rb = dev_alloc(n), *host = malloc(n + 1);
-        MP_CHECK(sb && rb && host, "alloc");
-        MP_CHECK(zc_cuda_fill_pattern(sb, n, (unsigned)(rank * 16 + i), s) == 0, "fill");
-        MP_CHECK(zc_sendrecv_stream(sb, (int64_t)n, to, rb, (int64_t)n, from, ZC_BYTE, comm, s) ==
-                     ZC_OK, "sendrecv_stream %zu", n);
-        MP_CHECK(zc_stream_synchronize(comm, s) == ZC_OK, "synchronize");
-        MP_CHECK(download(host, rb, n), "download");
-        MP_CHECK(check_pattern(host, n, (unsigned)(from * 16 + i)), "%zu bytes byte-exact", n);
-        /* zc_send_stream / zc_recv_stream in pairs: even ranks send first */
-        int peer = rank ^ 1;
-        if (peer < nranks) {
-            zc_status_t a, b;
-            if (rank % 2 == 0) {
-                a = zc_send_stream(sb, (int64_t)n, ZC_BYTE, peer, comm, s);
-                b = zc_recv_stream(rb, (int64_t)n, ZC_BYTE, peer, comm, s);
-            } else {
-                a = zc_recv_stream(rb, (int64_t)n, ZC_BYTE, peer, comm, s);
-                b = zc_send_stream(sb, (int64_t)n, ZC_BYTE, peer, comm, s);
-            }
-            MP_CHECK(a == ZC_OK && b == ZC_OK && zc_stream_synchronize(comm, s) == ZC_OK,
-                     "send/recv_stream %zu", n);
-            MP_CHECK(download(host, rb, n), "download");
-            MP_CHECK(check_pattern(host, n, (unsigned)(peer * 16 + i)), "send/recv %zu bytes", n);
-        }
-        cudaFree(sb), cudaFree(rb), free(host);
-    }
-    zc_comm_destroy(comm);
+    *stream = s;
     return 0;
 }
 
-/* The same alltoallv on the host path and the device path gives the same
- * bytes; zero counts included. */
-static int rank_alltoallv(int rank, int nranks, void *arg)
+static int gpu_upload(void *dst, const void *host, size_t bytes)
 {
-    int64_t sc[64], sd[64], rc[64], rd[64], stot = 0, rtot = 0;
-    zc_request_h req;
-    zc_comm_h comm;
-    cudaStream_t s;
-    (void)arg;
-
-    if (rank_init(rank, nranks, 30000, &comm, &s))
-        return 1;
-    for (int p = 0; p < nranks; p++) {
-        sc[p] = (rank * 7 + p * 3) % 4 * 40000; /* some blocks empty */
-        rc[p] = (p * 7 + rank * 3) % 4 * 40000;
-        sd[p] = stot, rd[p] = rtot;
-        stot += sc[p], rtot += rc[p];
-    }
-    unsigned char *hs = malloc((size_t)stot + 1), *hr = malloc((size_t)rtot + 1);
-    unsigned char *dr = malloc((size_t)rtot + 1);
-    for (int64_t i = 0; i < stot; i++)
-        hs[i] = zc_pattern_byte((size_t)i, (unsigned)rank);
-    unsigned char *gs = dev_upload(hs, (size_t)stot), *gr = dev_alloc((size_t)rtot);
-    MP_CHECK(gs && gr && hr && dr, "alloc");
-    MP_CHECK(zc_remap_alltoallv(hs, sc, sd, hr, rc, rd, ZC_BYTE, ZC_MEM_HOST, comm, &req) ==
-                 ZC_OK && zc_wait(&req) == ZC_OK, "host alltoallv");
-    MP_CHECK(zc_remap_alltoallv_stream(gs, sc, sd, gr, rc, rd, ZC_BYTE, comm, s) == ZC_OK,
-             "device alltoallv");
-    MP_CHECK(zc_stream_synchronize(comm, s) == ZC_OK, "synchronize");
-    MP_CHECK(download(dr, gr, (size_t)rtot) && memcmp(dr, hr, (size_t)rtot) == 0,
-             "device result equals host result");
-    cudaFree(gs), cudaFree(gr), free(hs), free(hr), free(dr);
-    zc_comm_destroy(comm);
-    return 0;
+    return bytes && cudaMemcpy(dst, host, bytes, cudaMemcpyHostToDevice) != cudaSuccess;
 }
 
-/* Routed transfers between two emulated nodes: device path equals host path. */
-static int rank_routed(int rank, int nranks, void *arg)
+static int gpu_download(void *host, const void *src, size_t bytes)
 {
-    const int half = nranks / 2;
-    const int64_t count = (1 << 20) + 3;
-    zc_transfer_t t[64];
-    zc_request_h req;
-    zc_comm_h comm;
-    cudaStream_t s;
-    int nrails;
-    (void)arg;
-
-    setenv("ZC_NODE_ID", rank < half ? "gpu-node-a" : "gpu-node-b", 1);
-    setenv("ZC_ROUTED_MIN_BYTES", "1", 1);
-    setenv("ZC_ROUTED_CHUNK", "65536", 1);
-    if (rank_init(rank, nranks, 30000, &comm, &s))
-        return 1;
-    for (int i = 0; i < half; i++) {
-        t[2 * i] = (zc_transfer_t){i, i + half, count};
-        t[2 * i + 1] = (zc_transfer_t){i + half, i, count};
-    }
-    unsigned char *hs = malloc((size_t)count), *hr = calloc((size_t)count, 1);
-    unsigned char *dr = malloc((size_t)count);
-    for (int64_t i = 0; i < count; i++)
-        hs[i] = zc_pattern_byte((size_t)i, (unsigned)rank + 50);
-    unsigned char *gs = dev_upload(hs, (size_t)count), *gr = dev_alloc((size_t)count);
-    MP_CHECK(gs && gr && hr && dr, "alloc");
-    zc_comm_rail_count(comm, &nrails);
-    if (rank == 0)
-        diag("routed device path over %d rails", nrails);
-    MP_CHECK(zc_routed_sendrecv(t, 2 * half, hs, hr, ZC_BYTE, ZC_MEM_HOST, comm, &req) == ZC_OK &&
-                 zc_wait(&req) == ZC_OK, "host routed");
-    MP_CHECK(zc_routed_sendrecv_stream(t, 2 * half, gs, gr, ZC_BYTE, comm, s) == ZC_OK,
-             "device routed");
-    MP_CHECK(zc_stream_synchronize(comm, s) == ZC_OK, "synchronize");
-    MP_CHECK(download(dr, gr, (size_t)count) && memcmp(dr, hr, (size_t)count) == 0 &&
-                 check_pattern(dr, (size_t)count,
-                               (unsigned)(rank < half ? rank + half : rank - half) + 50),
-             "device result equals host result and the sender's data");
-    cudaFree(gs), cudaFree(gr), free(hs), free(hr), free(dr);
-    zc_comm_destroy(comm);
-    return 0;
+    return !download(host, src, bytes);
 }
+
+static void gpu_release(void *buf)
+{
+    cudaFree(buf);
+}
+
+static const sc_memory_t gpu_memory = {gpu_init, dev_alloc, gpu_upload, gpu_download,
+                                       gpu_release};
 
 /* Ring attention on device memory, every mode, fp32 and bf16, on two
  * emulated nodes: out, lse, dq, dk, dv against the single-process
@@ -534,7 +442,6 @@ static int rank_ring_attn(int rank, int nranks, void *arg)
     cudaStream_t s;
     (void)arg;
 
-    setenv("ZC_NODE_ID", rank < nranks / 2 ? "gpu-node-a" : "gpu-node-b", 1);
     setenv("ZC_ROUTED_MIN_BYTES", "1024", 1);
     if (rank_init(rank, nranks, 60000, &comm, &s))
         return 1;
@@ -584,12 +491,14 @@ int main(void)
     diag("%d CUDA device(s)", ndev);
     if (ndev >= 2) {
         int n = ndev > 8 ? 8 : ndev;
-        ok(zc_get_unique_id(&the_id) == ZC_OK, "unique id");
-        ok(mp_run(n, CASE_TIMEOUT_S, rank_sendrecv, NULL) == 0,
+        setenv("ZC_ROUTED_MIN_BYTES", "1", 1);
+        setenv("ZC_ROUTED_CHUNK", "65536", 1);
+        ok(mp_run(n, CASE_TIMEOUT_S, sc_p2p, (void *)&gpu_memory) == 0,
            "%d ranks: ring sendrecv and send/recv pairs on device memory", n);
-        ok(mp_run(n, CASE_TIMEOUT_S, rank_alltoallv, NULL) == 0,
-           "%d ranks: alltoallv on device memory equals the host path", n);
-        ok(mp_run(n - n % 2, CASE_TIMEOUT_S, rank_routed, NULL) == 0,
+        ok(mp_run(n, CASE_TIMEOUT_S, sc_alltoallv, (void *)&gpu_memory) == 0,
+           "%d ranks: alltoallv on device memory equals the host path; a count mismatch is "
+           "ZC_ERR_MISMATCH on every rank", n);
+        ok(mp_run(n - n % 2, CASE_TIMEOUT_S, sc_routed, (void *)&gpu_memory) == 0,
            "%d ranks on 2 emulated nodes: routed transfer equals the host path", n - n % 2);
         ok(mp_run(n - n % 2, CASE_TIMEOUT_S, rank_ring_attn, NULL) == 0,
            "%d ranks on 2 emulated nodes: zc_ring_attn_fwd/bwd_stream in every mode, fp32 and "

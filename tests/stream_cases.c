@@ -1,0 +1,173 @@
+/* The stream-call test cases for any memory: see stream_cases.h. */
+#include "config.h"
+
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "mp.h"
+#include "stream_cases.h"
+
+static unsigned char sc_pattern(size_t i, unsigned seed)
+{
+    uint64_t x = (i + 1) * 0x9e3779b97f4a7c15ull ^ ((uint64_t)seed << 32);
+    return (unsigned char)(x >> 56 ^ x >> 13 ^ x);
+}
+
+static void sc_fill(unsigned char *buf, size_t n, unsigned seed)
+{
+    for (size_t i = 0; i < n; i++)
+        buf[i] = sc_pattern(i, seed);
+}
+
+static int sc_matches(const unsigned char *buf, size_t n, unsigned seed)
+{
+    for (size_t i = 0; i < n; i++)
+        if (buf[i] != sc_pattern(i, seed))
+            return 0;
+    return 1;
+}
+
+/* Device copies of `n` host bytes (uploaded) and room for `n` more. */
+static int sc_pair(const sc_memory_t *m, const unsigned char *host, size_t n, void **in,
+                   void **out)
+{
+    *in = m->alloc(n);
+    *out = m->alloc(n);
+    return *in && *out && m->upload(*in, host, n) == 0 ? 0 : -1;
+}
+
+int sc_p2p(int rank, int nranks, void *arg)
+{
+    static const size_t sizes[] = {0, 1, 4097, (1 << 20) + 3};
+    const sc_memory_t *m = arg;
+    int to = (rank + 1) % nranks, from = (rank + nranks - 1) % nranks, peer = rank ^ 1;
+    zc_comm_h comm;
+    void *s;
+
+    if (m->init(rank, nranks, 30000, &comm, &s))
+        return 1;
+    for (size_t i = 0; i < sizeof(sizes) / sizeof(sizes[0]); i++) {
+        size_t n = sizes[i];
+        unsigned char *host = malloc(n + 1);
+        void *sb, *rb;
+
+        MP_CHECK(host, "alloc");
+        sc_fill(host, n, (unsigned)(rank * 16 + i));
+        MP_CHECK(sc_pair(m, host, n, &sb, &rb) == 0, "buffers");
+        MP_CHECK(zc_sendrecv_stream(sb, (int64_t)n, to, rb, (int64_t)n, from, ZC_BYTE, comm,
+                                    s) == ZC_OK && zc_stream_synchronize(comm, s) == ZC_OK,
+                 "sendrecv_stream %zu", n);
+        MP_CHECK(m->download(host, rb, n) == 0 && sc_matches(host, n, (unsigned)(from * 16 + i)),
+                 "sendrecv %zu bytes byte-exact", n);
+        /* pairs: even ranks send first, odd ranks receive first */
+        if (peer < nranks) {
+            zc_status_t a, b;
+
+            if (rank % 2 == 0) {
+                a = zc_send_stream(sb, (int64_t)n, ZC_BYTE, peer, comm, s);
+                b = zc_recv_stream(rb, (int64_t)n, ZC_BYTE, peer, comm, s);
+            } else {
+                a = zc_recv_stream(rb, (int64_t)n, ZC_BYTE, peer, comm, s);
+                b = zc_send_stream(sb, (int64_t)n, ZC_BYTE, peer, comm, s);
+            }
+            MP_CHECK(a == ZC_OK && b == ZC_OK && zc_stream_synchronize(comm, s) == ZC_OK,
+                     "send/recv_stream %zu", n);
+            MP_CHECK(m->download(host, rb, n) == 0 &&
+                         sc_matches(host, n, (unsigned)(peer * 16 + i)),
+                     "send/recv %zu bytes byte-exact", n);
+        }
+        m->release(sb), m->release(rb), free(host);
+    }
+    zc_comm_destroy(comm);
+    return 0;
+}
+
+int sc_alltoallv(int rank, int nranks, void *arg)
+{
+    const sc_memory_t *m = arg;
+    int64_t sc[64], sd[64], rc[64], rd[64], stot = 0, rtot = 0;
+    zc_request_h req;
+    zc_comm_h comm;
+    zc_status_t st;
+    void *s, *gs, *gr;
+
+    MP_CHECK(nranks <= 64, "at most 64 ranks");
+    if (m->init(rank, nranks, 30000, &comm, &s))
+        return 1;
+    for (int p = 0; p < nranks; p++) {
+        sc[p] = (rank * 7 + p * 3) % 4 * 40000 + (p == rank ? 17 : 0); /* some blocks empty */
+        rc[p] = (p * 7 + rank * 3) % 4 * 40000 + (p == rank ? 17 : 0);
+        sd[p] = stot, rd[p] = rtot;
+        stot += sc[p], rtot += rc[p];
+    }
+    unsigned char *hs = malloc((size_t)stot + 1), *hr = calloc((size_t)rtot + 1, 1);
+    unsigned char *dr = calloc((size_t)rtot + 1, 1);
+    MP_CHECK(hs && hr && dr, "alloc");
+    sc_fill(hs, (size_t)stot, (unsigned)rank);
+    gs = m->alloc((size_t)stot);
+    gr = m->alloc((size_t)rtot);
+    MP_CHECK(gs && gr && m->upload(gs, hs, (size_t)stot) == 0, "buffers");
+    MP_CHECK(zc_remap_alltoallv(hs, sc, sd, hr, rc, rd, ZC_BYTE, ZC_MEM_HOST, comm, &req) ==
+                 ZC_OK && zc_wait(&req) == ZC_OK, "host alltoallv");
+    MP_CHECK(zc_remap_alltoallv_stream(gs, sc, sd, gr, rc, rd, ZC_BYTE, comm, s) == ZC_OK &&
+                 zc_stream_synchronize(comm, s) == ZC_OK, "device alltoallv");
+    MP_CHECK(m->download(dr, gr, (size_t)rtot) == 0 && memcmp(dr, hr, (size_t)rtot) == 0,
+             "device result equals host result");
+    if (rank == nranks - 1)
+        rc[0] += 1; /* the last rank expects one byte more from rank 0 */
+    st = zc_remap_alltoallv_stream(gs, sc, sd, gr, rc, rd, ZC_BYTE, comm, s);
+    MP_CHECK(st == ZC_ERR_MISMATCH && strstr(zc_get_last_error(), "rank 0"),
+             "a count mismatch returned %s", zc_strerror(st));
+    m->release(gs), m->release(gr), free(hs), free(hr), free(dr);
+    zc_comm_destroy(comm);
+    return 0;
+}
+
+int sc_routed(int rank, int nranks, void *arg)
+{
+    const sc_memory_t *m = arg;
+    const int half = nranks / 2;
+    const int64_t count = (1 << 20) + 3;
+    const size_t bytes = (size_t)count + 64;
+    zc_transfer_t t[128];
+    zc_request_h req;
+    zc_comm_h comm;
+    int n = 0, src = -1;
+    void *s, *gs, *gr;
+
+    MP_CHECK(nranks % 2 == 0 && nranks <= 128, "an even number of ranks, at most 128");
+    if (m->init(rank, nranks, 30000, &comm, &s))
+        return 1;
+    /* rank i <-> i + half, between the nodes; the pair of rank 1 sends
+     * nothing one way; every rank is the src and the dst of one */
+    for (int i = 0; i < half; i++) {
+        t[n++] = (zc_transfer_t){i, i + half, i == 1 ? 0 : count - i % 32};
+        t[n++] = (zc_transfer_t){i + half, i, count + i % 32};
+    }
+    for (int i = 0; i < n; i++)
+        if (t[i].dst == rank)
+            src = t[i].src;
+    unsigned char *hs = malloc(bytes), *hr = calloc(bytes, 1), *dr = calloc(bytes, 1);
+    MP_CHECK(hs && hr && dr, "alloc");
+    sc_fill(hs, bytes, (unsigned)rank + 50);
+    gs = m->alloc(bytes);
+    gr = m->alloc(bytes);
+    MP_CHECK(gs && gr && m->upload(gs, hs, bytes) == 0, "buffers");
+    MP_CHECK(zc_routed_sendrecv(t, n, hs, hr, ZC_BYTE, ZC_MEM_HOST, comm, &req) == ZC_OK &&
+                 zc_wait(&req) == ZC_OK, "host routed");
+    MP_CHECK(zc_routed_sendrecv_stream(t, n, gs, gr, ZC_BYTE, comm, s) == ZC_OK &&
+                 zc_stream_synchronize(comm, s) == ZC_OK, "device routed");
+    for (int i = 0; i < n; i++) {
+        size_t len = (size_t)t[i].count;
+
+        if (t[i].dst != rank)
+            continue;
+        MP_CHECK(m->download(dr, gr, len) == 0 && memcmp(dr, hr, len) == 0 &&
+                     sc_matches(dr, len, (unsigned)src + 50),
+                 "%zu bytes from rank %d: device equals host and the sender's data", len, src);
+    }
+    m->release(gs), m->release(gr), free(hs), free(hr), free(dr);
+    zc_comm_destroy(comm);
+    return 0;
+}
