@@ -190,7 +190,10 @@ static zc_status_t zc_ras_pack_own(zc_ras_t *s, const zc_ra_group_t *g, void *bu
                         (const char *)ra->args->v + (size_t)me->row0 * row, bytes);
 }
 
-/* A group this rank is not in: only the routed calls, in list order. */
+/* A group this rank is not in: only the routed calls, in the order its
+ * members make them, in case the rank proxies one of them (the planner's
+ * inter-node rings span whole nodes, so with its plans the proxies are
+ * members and these calls enqueue nothing). */
 static zc_status_t zc_ras_bystander(zc_ras_t *s, const zc_ra_group_t *g)
 {
     for (int st = 0; st < g->G; st++) {
