@@ -16,10 +16,10 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "coll_alltoallv.h"
 #include "comm.h"
 #include "device.h"
 #include "env.h"
-#include "p2p.h"
 #include "route.h"
 #include "status.h"
 
@@ -211,7 +211,7 @@ static zc_status_t zc_routed_plan(zc_routed_plan_t *rp, const zc_transfer_t *tra
         const zc_transfer_t *t = &transfers[x];
         size_t bytes = (size_t)t->count * elem;
 
-        if (t->src == t->dst || !zc_route_is_split(comm, t, bytes, min_routed))
+        if (!zc_route_is_split(comm, t, bytes, min_routed)) /* also src == dst */
             continue;
         for (int k = 0; k < comm->nrails; k++) {
             zc_slice_t *s = &rp->slices[rp->nslices];
@@ -343,104 +343,6 @@ out:
 
 /* ---- remap alltoallv ------------------------------------------------------ */
 
-static zc_status_t zc_a2a_check_array(const int64_t *counts, const int64_t *displs, int n,
-                                      size_t elem, const void *buf, const char *cname,
-                                      const char *dname, const char *bname)
-{
-    ZC_ARG_CHECK(counts != NULL, "%s: is NULL", cname);
-    ZC_ARG_CHECK(displs != NULL, "%s: is NULL", dname);
-    for (int r = 0; r < n; r++) {
-        ZC_ARG_CHECK(counts[r] >= 0, "%s[%d]: %lld is negative", cname, r, (long long)counts[r]);
-        ZC_ARG_CHECK(displs[r] >= 0, "%s[%d]: %lld is negative", dname, r, (long long)displs[r]);
-        ZC_ARG_CHECK((uint64_t)counts[r] <= (uint64_t)INT64_MAX / elem - (uint64_t)displs[r] / elem,
-                     "%s[%d] + %s[%d]: the block's end overflows", cname, r, dname, r);
-        ZC_ARG_CHECK(buf != NULL || counts[r] == 0, "%s: is NULL with %s[%d] = %lld", bname,
-                     cname, r, (long long)counts[r]);
-    }
-    return ZC_OK;
-}
-
-/* Every rank learns whether the block sizes of every pair agree: each rank
- * tells each peer what it sends it, compares with what it expects, and the
- * verdicts meet at rank 0, which announces the first disagreement. */
-static zc_status_t zc_a2a_agree(zc_comm_h comm, const int64_t *sendcounts,
-                                const int64_t *recvcounts)
-{
-    unsigned seq = comm->coll_seq++;
-    int n = comm->size, me = comm->rank;
-    int64_t *theirs = calloc((size_t)n, sizeof(int64_t));
-    zc_request_h *reqs = calloc(2 * (size_t)n, sizeof(zc_request_h));
-    int32_t verdict[2] = {-1, -1}, got[2]; /* first mismatched (src, dst) */
-    zc_status_t st = ZC_OK;
-
-    if (!theirs || !reqs) {
-        st = zc_error(ZC_ERR_NO_MEMORY, "cannot allocate the alltoallv agreement");
-        goto out;
-    }
-    theirs[me] = sendcounts[me];
-    for (int r = 0; r < n && st == ZC_OK; r++) {
-        if (r == me)
-            continue;
-        st = zc_p2p_post(comm, ZC_REQ_RECV, &theirs[r], sizeof(int64_t), r,
-                         ZC_TAG(r, ZC_TAG_CLASS_DEVICE, 1u + 2u * (seq & 0x7fffffu)),
-                         ZC_RAIL_AUTO, &reqs[2 * r]);
-        if (st == ZC_OK)
-            st = zc_p2p_post(comm, ZC_REQ_SEND, (void *)&sendcounts[r], sizeof(int64_t), r,
-                             ZC_TAG(me, ZC_TAG_CLASS_DEVICE, 1u + 2u * (seq & 0x7fffffu)),
-                             ZC_RAIL_AUTO, &reqs[2 * r + 1]);
-    }
-    if (st != ZC_OK) {
-        for (int i = 0; i < 2 * n; i++)
-            if (reqs[i])
-                zc_p2p_abandon(&reqs[i], st);
-        goto out;
-    }
-    ZC_CHECK_GOTO(zc_p2p_wait_all(reqs, 2 * n), st, out);
-    for (int r = 0; r < n && verdict[0] < 0; r++)
-        if (theirs[r] != recvcounts[r])
-            verdict[0] = r, verdict[1] = me;
-    /* Gather the verdicts at rank 0, which sends back the first one. */
-    uint64_t tag = ZC_TAG(0, ZC_TAG_CLASS_DEVICE, 2u + 2u * (seq & 0x7fffffu));
-    for (int r = 1; r < n; r++) {
-        zc_request_h req;
-        if (me == 0) {
-            ZC_CHECK_GOTO(zc_p2p_post(comm, ZC_REQ_RECV, got, sizeof(got), r,
-                                      ZC_TAG(r, ZC_TAG_CLASS_DEVICE,
-                                             2u + 2u * (seq & 0x7fffffu)),
-                                      ZC_RAIL_AUTO, &req), st, out);
-            ZC_CHECK_GOTO(zc_p2p_wait(&req), st, out);
-            if (verdict[0] < 0)
-                memcpy(verdict, got, sizeof(got));
-        } else if (r == me) {
-            ZC_CHECK_GOTO(zc_p2p_post(comm, ZC_REQ_SEND, verdict, sizeof(verdict), 0,
-                                      ZC_TAG(me, ZC_TAG_CLASS_DEVICE,
-                                             2u + 2u * (seq & 0x7fffffu)),
-                                      ZC_RAIL_AUTO, &req), st, out);
-            ZC_CHECK_GOTO(zc_p2p_wait(&req), st, out);
-        }
-    }
-    for (int r = 1; r < n; r++) {
-        zc_request_h req;
-        if (me == 0) {
-            ZC_CHECK_GOTO(zc_p2p_post(comm, ZC_REQ_SEND, verdict, sizeof(verdict), r, tag,
-                                      ZC_RAIL_AUTO, &req), st, out);
-            ZC_CHECK_GOTO(zc_p2p_wait(&req), st, out);
-        } else if (r == me) {
-            ZC_CHECK_GOTO(zc_p2p_post(comm, ZC_REQ_RECV, verdict, sizeof(verdict), 0, tag,
-                                      ZC_RAIL_AUTO, &req), st, out);
-            ZC_CHECK_GOTO(zc_p2p_wait(&req), st, out);
-        }
-    }
-    if (verdict[0] >= 0)
-        st = zc_error(ZC_ERR_MISMATCH,
-                      "sendcounts/recvcounts: the block from rank %d to rank %d has different "
-                      "sizes on its two ranks", verdict[0], verdict[1]);
-out:
-    free(theirs);
-    free(reqs);
-    return st;
-}
-
 zc_status_t zc_remap_alltoallv_stream(const void *sendbuf, const int64_t *sendcounts,
                                       const int64_t *sdispls, void *recvbuf,
                                       const int64_t *recvcounts, const int64_t *rdispls,
@@ -455,14 +357,14 @@ zc_status_t zc_remap_alltoallv_stream(const void *sendbuf, const int64_t *sendco
     zc_error_clear();
     ZC_CHECK(zc_comm_check(comm));
     ZC_ARG_CHECK(elem != 0, "dtype: %d is not a zc_datatype_t", (int)dtype);
-    ZC_CHECK(zc_a2a_check_array(sendcounts, sdispls, comm->size, elem, sendbuf, "sendcounts",
-                                "sdispls", "sendbuf"));
-    ZC_CHECK(zc_a2a_check_array(recvcounts, rdispls, comm->size, elem, recvbuf, "recvcounts",
-                                "rdispls", "recvbuf"));
+    ZC_CHECK(zc_alltoallv_check_counts(sendcounts, sdispls, comm->size, elem, sendbuf,
+                                       "sendcounts", "sdispls", "sendbuf"));
+    ZC_CHECK(zc_alltoallv_check_counts(recvcounts, rdispls, comm->size, elem, recvbuf,
+                                       "recvcounts", "rdispls", "recvbuf"));
     ZC_CHECK(zc_env_get_int("ZC_ALLTOALLV_CHECK", &check));
     ZC_CHECK(zc_stream_begin(comm, sendbuf, "sendbuf", recvbuf, "recvbuf", &dev));
     if (check)
-        ZC_CHECK(zc_a2a_agree(comm, sendcounts, recvcounts));
+        ZC_CHECK(zc_alltoallv_agree(comm, comm->coll_seq++, sendcounts, recvcounts, elem));
     me = comm->rank;
     ZC_CHECK(zc_device_copy(dev, (char *)recvbuf + rdispls[me] * elem,
                             (const char *)sendbuf + sdispls[me] * elem,
