@@ -104,14 +104,15 @@ static zc_status_t zc_ras_cuda_routed(void *dev, const zc_transfer_t *transfers,
                                      d->streams[ZC_DS_COMM]);
 }
 
+/* The engine checked its tensors and the head dim once per call, and its
+ * segments and staging are its own: the kernels without the public
+ * calls' per-call checks (zc_attn_gpu_launch numbers its passes as
+ * zc_ds_pass_t does). */
+_Static_assert(ZC_DS_FWD == 0 && ZC_DS_BWD == 1 && ZC_DS_DELTA == 2, "pass numbers");
+
 static zc_status_t zc_ras_cuda_attn(void *dev, zc_ds_pass_t pass, const zc_attn_args_t *args)
 {
-    void *stream = ((zc_ras_cuda_t *)dev)->streams[ZC_DS_COMPUTE];
-
-    if (pass == ZC_DS_FWD)
-        return zc_attn_fwd_stream(args, stream);
-    return pass == ZC_DS_BWD ? zc_attn_bwd_stream(args, stream)
-                             : zc_attn_bwd_delta_stream(args, stream);
+    return zc_attn_gpu_launch((int)pass, args, ((zc_ras_cuda_t *)dev)->streams[ZC_DS_COMPUTE]);
 }
 
 static zc_status_t zc_ras_cuda_copy(void *dev, void *dst, const void *src, size_t bytes)

@@ -163,20 +163,22 @@ typedef struct {
     zc_attn_cuda_t k;
 } zc_gpu_call_t;
 
-static zc_status_t zc_gpu_begin(const zc_attn_args_t *args, int block_rows, void *stream,
+/* Forward blocks are query rows, backward blocks key rows. */
+static zc_status_t zc_gpu_begin(const zc_attn_args_t *args, int backward, void *stream,
                                 zc_gpu_call_t *call)
 {
     const int batch = args->batch;
-    const int32_t *cu_blocks = block_rows == ZC_ATTN_CUDA_BQ ? args->cu_seqlens_q
-                                                              : args->cu_seqlens_kv;
+    const int block_rows = backward ? ZC_ATTN_CUDA_BK : ZC_ATTN_CUDA_BQ;
+    const int32_t *cu_blocks = backward ? args->cu_seqlens_kv : args->cu_seqlens_q;
     const int64_t nblocks = zc_attn_gpu_blocks(cu_blocks, batch, block_rows, NULL);
     const size_t n = 2 * ((size_t)batch + 1) + 2 * (size_t)batch + 2 * (size_t)nblocks;
-    int32_t *host = malloc(n * sizeof(int32_t));
-    int32_t *dev;
+    int32_t *host, *dev;
     zc_status_t st;
 
     ZC_ARG_CHECK(nblocks <= INT32_MAX, "cu_seqlens: %lld blocks are too many",
                  (long long)nblocks);
+    call->mem = NULL;
+    host = malloc(n * sizeof(int32_t));
     if (!host)
         return zc_error(ZC_ERR_NO_MEMORY, "cannot allocate the kernel geometry");
     memcpy(host, args->cu_seqlens_q, ((size_t)batch + 1) * sizeof(int32_t));
@@ -213,7 +215,7 @@ static zc_status_t zc_gpu_fwd(const zc_attn_args_t *args, void *stream)
     zc_gpu_call_t call;
     zc_status_t st;
 
-    ZC_CHECK(zc_gpu_begin(args, ZC_ATTN_CUDA_BQ, stream, &call));
+    ZC_CHECK(zc_gpu_begin(args, 0, stream, &call));
     st = zc_cuda_status(zc_attn_cuda_fwd(&call.k, stream), "the attention forward kernel");
     zc_cuda_free_async(call.mem, stream);
     return st;
@@ -237,7 +239,7 @@ static zc_status_t zc_gpu_bwd(const zc_attn_args_t *args, int64_t tq, void *stre
     zc_status_t st;
     void *p;
 
-    ZC_CHECK(zc_gpu_begin(args, ZC_ATTN_CUDA_BK, stream, &call));
+    ZC_CHECK(zc_gpu_begin(args, 1, stream, &call));
     /* dq partials are added into fp32: the caller's buffer or ours */
     if (dq_direct) {
         dq = args->dq;
@@ -286,6 +288,18 @@ zc_status_t zc_attn_gpu_smem_check(int backward, int d)
                         "head_dim: %d needs %zu bytes of shared memory per block, device %d has "
                         "%d", d, need, dev, limit);
     return ZC_OK;
+}
+
+zc_status_t zc_attn_gpu_launch(int pass, const zc_attn_args_t *args, void *stream)
+{
+    int64_t tq = args->batch > 0 ? args->cu_seqlens_q[args->batch] : 0;
+    int64_t tk = args->batch > 0 ? args->cu_seqlens_kv[args->batch] : 0;
+
+    if (pass == ZC_GPU_FWD)
+        return tq == 0 ? ZC_OK : zc_gpu_fwd(args, stream);
+    if (pass == ZC_GPU_BWD)
+        return tq == 0 && tk == 0 ? ZC_OK : zc_gpu_bwd(args, tq, stream);
+    return tq == 0 ? ZC_OK : zc_gpu_delta(args, tq, args->delta, stream);
 }
 #endif /* HAVE_CUDA */
 

@@ -23,4 +23,11 @@ void zc_zigzag_ranges(const int32_t *cu_seqlens, int batch, size_t token_bytes, 
  * needs at head dim d; checked before anything is enqueued. */
 zc_status_t zc_attn_gpu_smem_check(int backward, int d);
 
+/* CUDA builds: the kernels of zc_attn_fwd_stream (pass 0),
+ * zc_attn_bwd_stream (1) and zc_attn_bwd_delta_stream (2) without their
+ * argument, memory and shared-memory checks, for a caller that made them
+ * once for all its calls (the stream ring engine, kernel call after kernel
+ * call on its own segments and staging). */
+zc_status_t zc_attn_gpu_launch(int pass, const zc_attn_args_t *args, void *stream);
+
 #endif

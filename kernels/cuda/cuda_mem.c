@@ -122,8 +122,3 @@ zc_status_t zc_cuda_stream_wait_event(void *stream, void *event)
     return zc_cuda_status(cudaStreamWaitEvent((cudaStream_t)stream, (cudaEvent_t)event, 0),
                           "cudaStreamWaitEvent");
 }
-
-zc_status_t zc_cuda_launch_status(const char *kernel)
-{
-    return zc_cuda_status(cudaGetLastError(), kernel);
-}

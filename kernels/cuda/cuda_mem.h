@@ -36,7 +36,5 @@ zc_status_t zc_cuda_event_create(void **event);
 void zc_cuda_event_destroy(void *event);
 zc_status_t zc_cuda_event_record(void *event, void *stream);
 zc_status_t zc_cuda_stream_wait_event(void *stream, void *event);
-/* The error of the last kernel launch, if any. */
-zc_status_t zc_cuda_launch_status(const char *kernel);
 
 #endif
