@@ -98,13 +98,24 @@ static zc_status_t zc_ra_check_buffers(const zc_ring_attn_args_t *a, int backwar
     return ZC_OK;
 }
 
+zc_status_t zc_ra_check_tensors(const zc_ring_attn_args_t *a, int backward,
+                                zc_status_t (*check)(const void *buf, zc_memtype_t memtype,
+                                                     const char *arg))
+{
+    const void *tensors[] = {a->q, a->k, a->v, a->out, a->lse, a->dout, a->dq, a->dk, a->dv};
+    static const char *names[] = {"q", "k", "v", "out", "lse", "dout", "dq", "dk", "dv"};
+
+    for (int i = 0; i < (backward ? 9 : 5); i++)
+        ZC_CHECK(check(tensors[i], a->memtype, names[i]));
+    return ZC_OK;
+}
+
 /* The host engine: CPU kernels on host memory. */
 static zc_status_t zc_ra_host_check(const zc_ring_attn_args_t *a, int backward)
 {
-    (void)backward;
     ZC_ARG_CHECK(a->dtype == ZC_FLOAT32 || a->dtype == ZC_BFLOAT16,
                  "dtype: %s, must be float32 or bfloat16", zc_datatype_name(a->dtype));
-    return zc_memtype_check_host_path(a->q, a->memtype, "q");
+    return zc_ra_check_tensors(a, backward, zc_memtype_check_host_path);
 }
 
 zc_status_t zc_ra_check_args(zc_comm_h comm, zc_plan_h plan, const zc_ring_attn_args_t *a,

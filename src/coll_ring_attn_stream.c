@@ -17,18 +17,20 @@
 #include "kernels/cuda/cuda_mem.h"
 #endif
 
+static zc_status_t zc_ras_device_memory(const void *buf, zc_memtype_t memtype, const char *arg)
+{
+    (void)memtype; /* checked to be ZC_MEM_CUDA */
+    return zc_memtype_check_device(buf, arg);
+}
+
 /* The stream forms' tensors: device memory, fp16 allowed. */
 static zc_status_t zc_ras_device_check(const zc_ring_attn_args_t *a, int backward)
 {
-    const void *tensors[] = {a->q, a->k, a->v, a->out, a->lse, a->dout, a->dq, a->dk, a->dv};
-    static const char *names[] = {"q", "k", "v", "out", "lse", "dout", "dq", "dk", "dv"};
-
     ZC_ARG_CHECK(a->dtype == ZC_FLOAT32 || a->dtype == ZC_BFLOAT16 || a->dtype == ZC_FLOAT16,
                  "dtype: %s, must be float32, bfloat16 or float16", zc_datatype_name(a->dtype));
     ZC_ARG_CHECK(a->memtype == ZC_MEM_CUDA, "memtype: %d, the stream forms take ZC_MEM_CUDA "
                  "tensors (zc_ring_attn_fwd for host memory)", (int)a->memtype);
-    for (int i = 0; i < (backward ? 9 : 5); i++)
-        ZC_CHECK(zc_memtype_check_device(tensors[i], names[i]));
+    ZC_CHECK(zc_ra_check_tensors(a, backward, zc_ras_device_memory));
 #ifdef HAVE_CUDA
     /* what a kernel launch would refuse, refused before anything is
      * enqueued: a rank failing half-way would leave its peers' hops

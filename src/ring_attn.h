@@ -69,7 +69,6 @@ typedef struct {
     int ntransfers;
     int mine;                 /* this rank is the src or dst of one of them */
     int ready;                /* mine: buffers given; otherwise always */
-    int done;
     const void *sendbuf;
     void *recvbuf;
     int *notify;              /* decremented when done (mine) */
@@ -142,6 +141,11 @@ typedef struct {
 } zc_ra_ctx_t;
 
 /* ---- coll_ring_attn.c: what both engines share ---- */
+/* `check` on each tensor of a call (forward: q, k, v, out, lse; backward
+ * also dout, dq, dk, dv), with args->memtype and the tensor's name. */
+zc_status_t zc_ra_check_tensors(const zc_ring_attn_args_t *args, int backward,
+                                zc_status_t (*check)(const void *buf, zc_memtype_t memtype,
+                                                     const char *arg));
 /* The engine's own checks of a call's tensors: dtype and memory type. */
 typedef zc_status_t (*zc_ra_engine_check_t)(const zc_ring_attn_args_t *args, int backward);
 /* This rank's arguments against the plan and the communicator, then
@@ -187,6 +191,8 @@ zc_status_t zc_ra_compute(zc_ra_ctx_t *ctx, const zc_plan_piece_t *qp, size_t nq
                           const zc_ra_kv_t *kv);
 
 /* ---- ring_attn_ring.c, ring_attn_gather.c ---- */
+/* acc[i] += in[i] (fp32 dK/dV sums of the host engine). */
+void zc_ra_add(float *acc, const float *in, size_t n);
 /* The member whose KV position p of group g holds at step s (p - s). */
 const zc_ra_member_t *zc_ra_owner(const zc_ra_group_t *g, int s);
 /* The block of `owner` in a packed K|V buffer (and its fp32 dK|dV). */

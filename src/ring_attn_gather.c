@@ -212,10 +212,9 @@ zc_status_t zc_ra_gather_bwd(zc_ra_ctx_t *ctx, int gi)
     ZC_CHECK(zc_ra_wait(ctx, &x));
     dk = down + (size_t)lay.owner_row[g->pos] * (size_t)ctx->row_kv;
     dv = dk + half;
-    for (int o = 0; o < slot; o++)
-        for (size_t i = 0; i < mine; i++) {
-            dk[i] += drecv[2 * mine * (size_t)o + i];
-            dv[i] += drecv[2 * mine * (size_t)o + mine + i];
-        }
+    for (int o = 0; o < slot; o++) {
+        zc_ra_add(dk, drecv + 2 * mine * (size_t)o, mine);
+        zc_ra_add(dv, drecv + 2 * mine * (size_t)o + mine, mine);
+    }
     return zc_ra_store_dkv(ctx, dk, dv, me->tokens, me->row0);
 }

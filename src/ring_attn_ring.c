@@ -81,7 +81,7 @@ zc_status_t zc_ra_ring_fwd(zc_ra_ctx_t *ctx, int gi)
     return ZC_OK;
 }
 
-static void zc_ra_add(float *acc, const float *in, size_t n)
+void zc_ra_add(float *acc, const float *in, size_t n)
 {
     for (size_t i = 0; i < n; i++)
         acc[i] += in[i];

@@ -134,10 +134,8 @@ static zc_status_t zc_ra_pass(zc_ra_ctx_t *ctx, int *moved)
         /* zc_test released the request, whatever its status */
         if (it->pending)
             (*it->pending)--;
-        if (it->routed >= 0) {
-            ctx->routed[it->routed].done = 1;
+        if (it->routed >= 0)
             ctx->routed_inflight--;
-        }
         ctx->items[i] = ctx->items[--ctx->nitems];
         if (st != ZC_OK)
             return st;

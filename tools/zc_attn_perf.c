@@ -11,8 +11,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
+#include "kernels/attn_math.h"
+#include "perf_common.h"
 #include "zcomm.h"
 
 typedef struct {
@@ -88,14 +89,6 @@ static int parse(int argc, char **argv, opts_t *o)
     return 0;
 }
 
-static double now(void)
-{
-    struct timespec ts;
-
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return ts.tv_sec + ts.tv_nsec * 1e-9;
-}
-
 static uint64_t rng = 88172645463325252ull;
 
 static float rand_normal(void)
@@ -112,7 +105,7 @@ static float rand_normal(void)
 typedef struct {
     void *q, *k, *v, *out, *dout, *dq, *dk, *dv;
     float *lse;
-    float *tmp;   /* fp32 staging for conversions and checks */
+    float *tmp;   /* fp32 staging for the random inputs */
 } bufs_t;
 
 static void *fill_random(int64_t n, zc_datatype_t dtype, float *tmp)
@@ -126,21 +119,19 @@ static void *fill_random(int64_t n, zc_datatype_t dtype, float *tmp)
     return p;
 }
 
-static double elem(const void *p, zc_datatype_t dtype, int64_t i, float *tmp)
+static double elem(const void *p, zc_datatype_t dtype, int64_t i)
 {
-    zc_attn_convert((const char *)p + i * zc_datatype_size(dtype), dtype, 1, ZC_FLOAT32, tmp);
-    return tmp[0];
+    return dtype == ZC_FLOAT32 ? ((const float *)p)[i] : zc_bf16_to_float(((const uint16_t *)p)[i]);
 }
 
 /* Output and dq of sampled rows against a double reference: rows whose
  * largest error exceeds the dtype's tolerance (relative to the row's scale). */
-static int check_rows(const opts_t *o, const zc_attn_args_t *a, int64_t len, const bufs_t *bf)
+static int check_rows(const opts_t *o, const zc_attn_args_t *a, int64_t len)
 {
     const int d = o->dim, g = o->heads / o->kv_heads;
     const double tol = o->dtype == ZC_FLOAT32 ? 1e-4 : 3e-2;
     double *s = malloc(sizeof(double) * len), *orow = malloc(sizeof(double) * d);
     double *dqrow = malloc(sizeof(double) * d);
-    float t[1];
     int wrong = 0;
 
     for (int n = 0; n < 16; n++) {
@@ -157,7 +148,7 @@ static int check_rows(const opts_t *o, const zc_attn_args_t *a, int64_t len, con
             double dot = 0;
 
             for (int x = 0; x < d; x++)
-                dot += elem(a->q, o->dtype, row * d + x, t) * elem(a->k, o->dtype, krow * d + x, t);
+                dot += elem(a->q, o->dtype, row * d + x) * elem(a->k, o->dtype, krow * d + x);
             s[j] = dot * a->scale;
             m = s[j] > m ? s[j] : m;
         }
@@ -167,14 +158,14 @@ static int check_rows(const opts_t *o, const zc_attn_args_t *a, int64_t len, con
 
             l += p;
             for (int x = 0; x < d; x++)
-                orow[x] += p * elem(a->v, o->dtype, krow * d + x, t);
+                orow[x] += p * elem(a->v, o->dtype, krow * d + x);
         }
         lse = m + log(l);
         for (int x = 0; x < d; x++) {
             orow[x] /= l;
             omax = fmax(omax, fabs(orow[x]));
-            emax = fmax(emax, fabs(orow[x] - elem(a->out, a->out_dtype, row * d + x, t)));
-            delta += orow[x] * elem(a->dout, o->dtype, row * d + x, t);
+            emax = fmax(emax, fabs(orow[x] - elem(a->out, a->out_dtype, row * d + x)));
+            delta += orow[x] * elem(a->dout, o->dtype, row * d + x);
         }
         if (o->run_bwd) {
             for (int64_t j = 0; j < nvis; j++) {
@@ -182,15 +173,15 @@ static int check_rows(const opts_t *o, const zc_attn_args_t *a, int64_t len, con
                 double dp = 0, ds;
 
                 for (int x = 0; x < d; x++)
-                    dp += elem(a->dout, o->dtype, row * d + x, t) *
-                          elem(a->v, o->dtype, krow * d + x, t);
+                    dp += elem(a->dout, o->dtype, row * d + x) *
+                          elem(a->v, o->dtype, krow * d + x);
                 ds = exp(s[j] - lse) * (dp - delta) * a->scale;
                 for (int x = 0; x < d; x++)
-                    dqrow[x] += ds * elem(a->k, o->dtype, krow * d + x, t);
+                    dqrow[x] += ds * elem(a->k, o->dtype, krow * d + x);
             }
             for (int x = 0; x < d; x++) {
                 dqmax = fmax(dqmax, fabs(dqrow[x]));
-                dqerr = fmax(dqerr, fabs(dqrow[x] - elem(a->dq, a->grad_dtype, row * d + x, t)));
+                dqerr = fmax(dqerr, fabs(dqrow[x] - elem(a->dq, a->grad_dtype, row * d + x)));
             }
         }
         if (!(emax <= tol * fmax(omax, 1e-30)) || fabs(lse - a->lse[row]) > tol * fmax(1, fabs(lse)) ||
@@ -246,23 +237,23 @@ static int run_len(const opts_t *o, int64_t len, double *fwd_rate, double *bwd_r
 
     /* the backward needs a forward's out and lse either way */
     for (int it = 0; it < o->warmup + (o->run_fwd ? o->iters : 1); it++) {
-        t0 = now();
+        t0 = zc_perf_now();
         st |= zc_attn_fwd(&a);
         if (it >= o->warmup)
-            t_fwd += now() - t0;
+            t_fwd += zc_perf_now() - t0;
     }
     for (int it = 0; o->run_bwd && it < o->warmup + o->iters; it++) {
-        t0 = now();
+        t0 = zc_perf_now();
         st |= zc_attn_bwd(&a);
         if (it >= o->warmup)
-            t_bwd += now() - t0;
+            t_bwd += zc_perf_now() - t0;
     }
     if (st != ZC_OK) {
         fprintf(stderr, "zc_attn_perf: %s: %s\n", zc_strerror(st), zc_get_last_error());
         exit(2);
     }
     if (o->check)
-        wrong = check_rows(o, &a, len, &bf);
+        wrong = check_rows(o, &a, len);
     t_fwd /= o->run_fwd ? o->iters : 1;
     t_bwd /= o->iters;
     *fwd_rate = o->run_fwd ? flops / t_fwd * 1e-9 : 0;

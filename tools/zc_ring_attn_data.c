@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "kernels/attn_math.h"
 #include "zc_plan_dataset.h"
 #include "zc_ring_attn_data.h"
 
@@ -17,10 +18,7 @@ static uint64_t rad_mix(uint64_t x)
 
 static float rad_load(const void *p, zc_datatype_t dtype, int64_t i)
 {
-    if (dtype == ZC_FLOAT32)
-        return ((const float *)p)[i];
-    union { uint32_t u; float f; } x = {(uint32_t)((const uint16_t *)p)[i] << 16};
-    return x.f;
+    return dtype == ZC_FLOAT32 ? ((const float *)p)[i] : zc_bf16_to_float(((const uint16_t *)p)[i]);
 }
 
 static void rad_store(void *p, zc_datatype_t dtype, int64_t i, float v)
@@ -28,7 +26,7 @@ static void rad_store(void *p, zc_datatype_t dtype, int64_t i, float v)
     if (dtype == ZC_FLOAT32)
         ((float *)p)[i] = v;
     else
-        zc_attn_convert(&v, ZC_FLOAT32, 1, ZC_BFLOAT16, (uint16_t *)p + i);
+        ((uint16_t *)p)[i] = zc_float_to_bf16(v);
 }
 
 size_t rad_sample(int dataset, int64_t total, int64_t scale, uint64_t seed, int64_t **lengths)
