@@ -83,9 +83,10 @@ zc_status_t zc_plan_proxies(struct zc_plan *plan);
 zc_status_t zc_remap_solve(int nranks, int ppn, const int64_t *before, const int64_t *after,
                            double b_intra, double b_inter, zc_plan_transfer_t **transfers,
                            size_t *count, double *objective);
-/* The largest per-rank cost (send or receive) of a set of transfers. */
-double zc_remap_objective(int nranks, int ppn, const zc_plan_transfer_t *t, size_t count,
-                          double b_intra, double b_inter);
+/* *objective = the largest per-rank cost (send or receive) of a set of
+ * transfers. */
+zc_status_t zc_remap_objective(int nranks, int ppn, const zc_plan_transfer_t *t, size_t count,
+                               double b_intra, double b_inter, double *objective);
 /* Balanced layout: floor/ceil of the mean, the extra tokens to the ranks
  * holding most (ties: lowest rank), which minimises what moves. */
 zc_status_t zc_remap_balanced(int nranks, const int64_t *before, int64_t *after);

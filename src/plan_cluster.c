@@ -3,6 +3,7 @@
 #include "config.h"
 
 #include <errno.h>
+#include <limits.h>
 #include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -48,7 +49,11 @@ static zc_status_t zc_cluster_line(const char *path, int lineno, char *line, zc_
             continue;
         errno = 0;
         v = strtod(val, &end);
-        if (errno || *end || v <= 0 || (!zc_cluster_keys[k].is_double && v != (int)v))
+        if (seen[k])
+            return zc_error(ZC_ERR_INVALID_ARG, "path: %s:%d: %s is given twice", path, lineno,
+                            key);
+        if (errno || *end || v <= 0 ||
+            (!zc_cluster_keys[k].is_double && (v > INT_MAX || v != (int)v)))
             return zc_error(ZC_ERR_INVALID_ARG, "path: %s:%d: %s must be a positive %s, not %s",
                             path, lineno, key, zc_cluster_keys[k].is_double ? "number"
                             : "integer", val);

@@ -296,9 +296,10 @@ zc_status_t zc_plan_cost(zc_plan_h plan, const zc_cluster_t *c, zc_cost_method_t
         double tok_bytes = (double)c->hidden * c->bytes_per_elem;
         double nic_share = pr.nic_bps * c->nics_per_node / plan->ppn;
 
-        remap = 4.0 * c->layers *
-                zc_remap_objective(plan->nranks, plan->ppn, plan->transfers, plan->ntransfers,
-                                   tok_bytes / pr.intra_bps, tok_bytes / nic_share);
+        ZC_CHECK_GOTO(zc_remap_objective(plan->nranks, plan->ppn, plan->transfers,
+                                         plan->ntransfers, tok_bytes / pr.intra_bps,
+                                         tok_bytes / nic_share, &remap), st, out);
+        remap *= 4.0 * c->layers;
         for (size_t t = 0; t < plan->ntransfers; t++)
             *(plan->transfers[t].from / plan->ppn == plan->transfers[t].to / plan->ppn
                   ? &pr.bytes_intra : &pr.bytes_inter) +=

@@ -144,8 +144,8 @@ static int zc_transfer_cmp(const void *x, const void *y)
     return (a->to > b->to) - (a->to < b->to);
 }
 
-double zc_remap_objective(int nranks, int ppn, const zc_plan_transfer_t *t, size_t count,
-                          double b_intra, double b_inter)
+zc_status_t zc_remap_objective(int nranks, int ppn, const zc_plan_transfer_t *t, size_t count,
+                               double b_intra, double b_inter, double *objective)
 {
     double *send = calloc((size_t)nranks, sizeof(*send));
     double *recv = calloc((size_t)nranks, sizeof(*recv));
@@ -154,7 +154,7 @@ double zc_remap_objective(int nranks, int ppn, const zc_plan_transfer_t *t, size
     if (!send || !recv) {
         free(send);
         free(recv);
-        return -1;
+        return zc_error(ZC_ERR_NO_MEMORY, "cannot allocate the remap costs of %d ranks", nranks);
     }
     for (size_t k = 0; k < count; k++) {
         double c = (t[k].from / ppn == t[k].to / ppn ? b_intra : b_inter) * (double)t[k].tokens;
@@ -170,7 +170,8 @@ double zc_remap_objective(int nranks, int ppn, const zc_plan_transfer_t *t, size
     }
     free(send);
     free(recv);
-    return best;
+    *objective = best;
+    return ZC_OK;
 }
 
 zc_status_t zc_remap_solve(int nranks, int ppn, const int64_t *before, const int64_t *after,
@@ -234,7 +235,7 @@ zc_status_t zc_remap_solve(int nranks, int ppn, const int64_t *before, const int
     }
     m += zc_remap_pair(snd, sq, ns, rcv, rq, nrv, t + m);
     qsort(t, m, sizeof(*t), zc_transfer_cmp);
-    *objective = zc_remap_objective(nranks, ppn, t, m, b_intra, b_inter);
+    ZC_CHECK_GOTO(zc_remap_objective(nranks, ppn, t, m, b_intra, b_inter, objective), st, out);
     *transfers = t;
     *count = m;
     t = NULL;

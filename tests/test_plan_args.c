@@ -3,10 +3,27 @@
 #include "config.h"
 
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "zcomm.h"
 #include "tap.h"
+
+/* zc_cluster_load of a file holding `text`. */
+static zc_status_t cluster_file(const char *text, zc_cluster_t *cl)
+{
+    char path[] = "/tmp/test_plan_args_cluster.XXXXXX";
+    int fd = mkstemp(path);
+    zc_status_t st;
+
+    if (fd < 0 || write(fd, text, strlen(text)) != (ssize_t)strlen(text))
+        return ZC_ERR_INTERNAL;
+    close(fd);
+    st = zc_cluster_load(path, cl);
+    unlink(path);
+    return st;
+}
 
 static void expect(zc_status_t st, zc_status_t want, const char *arg, const char *what)
 {
@@ -92,6 +109,10 @@ int main(void)
            "NULL cluster");
     expect(zc_cluster_load("/nonexistent/cluster.conf", &cl), ZC_ERR_INVALID_ARG, "path",
            "missing cluster file");
+    expect(cluster_file("gpus_per_node 8\ngpus_per_node 4\n", &cl), ZC_ERR_INVALID_ARG,
+           "twice", "a cluster key given twice");
+    expect(cluster_file("layers 1e10\n", &cl), ZC_ERR_INVALID_ARG, "layers",
+           "an integer key beyond int");
     memset(&cl, 0, sizeof(cl));
     cl.size = sizeof(cl);
     cl.gpus_per_node = 8;

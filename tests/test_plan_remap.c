@@ -69,8 +69,10 @@ static void solver_vs_glpk(void)
             bad++;
             continue;
         }
+        double recomputed = -1;
         bad += !transfers_ok(d, before, after, tr, n) ||
-               fabs(obj - zc_remap_objective(d, ppn, tr, n, bi, be)) > 1e-9 * (obj + 1);
+               zc_remap_objective(d, ppn, tr, n, bi, be, &recomputed) != ZC_OK ||
+               fabs(obj - recomputed) > 1e-9 * (obj + 1);
 #ifdef HAVE_GLPK
         if (zc_lp_remap(d, ppn, before, after, bi, be, 0, &lp) == 0) {
             lp_runs++;

@@ -307,6 +307,10 @@ int main(int argc, char **argv)
             return 2;
         }
         n = zc_dataset_sample(dataset, total, &rng, &len);
+        if (n == 0) {
+            fprintf(stderr, "zc_plan: --dataset: out of memory\n");
+            return 1;
+        }
     } else if (lengths_file) {
         FILE *f = strcmp(lengths_file, "-") ? fopen(lengths_file, "r") : stdin;
         char *text;
@@ -326,7 +330,11 @@ int main(int argc, char **argv)
         }
         free(text);
     } else {
-        len = malloc((size_t)(argc - optind) * sizeof(*len));
+        len = malloc((size_t)(argc - optind + 1) * sizeof(*len));
+        if (!len) {
+            fprintf(stderr, "zc_plan: out of memory\n");
+            return 1;
+        }
         for (int i = optind; i < argc; i++) {
             if (parse_int("length", argv[i], 0, &v)) {
                 rc = 2;

@@ -41,7 +41,6 @@ struct zc_topo {
 
     zc_topo_node_t *nodes;
     int num_nodes;
-    int cap_nodes;
 
     /* Localities are the CPU sides host bridges hang off (a NUMA node, or a
      * set of them): two host bridges of one locality are NODE apart, of two

@@ -180,6 +180,7 @@ zc_status_t zc_topo_nic_count(zc_topo_h topo, int *count)
                  "gpu: %d is not in [0, %d)", (gpu), (topo)->num_gpus)
 
 #define ZC_TOPO_CHECK_NIC(topo, nic)                                                    \
+    ZC_ARG_CHECK((topo) != NULL, "topo: NULL handle");                                  \
     ZC_ARG_CHECK((nic) >= 0 && (nic) < (topo)->num_nics,                                \
                  "nic: %d is not in [0, %d)", (nic), (topo)->num_nics)
 
@@ -193,7 +194,6 @@ zc_status_t zc_topo_gpu_info(zc_topo_h topo, int gpu, zc_topo_gpu_t *info)
 
 zc_status_t zc_topo_nic_info(zc_topo_h topo, int nic, zc_topo_nic_t *info)
 {
-    ZC_ARG_CHECK(topo != NULL, "topo: NULL handle");
     ZC_TOPO_CHECK_NIC(topo, nic);
     ZC_ARG_CHECK(info != NULL, "info: NULL output pointer");
     *info = topo->nics[nic].info;
