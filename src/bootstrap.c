@@ -46,7 +46,7 @@ zc_status_t zc_bootstrap_oob_create(const zc_oob_t *oob, zc_bootstrap_t **bs_out
 
     if (!bs)
         return zc_error(ZC_ERR_NO_MEMORY, "cannot allocate the bootstrap");
-    bs->base.rank = oob->rank;
+
     bs->base.size = oob->size;
     bs->base.allgather = zc_bs_oob_allgather;
     bs->base.destroy = zc_bs_oob_destroy;

@@ -5,7 +5,6 @@
 #include "bootstrap.h"
 
 struct zc_bootstrap {
-    int rank;
     int size;
     zc_status_t (*allgather)(zc_bootstrap_t *bs, const void *send, void *recv, size_t len);
     void (*destroy)(zc_bootstrap_t *bs);

@@ -382,7 +382,7 @@ zc_status_t zc_bootstrap_tcp_create(const zc_bootstrap_id_t *id, int nranks, int
     bs = calloc(1, sizeof(*bs));
     if (!bs)
         return zc_error(ZC_ERR_NO_MEMORY, "cannot allocate the bootstrap");
-    bs->base.rank = rank;
+
     bs->base.size = nranks;
     bs->base.allgather = zc_bs_tcp_allgather;
     bs->base.destroy = zc_bs_tcp_destroy;

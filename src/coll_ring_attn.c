@@ -19,6 +19,7 @@
 
 #include "clock.h"
 #include "env.h"
+#include "hash.h"
 #include "memtype.h"
 #include "p2p.h"
 #include "plan.h"
@@ -168,30 +169,23 @@ zc_status_t zc_ra_check_args(zc_comm_h comm, zc_plan_h plan, const zc_ring_attn_
 
 /* ---- agreement ------------------------------------------------------------ */
 
-static uint64_t zc_ra_hash(uint64_t h, const void *data, size_t len)
-{
-    for (size_t i = 0; i < len; i++)
-        h = (h ^ ((const unsigned char *)data)[i]) * 0x100000001b3ull;
-    return h;
-}
-
 /* What every rank must share: the plan's inputs and the attention shape. */
 static uint64_t zc_ra_fingerprint(zc_plan_h plan, const zc_ring_attn_args_t *a, int backward,
                                   int on_streams)
 {
     int shape[7] = {(int)a->mode, a->num_heads_q, a->num_heads_kv, a->head_dim, (int)a->dtype,
                     backward, on_streams};
-    uint64_t h = 0xcbf29ce484222325ull;
+    uint64_t h = ZC_FNV1A_INIT;
 
-    h = zc_ra_hash(h, &plan->nnodes, sizeof(plan->nnodes));
-    h = zc_ra_hash(h, &plan->ppn, sizeof(plan->ppn));
-    h = zc_ra_hash(h, &plan->capacity, sizeof(plan->capacity));
-    h = zc_ra_hash(h, &plan->opts.flags, sizeof(plan->opts.flags));
-    h = zc_ra_hash(h, &plan->opts.b_intra, sizeof(plan->opts.b_intra));
-    h = zc_ra_hash(h, &plan->opts.b_inter, sizeof(plan->opts.b_inter));
-    h = zc_ra_hash(h, &plan->nseqs, sizeof(plan->nseqs));
-    h = zc_ra_hash(h, plan->lengths, plan->nseqs * sizeof(*plan->lengths));
-    h = zc_ra_hash(h, shape, sizeof(shape));
+    h = zc_fnv1a(h, &plan->nnodes, sizeof(plan->nnodes));
+    h = zc_fnv1a(h, &plan->ppn, sizeof(plan->ppn));
+    h = zc_fnv1a(h, &plan->capacity, sizeof(plan->capacity));
+    h = zc_fnv1a(h, &plan->opts.flags, sizeof(plan->opts.flags));
+    h = zc_fnv1a(h, &plan->opts.b_intra, sizeof(plan->opts.b_intra));
+    h = zc_fnv1a(h, &plan->opts.b_inter, sizeof(plan->opts.b_inter));
+    h = zc_fnv1a(h, &plan->nseqs, sizeof(plan->nseqs));
+    h = zc_fnv1a(h, plan->lengths, plan->nseqs * sizeof(*plan->lengths));
+    h = zc_fnv1a(h, shape, sizeof(shape));
     return h | 1; /* 0 is the poisoned fingerprint of a rank that refused its arguments */
 }
 

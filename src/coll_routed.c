@@ -9,8 +9,6 @@
  * same routes from the same transfer list, so nobody needs to be told. */
 #include "config.h"
 
-#include <stdlib.h>
-#include <string.h>
 
 #include "comm.h"
 #include "env.h"

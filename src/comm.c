@@ -12,7 +12,6 @@
 #include <unistd.h>
 
 #include "bootstrap.h"
-#include "clock.h"
 #include "comm.h"
 #include "device.h"
 #include "env.h"
@@ -131,8 +130,6 @@ static void zc_rank_info_self(const zc_config_t *config, zc_rank_info_t *info)
 /* Nodes are numbered by their lowest rank; local ranks by rank order. */
 static void zc_comm_place_nodes(struct zc_comm *comm)
 {
-    const zc_rank_info_t *mine = &comm->ranks[comm->rank];
-
     comm->nnodes = 0;
     comm->local_rank = 0;
     comm->local_size = 0;
@@ -143,14 +140,14 @@ static void zc_comm_place_nodes(struct zc_comm *comm)
                 strcmp(comm->ranks[q].node_name, comm->ranks[r].node_name) == 0)
                 node = comm->rank_node[q];
         comm->rank_node[r] = node >= 0 ? node : comm->nnodes++;
-        if (comm->ranks[r].node_hash == mine->node_hash &&
-            strcmp(comm->ranks[r].node_name, mine->node_name) == 0) {
-            if (r < comm->rank)
-                comm->local_rank++;
-            comm->local_size++;
-        }
     }
     comm->node = comm->rank_node[comm->rank];
+    for (int r = 0; r < comm->size; r++) {
+        if (comm->rank_node[r] != comm->node)
+            continue;
+        comm->local_rank += r < comm->rank;
+        comm->local_size++;
+    }
 }
 
 /* Rails are striped only when every node has them, over as many as the
@@ -190,7 +187,6 @@ static void zc_comm_free(struct zc_comm *comm)
     free(comm->ranks);
     free(comm->rank_node);
     free(comm->rank_rail);
-    free(comm->ranks_ready);
     comm->magic = 0;
     free(comm);
 }
@@ -201,6 +197,7 @@ static zc_status_t zc_comm_create(zc_bootstrap_t *bs, int nranks, int rank,
 {
     zc_rank_info_t mine;
     struct zc_comm *comm = calloc(1, sizeof(*comm));
+    int32_t *ready = NULL;
     zc_status_t st;
 
     if (!comm)
@@ -212,8 +209,8 @@ static zc_status_t zc_comm_create(zc_bootstrap_t *bs, int nranks, int rank,
     comm->ranks = calloc((size_t)nranks, sizeof(*comm->ranks));
     comm->rank_node = calloc((size_t)nranks, sizeof(int));
     comm->rank_rail = calloc((size_t)nranks, sizeof(int));
-    comm->ranks_ready = calloc((size_t)nranks, sizeof(int32_t));
-    if (!comm->ranks || !comm->rank_node || !comm->rank_rail || !comm->ranks_ready) {
+    ready = calloc((size_t)nranks, sizeof(int32_t));
+    if (!comm->ranks || !comm->rank_node || !comm->rank_rail || !ready) {
         st = zc_error(ZC_ERR_NO_MEMORY, "cannot allocate the rank table");
         goto err;
     }
@@ -224,8 +221,8 @@ static zc_status_t zc_comm_create(zc_bootstrap_t *bs, int nranks, int rank,
     ZC_CHECK_GOTO(comm->host_ops->create(comm, bs, &comm->host), st, err);
     /* Nobody returns (and may destroy or exit) before every rank has its
      * endpoints: connecting to a rank that is gone fails. */
-    ZC_CHECK_GOTO(zc_bootstrap_allgather(bs, &mine.pid, comm->ranks_ready, sizeof(mine.pid)), st,
-                  err);
+    ZC_CHECK_GOTO(zc_bootstrap_allgather(bs, &mine.pid, ready, sizeof(mine.pid)), st, err);
+    free(ready);
     comm->magic = ZC_COMM_MAGIC;
     zc_comm_register(comm);
     zc_log_set_rank(rank);
@@ -236,6 +233,7 @@ static zc_status_t zc_comm_create(zc_bootstrap_t *bs, int nranks, int rank,
     return ZC_OK;
 
 err:
+    free(ready);
     zc_comm_free(comm);
     return st;
 }

@@ -36,7 +36,6 @@ struct zc_comm {
      * striping, UCX chooses), and the rail each rank sends on. */
     int nrails;
     int *rank_rail;            /* [size] */
-    int32_t *ranks_ready;      /* [size]: scratch of init's last allgather */
     zc_rails_t rails;          /* this node's NICs behind rails 0..nrails-1 */
     const zc_transport_ops_t *host_ops;
     zc_transport_t *host;

@@ -14,6 +14,7 @@
 #include <string.h>
 
 #include "env.h"
+#include "hash.h"
 #include "launch_env.h"
 #include "status.h"
 
@@ -78,13 +79,6 @@ static const char *zc_launch_var(const char *zc_name, const char *launcher_name,
     return launcher_name ? zc_getenv(launcher_name) : NULL;
 }
 
-static uint64_t zc_fnv1a(uint64_t hash, const char *str)
-{
-    for (; str && *str; str++)
-        hash = (hash ^ (uint8_t)*str) * 0x100000001b3ULL;
-    return hash;
-}
-
 static zc_status_t zc_parse_secret(const char *hex, uint8_t *secret)
 {
     if (strlen(hex) != 2 * ZC_BOOTSTRAP_SECRET_BYTES)
@@ -103,7 +97,7 @@ zc_status_t zc_launch_info_read(zc_launch_info_t *out)
 {
     zc_launch_info_t info = {.local_rank = -1};
     const char *name = NULL, *value;
-    uint64_t job = 0xcbf29ce484222325ULL;
+    uint64_t job = ZC_FNV1A_INIT;
     int have_job = 0;
 
     const zc_launcher_vars_t *launcher = zc_find_launcher();
@@ -135,7 +129,7 @@ zc_status_t zc_launch_info_read(zc_launch_info_t *out)
 
     for (size_t i = 0; i < sizeof(zc_job_vars) / sizeof(zc_job_vars[0]); i++) {
         if (zc_getenv(zc_job_vars[i])) {
-            job = zc_fnv1a(zc_fnv1a(job, zc_job_vars[i]), zc_getenv(zc_job_vars[i]));
+            job = zc_fnv1a_str(zc_fnv1a_str(job, zc_job_vars[i]), zc_getenv(zc_job_vars[i]));
             have_job = 1;
         }
     }
@@ -168,7 +162,7 @@ zc_status_t zc_launch_info_read(zc_launch_info_t *out)
         /* Not secret, only distinct per job: keeps other jobs out by mistake. */
         char text[320];
         snprintf(text, sizeof(text), "%s:%d:%d", info.master_addr, info.master_port, info.size);
-        uint64_t h1 = zc_fnv1a(job, text), h2 = zc_fnv1a(h1 ^ 0x9e3779b97f4a7c15ULL, text);
+        uint64_t h1 = zc_fnv1a_str(job, text), h2 = zc_fnv1a_str(h1 ^ 0x9e3779b97f4a7c15ULL, text);
         memcpy(info.secret, &h1, 8);
         memcpy(info.secret + 8, &h2, 8);
     }

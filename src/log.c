@@ -31,11 +31,11 @@ static void zc_log_init(void)
             zc_log_current = (zc_log_level_t)i;
 
     zc_log_stream = stderr;
+    gethostname(zc_log_host, sizeof(zc_log_host) - 1);
     if (path && *path) {
         /* %h and %p let every rank of a job write its own file. */
         char name[4096];
         size_t n = 0;
-        gethostname(zc_log_host, sizeof(zc_log_host) - 1);
         for (const char *p = path; *p && n < sizeof(name) - 32; p++) {
             if (p[0] == '%' && p[1] == 'p') {
                 n += (size_t)snprintf(name + n, sizeof(name) - n, "%d", (int)getpid());
@@ -57,7 +57,6 @@ static void zc_log_init(void)
                     strerror(errno));
         }
     }
-    gethostname(zc_log_host, sizeof(zc_log_host) - 1);
     errno = saved_errno;
 }
 

@@ -10,15 +10,7 @@
 
 #include "comm.h"
 #include "env.h"
-
-static uint64_t zc_hash_str(const char *str)
-{
-    uint64_t hash = 0xcbf29ce484222325ULL;
-
-    for (; *str; str++)
-        hash = (hash ^ (uint8_t)*str) * 0x100000001b3ULL;
-    return hash;
-}
+#include "hash.h"
 
 static void zc_host_identity(char *name, size_t len)
 {
@@ -41,10 +33,10 @@ void zc_node_identity(const char *configured, char *name, size_t len, uint64_t *
     const char *node = configured && *configured ? configured : zc_env_get("ZC_NODE_ID");
 
     zc_host_identity(host, sizeof(host));
-    *host_hash = zc_hash_str(host);
+    *host_hash = zc_fnv1a_str(ZC_FNV1A_INIT, host);
     if (node && *node) {
         snprintf(name, len, "%s", node);
-        *node_hash = zc_hash_str(node);
+        *node_hash = zc_fnv1a_str(ZC_FNV1A_INIT, node);
     } else {
         snprintf(name, len, "%s", host);
         *node_hash = *host_hash;

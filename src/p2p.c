@@ -4,7 +4,6 @@
 #include <stdlib.h>
 
 #include "clock.h"
-#include "log.h"
 #include "memtype.h"
 #include "p2p.h"
 #include "sched.h"

@@ -5,7 +5,6 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "env.h"
 #include "log.h"
 #include "rails.h"
 #include "status.h"
