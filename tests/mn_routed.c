@@ -88,17 +88,33 @@ int main(void)
         for (int k = 0; k < nrails && k < 16; k++)
             zc_comm_rail_bytes(comm, k, &before[k], &recv);
         zc_transfer_t t = {0, mn_size - 1, 8 << 20};
+        uint64_t sent[16] = {0}, theirs[16];
+        zc_request_h req;
+        int node;
+
         run_transfers(comm, &t, 1, ZC_BYTE);
-        /* Rank 0's node sends all of it; each rail carries 1/nrails. */
-        uint64_t mine = 0;
+        /* Rank 0's node sends all of it, each rail 1/nrails (through the
+         * proxy of that rail): rank 0 sums its node's ranks rail by rail. */
+        zc_comm_node(comm, &node);
         for (int k = 0; k < nrails && k < 16; k++) {
             zc_comm_rail_bytes(comm, k, &after[k], &recv);
-            mine += after[k] - before[k];
+            sent[k] = node == 0 ? after[k] - before[k] : 0;
         }
-        int node;
-        zc_comm_node(comm, &node);
-        (void)mine;
-        mn_report(comm, "8 MiB routed: transfer completes");
+        for (int r = 1; r < mn_size; r++) {
+            if (mn_rank == 0) {
+                MN_CHECK(zc_recv(theirs, sizeof(theirs), ZC_BYTE, ZC_MEM_HOST, r, comm, &req) ==
+                             ZC_OK && zc_wait(&req) == ZC_OK, "rail bytes of rank %d", r);
+                for (int k = 0; k < 16; k++)
+                    sent[k] += theirs[k];
+            } else if (r == mn_rank) {
+                MN_CHECK(zc_send(sent, sizeof(sent), ZC_BYTE, ZC_MEM_HOST, 0, comm, &req) ==
+                             ZC_OK && zc_wait(&req) == ZC_OK, "rail bytes to rank 0");
+            }
+        }
+        for (int k = 0; mn_rank == 0 && k < nrails && k < 16; k++)
+            MN_CHECK(sent[k] >= (uint64_t)(8 << 20) / (uint64_t)nrails,
+                     "rail %d of node 0 carried %llu of 8 MiB", k, (unsigned long long)sent[k]);
+        mn_report(comm, "8 MiB routed: every rail of the sending node carries its share");
     }
 
     /* Bad arguments are refused on the rank that makes them. */

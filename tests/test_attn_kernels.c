@@ -742,13 +742,19 @@ static void test_bad_args(void)
     tcase_t c;
     result_t r;
     zc_attn_args_t a, x;
-    float sentinel;
+    /* out, lse, dq, dk, dv of 10 tokens, 4 query and 2 kv heads of 64 (fp32) */
+    const size_t bytes[5] = {10 * 4 * 64 * 4, 10 * 4 * 4, 10 * 4 * 64 * 4, 10 * 2 * 64 * 4,
+                             10 * 2 * 64 * 4};
+    void *outs[5];
+    int untouched = 1;
 
     case_init(&c, 1, &l, &l, 4, 2, 64, 1, NULL, NULL, ZC_FLOAT32, 1.0);
     run_case(&c, &r);
     case_args(&c, &a);
     a.out = r.out, a.lse = r.lse, a.dq = r.dq, a.dk = r.dk, a.dv = r.dv;
-    sentinel = r.lse[0];
+    outs[0] = r.out, outs[1] = r.lse, outs[2] = r.dq, outs[3] = r.dk, outs[4] = r.dv;
+    for (int i = 0; i < 5; i++)
+        memset(outs[i], 0xa5, bytes[i]); /* any write of a failed call shows */
 
     expect_invalid(zc_attn_fwd(NULL), "args", "NULL args");
     x = a, x.num_heads_kv = 3;
@@ -799,8 +805,10 @@ static void test_bad_args(void)
                    "merge: NULL part_out");
     expect_invalid(zc_attn_convert(r.out, ZC_INT64, 4, ZC_FLOAT32, r.dq), "src_dtype",
                    "convert: int64");
-    ok(r.lse[0] == sentinel || (isnan(sentinel) && isnan(r.lse[0])),
-       "failed calls leave the outputs untouched");
+    for (int i = 0; i < 5; i++)
+        for (size_t b = 0; b < bytes[i]; b++)
+            untouched &= ((const unsigned char *)outs[i])[b] == 0xa5;
+    ok(untouched, "failed calls leave out, lse, dq, dk and dv untouched");
     x = a, x.batch = 0, x.q = NULL, x.cu_seqlens_q = NULL, x.cu_seqlens_kv = NULL;
     ok(zc_attn_fwd(&x) == ZC_OK && zc_attn_bwd(&x) == ZC_OK, "batch 0 is a no-op");
     result_free(&r);

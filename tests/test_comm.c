@@ -280,6 +280,35 @@ static void bad_arguments(void)
        strstr(zc_get_last_error(), "ZC_RANK"), "init_env without a rank refused, naming ZC_RANK");
 }
 
+/* The per-rank queries refuse ranks, rails and outputs they do not have. */
+#define QUERY_REFUSED(call, word)                                                         \
+    MP_CHECK((call) == ZC_ERR_INVALID_ARG && strstr(zc_get_last_error(), (word)) != NULL, \
+             "%s: expected an invalid argument naming %s", #call, (word))
+
+static int rank_query_args(int rank, int nranks, void *arg)
+{
+    zc_comm_h comm;
+    uint64_t sent, received;
+    int v;
+    (void)nranks, (void)arg;
+
+    CASE_ID(rank);
+    MP_CHECK(zc_comm_init_rank(&comm, 1, &the_id, 0, NULL) == ZC_OK, "init");
+    QUERY_REFUSED(zc_comm_rank_node(comm, 1, &v), "rank");
+    QUERY_REFUSED(zc_comm_rank_node(comm, 0, NULL), "node");
+    QUERY_REFUSED(zc_comm_rank_rail(comm, -1, &v), "rank");
+    QUERY_REFUSED(zc_comm_rank_rail(comm, 0, NULL), "rail");
+    QUERY_REFUSED(zc_comm_rail_count(comm, NULL), "nrails");
+    QUERY_REFUSED(zc_comm_rail_bytes(comm, 1, &sent, &received), "rail");
+    QUERY_REFUSED(zc_comm_rail_bytes(comm, -1, NULL, &received), "sent");
+    MP_CHECK(zc_comm_rail_count(comm, &v) == ZC_OK && v == 0, "one node: no rails");
+    MP_CHECK(zc_comm_rank_rail(comm, 0, &v) == ZC_OK && v == -1, "no rail for rank 0");
+    MP_CHECK(zc_comm_rail_bytes(comm, -1, &sent, &received) == ZC_OK,
+             "bytes inside the node");
+    zc_comm_destroy(comm);
+    return 0;
+}
+
 static int rank_use_after_destroy(int rank, int nranks, void *arg)
 {
     zc_comm_h comm;
@@ -336,6 +365,9 @@ int main(void)
        "ranks that disagree on nranks get ZC_ERR_MISMATCH");
     ok(mp_run(1, CASE_TIMEOUT_S, rank_use_after_destroy, NULL) == 0,
        "calls on a destroyed communicator are refused");
+    ok(mp_run(1, CASE_TIMEOUT_S, rank_query_args, NULL) == 0,
+       "zc_comm_rank_node, zc_comm_rank_rail, zc_comm_rail_count and zc_comm_rail_bytes refuse "
+       "ranks, rails and outputs they do not have, naming them");
 
     bad_arguments();
     return tap_done();

@@ -206,6 +206,26 @@ static int rank_bad_args(int rank, int nranks, void *arg)
     EXPECT_ARG(zc_wait(&null_req), "request");
     EXPECT_ARG(zc_test(&null_req), "request");
     EXPECT_ARG(zc_sendrecv(buf, 1, 5, buf, 1, 0, ZC_BYTE, ZC_MEM_HOST, comm), "peer");
+    /* zc_routed_sendrecv's checks (route.c), on every machine */
+    zc_transfer_t t = {rank, (rank + 1) % nranks, 4}, two[2] = {t, t};
+    zc_transfer_t src_out = {nranks, 0, 4}, dst_twice[2] = {{0, rank, 1}, {1 % nranks, rank, 1}};
+    zc_transfer_t huge = {rank, (rank + 1) % nranks, INT64_MAX};
+    EXPECT_ARG(zc_routed_sendrecv(NULL, 1, buf, buf, ZC_BYTE, ZC_MEM_HOST, comm, &req),
+               "transfers");
+    EXPECT_ARG(zc_routed_sendrecv(&t, ZC_ROUTED_MAX_TRANSFERS + 1, buf, buf, ZC_BYTE,
+                                  ZC_MEM_HOST, comm, &req), "ntransfers");
+    EXPECT_ARG(zc_routed_sendrecv(&t, 1, buf, buf, (zc_datatype_t)99, ZC_MEM_HOST, comm, &req),
+               "dtype");
+    EXPECT_ARG(zc_routed_sendrecv(&src_out, 1, buf, buf, ZC_BYTE, ZC_MEM_HOST, comm, &req),
+               "transfers[0].src");
+    EXPECT_ARG(zc_routed_sendrecv(&t, 1, NULL, buf, ZC_BYTE, ZC_MEM_HOST, comm, &req),
+               "sendbuf");
+    EXPECT_ARG(zc_routed_sendrecv(two, 2, buf, buf, ZC_BYTE, ZC_MEM_HOST, comm, &req),
+               "src of more than one");
+    EXPECT_ARG(zc_routed_sendrecv(dst_twice, 2, buf, buf, ZC_BYTE, ZC_MEM_HOST, comm, &req),
+               "dst of more than one");
+    EXPECT_ARG(zc_routed_sendrecv(&huge, 1, buf, buf, ZC_FLOAT32, ZC_MEM_HOST, comm, &req),
+               "count");
     zc_status_t st = zc_send(buf, 1, ZC_BYTE, ZC_MEM_CUDA, 0, comm, &req);
     MP_CHECK(st == ZC_ERR_UNSUPPORTED && strstr(zc_get_last_error(), "memtype"),
              "CUDA memory on the host path gave %s", zc_strerror(st));

@@ -92,15 +92,6 @@ typedef struct {
     int kernels, transfers, overlapped; /* stream engine, forward */
 } result_t;
 
-/* The unique id, made by rank 0 and passed through shared memory: the
- * parent forks the ranks without a bootstrap root thread of its own (a
- * thread allocating while the parent forks leaves the child's allocator
- * locked under AddressSanitizer). */
-typedef struct {
-    volatile int ready;
-    zc_unique_id_t id;
-} shared_id_t;
-static shared_id_t *the_id;
 static int have_rails;
 static batch_t batches[MAX_BATCHES];
 static int nbatches;
@@ -255,22 +246,22 @@ static zc_status_t make_plan(int nranks, const batch_t *b, unsigned flags, zc_pl
     return zc_plan_create(nnodes, nranks / nnodes, b->capacity, b->lengths, b->n, &opts, plan);
 }
 
+static int make_id(void *id)
+{
+    return zc_get_unique_id(id) == ZC_OK ? 0 : -1;
+}
+
+/* The id is made by rank 0 (mp_case_id): the parent forks the ranks
+ * without a bootstrap root thread of its own. */
 static int comm_init(int rank, int nranks, zc_comm_h *comm)
 {
     zc_config_t config = ZC_CONFIG_INITIALIZER;
+    zc_unique_id_t id;
 
-    if (rank == 0) {
-        if (zc_get_unique_id(&the_id->id) != ZC_OK)
-            return -1;
-        __atomic_store_n(&the_id->ready, 1, __ATOMIC_RELEASE);
-    }
-    for (int waited = 0; !__atomic_load_n(&the_id->ready, __ATOMIC_ACQUIRE); waited++) {
-        if (waited > 60000)
-            return -1;
-        usleep(1000);
-    }
+    if (mp_case_id(rank, &id, sizeof(id), make_id) != 0)
+        return -1;
     config.node_id = nranks >= 2 && rank >= nranks / 2 ? "ra-node-b" : "ra-node-a";
-    return zc_comm_init_rank(comm, nranks, &the_id->id, rank, &config) == ZC_OK ? 0 : -1;
+    return zc_comm_init_rank(comm, nranks, &id, rank, &config) == ZC_OK ? 0 : -1;
 }
 
 #define CASE_FAIL(...)                                                        \
@@ -431,7 +422,6 @@ static void report(int nranks, int ranks_failed, const char *prefix)
 
 static int run_ranks(int nranks, mp_rank_fn fn, void *arg)
 {
-    the_id->ready = 0;
     return mp_run(nranks, CASE_TIMEOUT_S, fn, arg);
 }
 
@@ -607,8 +597,7 @@ int main(void)
     if (!have_rails)
         diag("no node topology (tests/cluster/zc_cluster --topo-xml): routed hops go direct");
     results = mp_shared(sizeof(result_t) * MAX_CASES * MAX_RANKS);
-    the_id = mp_shared(sizeof(*the_id));
-    if (!results || !the_id)
+    if (!results)
         tap_skip_all("no shared memory");
     if (read_distributions(probe, 1) == 0)
         diag("no %s/data/length-distributions.tsv: the sampled batches are skipped",

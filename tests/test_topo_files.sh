@@ -3,8 +3,8 @@
 # output written by hand in tests/fixtures/topo/<name>.expected (hwloc's
 # tests/xml style).  <name>.all-ports.expected is the output with
 # --all-ports.  Files come from tests/fixtures/topo/ and from
-# $ZC_SHARED_DIR/topologies/ (the real node exports; skipped when that folder
-# is absent).  How each expectation follows from the PCI tree is written in
+# tests/fixtures/topo/real/ (copies of the real node exports of
+# shared/topologies).  How each expectation follows from the PCI tree is written in
 # tests/fixtures/topo/README.
 #
 # Also: broken files fail cleanly, and the emulated-cluster node files equal
@@ -55,11 +55,13 @@ for expected in "$fixtures"/*.expected; do
         fi ;;
     *) xml=$fixtures/$name.xml ;;
     esac
+    rm -f "$tmp/diff"
     "$tool" --json $flags --xml "$xml" > "$tmp/out" 2> "$tmp/err"
     status=$?
     if [ $status -eq 0 ] && diff -u "$expected" "$tmp/out" > "$tmp/diff"; then
         result 0 "$name $flags: output matches $(basename "$expected")"
     else
+        touch "$tmp/diff"
         sed 's/^/# /' "$tmp/err" "$tmp/diff"
         result 1 "$name $flags: output matches $(basename "$expected") (exit $status)"
     fi

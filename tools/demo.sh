@@ -29,4 +29,10 @@ awk '
     printf "\nhow the routed bytes left node 0, per NIC, at the largest size:\n  %s\n", split_line[order[n-1]]
     printf "(full nccl-tests-style output: zc_routed_perf under tests/cluster/zc_cluster; see README)\n"
   }' "$logs/rank0.log"
-grep -q "Out of bounds values : 0 OK" "$logs/rank0.log" && echo "data check: every byte arrived intact"
+if grep -q "Out of bounds values : 0 OK" "$logs/rank0.log"; then
+    echo "data check: every byte arrived intact"
+else
+    sed "s/^/# /" "$logs/rank0.log" >&2
+    echo "data check FAILED" >&2
+    exit 1
+fi

@@ -82,6 +82,9 @@ tap.raises(lambda: comm.remap(p2, torch.zeros(16, 4), torch.zeros(16, 4)),
            "plan: has 2 ranks")
 q = torch.randn(16, 2, 8)
 lse = torch.zeros(16, 2)
+tap.raises(lambda: comm.ring_attn_fwd("p1", q, q, q, torch.empty_like(q), lse),
+           "ring attention with something that is not a plan", "ZC_ERR_INVALID_ARG",
+           "plan: expected a zcomm.Plan")
 tap.raises(lambda: comm.ring_attn_fwd(p2, q, q, q, torch.empty_like(q), lse),
            "ring attention with a plan of 2 ranks on a 1-rank communicator", "ZC_ERR_MISMATCH",
            "plan: built for 2 ranks")

@@ -18,6 +18,13 @@ def get_unique_id():
     return uid.raw
 
 
+
+def plan_handle(plan):
+    """The C handle of a zcomm.Plan; anything else is ZC_ERR_INVALID_ARG."""
+    if not isinstance(plan, Plan):
+        raise invalid("plan: expected a zcomm.Plan")
+    return plan.handle
+
 class Communicator(_lib.Handle):
     """Communicator(unique_id, rank, size) joins the ranks of an id from
     get_unique_id(); Communicator.from_env() reads ZC_RANK/ZC_SIZE/
@@ -164,8 +171,7 @@ class Communicator(_lib.Handle):
     def remap(self, plan, sendbuf, recvbuf, direction=FORWARD):
         """The plan's remap (FORWARD: attention -> linear layout, INVERSE:
         back) of tokens of sendbuf.shape[1:] elements each."""
-        if not isinstance(plan, Plan):
-            raise invalid("plan: expected a zcomm.Plan")
+        handle = plan_handle(plan)
         s = view(sendbuf, "sendbuf")
         r = view(recvbuf, "recvbuf", writable=True)
         same_dtype(s, r, "sendbuf", "recvbuf")
@@ -182,7 +188,7 @@ class Communicator(_lib.Handle):
                     raise invalid("%s: %d tokens, the plan puts %d on rank %d"
                                   % (name, b.shape[0], n, self.rank))
         req = ctypes.c_void_p()
-        call("zc_remap_alltoallv_plan", plan.handle, ctypes.c_int(direction),
+        call("zc_remap_alltoallv_plan", handle, ctypes.c_int(direction),
              ctypes.c_void_p(s.ptr), ctypes.c_void_p(r.ptr), ctypes.c_int64(per_token), s.dtype,
              _lib.MEM_HOST, self.handle, ctypes.byref(req))
         call("zc_wait", ctypes.byref(req))
@@ -219,13 +225,15 @@ class Communicator(_lib.Handle):
     def ring_attn_fwd(self, plan, q, k, v, out, lse, mode="zeppelin", scale=0.0):
         """Causal ring attention of this rank's rows (plan attention layout):
         writes out (like q) and lse (float32 [tokens, heads_q])."""
+        handle = plan_handle(plan)
         args, _ = self._ring_args(q, k, v, out, lse, mode, scale)
-        call("zc_ring_attn_fwd", self.handle, plan.handle, ctypes.byref(args))
+        call("zc_ring_attn_fwd", self.handle, handle, ctypes.byref(args))
         return out, lse
 
     def ring_attn_bwd(self, plan, q, k, v, out, lse, dout, dq, dk, dv, mode="zeppelin",
                       scale=0.0):
         """Backward of ring_attn_fwd: writes dq, dk, dv (like q, k, v)."""
+        handle = plan_handle(plan)
         args, bq = self._ring_args(q, k, v, out, lse, mode, scale)
         bdo = view(dout, "dout")
         grads = [view(g, n, writable=True) for g, n in ((dq, "dq"), (dk, "dk"), (dv, "dv"))]
@@ -234,7 +242,7 @@ class Communicator(_lib.Handle):
             if b.shape != tuple(like.shape) or b.dtype != bq.dtype:
                 raise invalid("%s: expected the shape and dtype of %s" % (name, like_name))
         args.dout, args.dq, args.dk, args.dv = bdo.ptr, grads[0].ptr, grads[1].ptr, grads[2].ptr
-        call("zc_ring_attn_bwd", self.handle, plan.handle, ctypes.byref(args))
+        call("zc_ring_attn_bwd", self.handle, handle, ctypes.byref(args))
         return dq, dk, dv
 
 
