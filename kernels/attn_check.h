@@ -3,9 +3,12 @@
 #ifndef ZC_KERNELS_ATTN_CHECK_H
 #define ZC_KERNELS_ATTN_CHECK_H
 
+#include <math.h>
 #include <stdint.h>
 
+#include "kernels/attn_math.h"
 #include "src/status.h"
+#include "zcomm.h"
 
 /* cu_seqlens of `batch` segments: present, starting at 0, non-decreasing;
  * *total is its last entry (0 for an empty batch, where it may be NULL). */
@@ -22,6 +25,29 @@ static inline zc_status_t zc_attn_check_seqlens(const int32_t *cu, int batch, co
                      (int)cu[b], (int)cu[b + 1]);
     *total = cu[batch];
     return ZC_OK;
+}
+
+/* What every attention kernel call must satisfy whatever its storage
+ * types: heads, head dim, scale, flags and both cu_seqlens (*tq, *tk get
+ * their totals).  The dtypes are the caller's to check. */
+static inline zc_status_t zc_attn_check_shape(const zc_attn_args_t *args, int64_t *tq,
+                                              int64_t *tk)
+{
+    ZC_ARG_CHECK(args != NULL, "args: NULL");
+    ZC_ARG_CHECK(args->batch >= 0, "batch: %d is negative", args->batch);
+    ZC_ARG_CHECK(args->num_heads_q > 0, "num_heads_q: %d, must be positive", args->num_heads_q);
+    ZC_ARG_CHECK(args->num_heads_kv > 0, "num_heads_kv: %d, must be positive",
+                 args->num_heads_kv);
+    ZC_ARG_CHECK(args->num_heads_q % args->num_heads_kv == 0,
+                 "num_heads_q: %d is not a multiple of num_heads_kv (%d)", args->num_heads_q,
+                 args->num_heads_kv);
+    ZC_ARG_CHECK(args->head_dim > 0 && args->head_dim <= ZC_ATTN_MAX_HEAD_DIM,
+                 "head_dim: %d, must be in 1..%d", args->head_dim, ZC_ATTN_MAX_HEAD_DIM);
+    ZC_ARG_CHECK(isfinite(args->scale), "scale: %g is not finite", (double)args->scale);
+    ZC_ARG_CHECK((args->flags & ~ZC_ATTN_ACCUMULATE) == 0, "flags: unknown bits 0x%x",
+                 args->flags & ~ZC_ATTN_ACCUMULATE);
+    ZC_CHECK(zc_attn_check_seqlens(args->cu_seqlens_q, args->batch, "cu_seqlens_q", tq));
+    return zc_attn_check_seqlens(args->cu_seqlens_kv, args->batch, "cu_seqlens_kv", tk);
 }
 
 #endif

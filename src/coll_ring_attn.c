@@ -20,10 +20,12 @@
 #include "clock.h"
 #include "env.h"
 #include "hash.h"
+#include "kernels/attn_math.h"
 #include "memtype.h"
 #include "p2p.h"
 #include "plan.h"
 #include "ring_attn.h"
+#include "ring_attn_stream.h"
 #include "status.h"
 
 #define ZC_RA_ALIGN 64
@@ -58,14 +60,46 @@ zc_status_t zc_ra_scratch(zc_ra_ctx_t *ctx, int slot, size_t bytes, void **buf)
     return ZC_OK;
 }
 
+zc_status_t zc_ra_copy(zc_ra_ctx_t *ctx, void *dst, const void *src, size_t bytes)
+{
+    if (ctx->ds)
+        return ctx->ds->copy(ctx->ds_dev, dst, src, bytes);
+    memcpy(dst, src, bytes);
+    return ZC_OK;
+}
+
+zc_status_t zc_ra_copy_cb(void *ctx, void *dst, const void *src, size_t bytes)
+{
+    return zc_ra_copy(ctx, dst, src, bytes);
+}
+
+zc_status_t zc_ra_round(zc_ra_ctx_t *ctx, const float *src, int64_t count, void *dst)
+{
+    if (ctx->ds)
+        return ctx->ds->convert(ctx->ds_dev, src, ZC_FLOAT32, count, ctx->args->dtype, dst);
+    return zc_attn_convert(src, ZC_FLOAT32, count, ctx->args->dtype, dst);
+}
+
+zc_status_t zc_ra_round_acc(zc_ra_ctx_t *ctx)
+{
+    const zc_ring_attn_args_t *a = ctx->args;
+
+    if (ctx->tokens == 0)
+        return ZC_OK;
+    return zc_ra_round(ctx, ctx->backward ? ctx->dq_acc : ctx->out_acc, ctx->tokens * ctx->row_q,
+                       ctx->backward ? a->dq : a->out);
+}
+
 zc_status_t zc_ra_store_dkv(zc_ra_ctx_t *ctx, const float *dk, const float *dv, int64_t tokens,
                             int64_t row0)
 {
     int64_t count = tokens * ctx->row_kv;
     size_t at = (size_t)(row0 * ctx->row_kv) * ctx->elem;
 
-    ZC_CHECK(zc_attn_convert(dk, ZC_FLOAT32, count, ctx->args->dtype, (char *)ctx->args->dk + at));
-    return zc_attn_convert(dv, ZC_FLOAT32, count, ctx->args->dtype, (char *)ctx->args->dv + at);
+    if (count == 0)
+        return ZC_OK;
+    ZC_CHECK(zc_ra_round(ctx, dk, count, (char *)ctx->args->dk + at));
+    return zc_ra_round(ctx, dv, count, (char *)ctx->args->dv + at);
 }
 
 zc_attn_args_t zc_ra_delta_args(const zc_ra_ctx_t *ctx, int32_t cu_q[2], int32_t cu_kv[2])
@@ -136,8 +170,8 @@ zc_status_t zc_ra_check_args(zc_comm_h comm, zc_plan_h plan, const zc_ring_attn_
     ZC_ARG_CHECK(a->num_heads_q % a->num_heads_kv == 0,
                  "num_heads_q: %d is not a multiple of num_heads_kv (%d)", a->num_heads_q,
                  a->num_heads_kv);
-    ZC_ARG_CHECK(a->head_dim >= 1 && a->head_dim <= 256, "head_dim: %d, must be in 1..256",
-                 a->head_dim);
+    ZC_ARG_CHECK(a->head_dim >= 1 && a->head_dim <= ZC_ATTN_MAX_HEAD_DIM,
+                 "head_dim: %d, must be in 1..%d", a->head_dim, ZC_ATTN_MAX_HEAD_DIM);
     ZC_ARG_CHECK(isfinite(a->scale), "scale: %g is not finite", (double)a->scale);
     ZC_CHECK(zc_plan_info(plan, &info));
     if (info.nranks != comm->size)
@@ -298,9 +332,7 @@ static zc_status_t zc_ra_run(zc_ra_ctx_t *ctx)
     ZC_CHECK(zc_ra_local(ctx));
     ZC_CHECK(zc_ra_drain(ctx));
     if (a->dtype != ZC_FLOAT32)
-        ZC_CHECK(zc_attn_convert(ctx->backward ? ctx->dq_acc : ctx->out_acc, ZC_FLOAT32,
-                                 ctx->tokens * ctx->row_q, a->dtype,
-                                 ctx->backward ? a->dq : a->out));
+        ZC_CHECK(zc_ra_round_acc(ctx));
     return ZC_OK;
 }
 

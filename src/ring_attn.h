@@ -193,6 +193,9 @@ zc_status_t zc_ra_compute(zc_ra_ctx_t *ctx, const zc_plan_piece_t *qp, size_t nq
 /* ---- ring_attn_ring.c, ring_attn_gather.c ---- */
 /* acc[i] += in[i] (fp32 dK/dV sums of the host engine). */
 void zc_ra_add(float *acc, const float *in, size_t n);
+/* This rank's K|V rows of group g, packed into buf for the first hop
+ * (either engine). */
+zc_status_t zc_ra_pack_own(zc_ra_ctx_t *ctx, const zc_ra_group_t *g, void *buf);
 /* The member whose KV position p of group g holds at step s (p - s). */
 const zc_ra_member_t *zc_ra_owner(const zc_ra_group_t *g, int s);
 /* The block of `owner` in a packed K|V buffer (and its fp32 dK|dV). */
@@ -225,7 +228,16 @@ zc_status_t zc_ra_gather_bwd(zc_ra_ctx_t *ctx, int g);
 /* Bytes of `tokens` rows of K and V together in dtype, or in fp32. */
 size_t zc_ra_kv_bytes(const zc_ra_ctx_t *ctx, int64_t tokens);
 size_t zc_ra_dkv_bytes(const zc_ra_ctx_t *ctx, int64_t tokens);
-/* dK/dV fp32 rows -> the caller's dk/dv (dtype) at row `row0`. */
+/* `bytes` from src to dst: memcpy, or the stream engine's device copy;
+ * zc_ra_copy_cb is the same as a zc_ra_copy_t (arg: the ctx). */
+zc_status_t zc_ra_copy(zc_ra_ctx_t *ctx, void *dst, const void *src, size_t bytes);
+zc_status_t zc_ra_copy_cb(void *ctx, void *dst, const void *src, size_t bytes);
+/* `count` fp32 values to the caller's dtype at dst (either engine); the
+ * fp32 out (forward) or dq (backward) accumulator to the caller's. */
+zc_status_t zc_ra_round(zc_ra_ctx_t *ctx, const float *src, int64_t count, void *dst);
+zc_status_t zc_ra_round_acc(zc_ra_ctx_t *ctx);
+/* dK/dV fp32 rows -> the caller's dk/dv (dtype) at row `row0` (either
+ * engine). */
 zc_status_t zc_ra_store_dkv(zc_ra_ctx_t *ctx, const float *dk, const float *dv, int64_t tokens,
                             int64_t row0);
 /* The arguments of delta = rowsum(dout * out) over this rank's rows

@@ -92,12 +92,6 @@ zc_status_t zc_ra_permute(const zc_ra_group_t *g, const zc_ra_gathered_t *lay, s
     return ZC_OK;
 }
 
-static zc_status_t zc_ra_memcpy(void *arg, void *dst, const void *src, size_t bytes)
-{
-    (void)arg;
-    memcpy(dst, src, bytes);
-    return ZC_OK;
-}
 
 /* All-gather K and V of group gi, sequence-major, into *k, *v. */
 static zc_status_t zc_ra_allgather(zc_ra_ctx_t *ctx, int gi, const zc_ra_gathered_t *lay,
@@ -135,8 +129,8 @@ static zc_status_t zc_ra_allgather(zc_ra_ctx_t *ctx, int gi, const zc_ra_gathere
         memcpy((char *)gv + (size_t)lay->owner_row[g->pos] * row, own_v, (size_t)me->tokens * row);
     }
     ZC_CHECK(zc_ra_wait(ctx, &x));
-    ZC_CHECK(zc_ra_permute(g, lay, row, gk, *k, 1, zc_ra_memcpy, NULL));
-    return zc_ra_permute(g, lay, row, gv, *v, 1, zc_ra_memcpy, NULL);
+    ZC_CHECK(zc_ra_permute(g, lay, row, gk, *k, 1, zc_ra_copy_cb, ctx));
+    return zc_ra_permute(g, lay, row, gv, *v, 1, zc_ra_copy_cb, ctx);
 }
 
 zc_status_t zc_ra_gather_fwd(zc_ra_ctx_t *ctx, int gi)
@@ -190,8 +184,8 @@ zc_status_t zc_ra_gather_bwd(zc_ra_ctx_t *ctx, int gi)
                       .dk = dseq, .dv = dseq + half};
     ZC_CHECK(zc_ra_compute(ctx, me->pieces, me->npieces, me->row0, &kv));
     /* back to owner-major, then every owner's rows to their owner */
-    ZC_CHECK(zc_ra_permute(g, &lay, frow, dseq, down, 0, zc_ra_memcpy, NULL));
-    ZC_CHECK(zc_ra_permute(g, &lay, frow, dseq + half, down + half, 0, zc_ra_memcpy, NULL));
+    ZC_CHECK(zc_ra_permute(g, &lay, frow, dseq, down, 0, zc_ra_copy_cb, ctx));
+    ZC_CHECK(zc_ra_permute(g, &lay, frow, dseq + half, down + half, 0, zc_ra_copy_cb, ctx));
     for (int o = 0; o < g->G; o++) {
         size_t at = (size_t)lay.owner_row[o] * (size_t)ctx->row_kv;
         size_t n = (size_t)g->members[o].tokens * frow;

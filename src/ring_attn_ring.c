@@ -29,17 +29,16 @@ const zc_ra_member_t *zc_ra_owner(const zc_ra_group_t *g, int s)
     return &g->members[((g->pos - s) % g->G + g->G) % g->G];
 }
 
-/* This rank's K|V rows of the group, packed for the first hop. */
-static zc_status_t zc_ra_pack_own(zc_ra_ctx_t *ctx, const zc_ra_group_t *g, void *buf)
+zc_status_t zc_ra_pack_own(zc_ra_ctx_t *ctx, const zc_ra_group_t *g, void *buf)
 {
     const zc_ra_member_t *me = &g->members[g->pos];
     size_t row = (size_t)ctx->row_kv * ctx->elem, bytes = (size_t)me->tokens * row;
 
     if (bytes == 0)
         return ZC_OK;
-    memcpy(buf, (const char *)ctx->args->k + (size_t)me->row0 * row, bytes);
-    memcpy((char *)buf + bytes, (const char *)ctx->args->v + (size_t)me->row0 * row, bytes);
-    return ZC_OK;
+    ZC_CHECK(zc_ra_copy(ctx, buf, (const char *)ctx->args->k + (size_t)me->row0 * row, bytes));
+    return zc_ra_copy(ctx, (char *)buf + bytes, (const char *)ctx->args->v + (size_t)me->row0 * row,
+                      bytes);
 }
 
 zc_ra_kv_t zc_ra_block(const zc_ra_ctx_t *ctx, const zc_ra_member_t *owner, void *kv,

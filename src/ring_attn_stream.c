@@ -117,28 +117,6 @@ static zc_status_t zc_ras_exchange(zc_ras_t *s, const zc_device_op_t *ops, int n
     return zc_ras_handback(s);
 }
 
-static zc_status_t zc_ras_copy(void *arg, void *dst, const void *src, size_t bytes)
-{
-    zc_ras_t *s = arg;
-
-    return s->ops->copy(s->dev, dst, src, bytes);
-}
-
-/* fp32 dK/dV rows -> the caller's dk/dv at row `row0`. */
-static zc_status_t zc_ras_store_dkv(zc_ras_t *s, const float *dk, const float *dv, int64_t tokens,
-                                    int64_t row0)
-{
-    const zc_ra_ctx_t *ra = s->ra;
-    int64_t count = tokens * ra->row_kv;
-    size_t at = (size_t)(row0 * ra->row_kv) * ra->elem;
-    zc_datatype_t dt = ra->args->dtype;
-
-    if (count == 0)
-        return ZC_OK;
-    ZC_CHECK(s->ops->convert(s->dev, dk, ZC_FLOAT32, count, dt, (char *)ra->args->dk + at));
-    return s->ops->convert(s->dev, dv, ZC_FLOAT32, count, dt, (char *)ra->args->dv + at);
-}
-
 /* ---- ring groups ---------------------------------------------------------- */
 
 /* Routed call `call` of the list (-1: none): the rank's own buffers when it
@@ -174,20 +152,6 @@ static zc_status_t zc_ras_hop(zc_ras_t *s, int gi, int call, const void *sendbuf
         ZC_CHECK(s->ops->group(s->dev, ops, n));
     ra->stats.bytes_sent += send_bytes;
     return zc_ras_routed(s, call, routed_out ? sendbuf : NULL, routed_in ? recvbuf : NULL);
-}
-
-/* This rank's K|V rows of the group, packed for the first hop. */
-static zc_status_t zc_ras_pack_own(zc_ras_t *s, const zc_ra_group_t *g, void *buf)
-{
-    const zc_ra_ctx_t *ra = s->ra;
-    const zc_ra_member_t *me = &g->members[g->pos];
-    size_t row = (size_t)ra->row_kv * ra->elem, bytes = (size_t)me->tokens * row;
-
-    if (bytes == 0)
-        return ZC_OK;
-    ZC_CHECK(s->ops->copy(s->dev, buf, (const char *)ra->args->k + (size_t)me->row0 * row, bytes));
-    return s->ops->copy(s->dev, (char *)buf + bytes,
-                        (const char *)ra->args->v + (size_t)me->row0 * row, bytes);
 }
 
 /* A group this rank is not in: only the routed calls, in the order its
@@ -226,7 +190,7 @@ static zc_status_t zc_ras_ring_fwd(zc_ras_t *s, int gi)
     const zc_ra_member_t *me = &g->members[g->pos];
     int computed[2] = {-1, -1}, arrived[2] = {-1, -1};
 
-    ZC_CHECK(zc_ras_pack_own(s, g, s->kv[0]));
+    ZC_CHECK(zc_ra_pack_own(ra, g, s->kv[0]));
     ZC_CHECK(zc_ras_handoff(s));
     for (int st = 0; st < g->G; st++) {
         zc_ra_kv_t block = zc_ra_block(ra, zc_ra_owner(g, st), s->kv[st % 2], NULL);
@@ -248,7 +212,7 @@ static zc_status_t zc_ras_ring_bwd(zc_ras_t *s, int gi)
     int computed[2] = {-1, -1}, arrived[2] = {-1, -1}, returned[2] = {-1, -1}, summed;
     const float *home = s->dp[0];
 
-    ZC_CHECK(zc_ras_pack_own(s, g, s->kv[0]));
+    ZC_CHECK(zc_ra_pack_own(ra, g, s->kv[0]));
     ZC_CHECK(zc_ras_handoff(s));
     for (int st = 0; st < g->G; st++) {
         const zc_ra_member_t *owner = zc_ra_owner(g, st);
@@ -281,7 +245,7 @@ static zc_status_t zc_ras_ring_bwd(zc_ras_t *s, int gi)
         ZC_CHECK(zc_ras_after(s, ZC_DS_COMPUTE, returned[(g->G - 1) % 2]));
         home = s->din[(g->G - 1) % 2];
     }
-    return zc_ras_store_dkv(s, home, home + (size_t)me->tokens * (size_t)ra->row_kv, me->tokens,
+    return zc_ra_store_dkv(ra, home, home + (size_t)me->tokens * (size_t)ra->row_kv, me->tokens,
                             me->row0);
 }
 
@@ -327,12 +291,12 @@ static zc_status_t zc_ras_allgather(zc_ras_t *s, int gi, const zc_ra_gathered_t 
         }
     }
     if (mine > 0) {
-        ZC_CHECK_GOTO(s->ops->copy(s->dev, (char *)gk + at_me, own_k, mine), st, out);
-        ZC_CHECK_GOTO(s->ops->copy(s->dev, (char *)gv + at_me, own_v, mine), st, out);
+        ZC_CHECK_GOTO(zc_ra_copy(ra, (char *)gk + at_me, own_k, mine), st, out);
+        ZC_CHECK_GOTO(zc_ra_copy(ra, (char *)gv + at_me, own_v, mine), st, out);
     }
     ZC_CHECK_GOTO(zc_ras_exchange(s, ops, n), st, out);
-    ZC_CHECK_GOTO(zc_ra_permute(g, lay, row, gk, *k, 1, zc_ras_copy, s), st, out);
-    st = zc_ra_permute(g, lay, row, gv, *v, 1, zc_ras_copy, s);
+    ZC_CHECK_GOTO(zc_ra_permute(g, lay, row, gk, *k, 1, zc_ra_copy_cb, ra), st, out);
+    st = zc_ra_permute(g, lay, row, gv, *v, 1, zc_ra_copy_cb, ra);
 out:
     free(ops);
     return st;
@@ -398,7 +362,7 @@ static zc_status_t zc_ras_scatter(zc_ras_t *s, int gi, const zc_ra_gathered_t *l
         ZC_CHECK_GOTO(s->ops->add(s->dev, dk + half, drecv + 2 * mine * (size_t)i + mine, mine),
                       st, out);
     }
-    st = zc_ras_store_dkv(s, dk, dk + half, me->tokens, me->row0);
+    st = zc_ra_store_dkv(ra, dk, dk + half, me->tokens, me->row0);
 out:
     free(ops);
     return st;
@@ -428,9 +392,9 @@ static zc_status_t zc_ras_gather_bwd(zc_ras_t *s, int gi)
                       .dk = dseq, .dv = (float *)dseq + half};
     ZC_CHECK(zc_ra_compute(ra, me->pieces, me->npieces, me->row0, &kv));
     /* back to owner-major, then every owner's rows to their owner */
-    ZC_CHECK(zc_ra_permute(g, &lay, frow, dseq, down, 0, zc_ras_copy, s));
+    ZC_CHECK(zc_ra_permute(g, &lay, frow, dseq, down, 0, zc_ra_copy_cb, ra));
     ZC_CHECK(zc_ra_permute(g, &lay, frow, (float *)dseq + half, (float *)down + half, 0,
-                           zc_ras_copy, s));
+                           zc_ra_copy_cb, ra));
     ZC_CHECK(zc_ras_scatter(s, gi, &lay, down, drecv));
     zc_ras_release(s, mark); /* the scatter waited for its transfers */
     return ZC_OK;
@@ -460,7 +424,7 @@ static zc_status_t zc_ras_local(zc_ras_t *s)
     kv.dk = dkv;
     kv.dv = (float *)dkv + half;
     ZC_CHECK(zc_ra_compute(ra, lp, n, ra->local_row0, &kv));
-    return zc_ras_store_dkv(s, kv.dk, kv.dv, tokens, ra->local_row0);
+    return zc_ra_store_dkv(ra, kv.dk, kv.dv, tokens, ra->local_row0);
 }
 
 /* fp32 out and lse (forward), or dq and delta (backward), over this
@@ -537,10 +501,8 @@ static zc_status_t zc_ras_run(zc_ras_t *s)
             ZC_CHECK(ra->backward ? zc_ras_ring_bwd(s, gi) : zc_ras_ring_fwd(s, gi));
     }
     ZC_CHECK(zc_ras_local(s));
-    if (a->dtype != ZC_FLOAT32 && ra->tokens > 0)
-        ZC_CHECK(s->ops->convert(s->dev, ra->backward ? ra->dq_acc : ra->out_acc, ZC_FLOAT32,
-                                 ra->tokens * ra->row_q, a->dtype,
-                                 ra->backward ? a->dq : a->out));
+    if (a->dtype != ZC_FLOAT32)
+        ZC_CHECK(zc_ra_round_acc(ra));
     return ZC_OK;
 }
 

@@ -130,25 +130,9 @@ static int zc_attn_dtype_ok(zc_datatype_t dtype)
 
 static zc_status_t zc_attn_check_common(const zc_attn_args_t *args, zc_attn_totals_t *totals)
 {
-    ZC_ARG_CHECK(args != NULL, "args: NULL");
-    ZC_ARG_CHECK(args->batch >= 0, "batch: %d is negative", args->batch);
-    ZC_ARG_CHECK(args->num_heads_q > 0, "num_heads_q: %d, must be positive", args->num_heads_q);
-    ZC_ARG_CHECK(args->num_heads_kv > 0, "num_heads_kv: %d, must be positive",
-                 args->num_heads_kv);
-    ZC_ARG_CHECK(args->num_heads_q % args->num_heads_kv == 0,
-                 "num_heads_q: %d is not a multiple of num_heads_kv (%d)", args->num_heads_q,
-                 args->num_heads_kv);
-    ZC_ARG_CHECK(args->head_dim > 0 && args->head_dim <= ZC_ATTN_MAX_HEAD_DIM,
-                 "head_dim: %d, must be in 1..%d", args->head_dim, ZC_ATTN_MAX_HEAD_DIM);
+    ZC_CHECK(zc_attn_check_shape(args, &totals->total_q, &totals->total_kv));
     ZC_ARG_CHECK(zc_attn_dtype_ok(args->dtype), "dtype: %s, must be float32 or bfloat16",
                  zc_datatype_name(args->dtype));
-    ZC_ARG_CHECK(isfinite(args->scale), "scale: %g is not finite", (double)args->scale);
-    ZC_ARG_CHECK((args->flags & ~ZC_ATTN_ACCUMULATE) == 0, "flags: unknown bits 0x%x",
-                 args->flags & ~ZC_ATTN_ACCUMULATE);
-    ZC_CHECK(zc_attn_check_seqlens(args->cu_seqlens_q, args->batch, "cu_seqlens_q",
-                                   &totals->total_q));
-    ZC_CHECK(zc_attn_check_seqlens(args->cu_seqlens_kv, args->batch, "cu_seqlens_kv",
-                                   &totals->total_kv));
     return ZC_OK;
 }
 

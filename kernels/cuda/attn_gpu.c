@@ -107,18 +107,8 @@ static zc_status_t zc_gpu_check(const zc_attn_args_t *args, zc_gpu_pass_t pass, 
     const int acc = args && (args->flags & ZC_ATTN_ACCUMULATE);
     const int needs_out = pass != ZC_GPU_BWD || (args && !args->delta);
 
-    ZC_ARG_CHECK(args != NULL, "args: NULL");
-    ZC_ARG_CHECK(args->batch >= 0, "batch: %d is negative", args->batch);
-    ZC_ARG_CHECK(args->num_heads_q > 0, "num_heads_q: %d, must be positive", args->num_heads_q);
-    ZC_ARG_CHECK(args->num_heads_kv > 0 && args->num_heads_q % args->num_heads_kv == 0,
-                 "num_heads_kv: %d, must be positive and divide num_heads_q (%d)",
-                 args->num_heads_kv, args->num_heads_q);
-    ZC_ARG_CHECK(args->head_dim > 0 && args->head_dim <= ZC_ATTN_MAX_HEAD_DIM,
-                 "head_dim: %d, must be in 1..%d", args->head_dim, ZC_ATTN_MAX_HEAD_DIM);
+    ZC_CHECK(zc_attn_check_shape(args, tq, tk));
     ZC_CHECK(zc_gpu_dtype(args->dtype, "dtype"));
-    ZC_ARG_CHECK(isfinite(args->scale), "scale: %g is not finite", (double)args->scale);
-    ZC_ARG_CHECK((args->flags & ~ZC_ATTN_ACCUMULATE) == 0, "flags: unknown bits 0x%x",
-                 args->flags & ~ZC_ATTN_ACCUMULATE);
     if (needs_out)
         ZC_CHECK(zc_gpu_dtype(args->out_dtype, "out_dtype"));
     ZC_ARG_CHECK(pass != ZC_GPU_FWD || !acc || args->out_dtype == ZC_FLOAT32,
@@ -130,8 +120,6 @@ static zc_status_t zc_gpu_check(const zc_attn_args_t *args, zc_gpu_pass_t pass, 
                      "grad_dtype: ZC_ATTN_ACCUMULATE needs float32, got %s",
                      zc_datatype_name(args->grad_dtype));
     }
-    ZC_CHECK(zc_attn_check_seqlens(args->cu_seqlens_q, args->batch, "cu_seqlens_q", tq));
-    ZC_CHECK(zc_attn_check_seqlens(args->cu_seqlens_kv, args->batch, "cu_seqlens_kv", tk));
     if (pass == ZC_GPU_FWD) {
         const int64_t kv = *tq ? *tk : 0;
         const zc_gpu_tensor_t t[] = {{args->q, *tq, "q"}, {args->out, *tq, "out"},
