@@ -95,18 +95,26 @@ const char *zc_env_get(const char *name)
     return var ? var->default_value : NULL;
 }
 
-zc_status_t zc_env_get_int(const char *name, int64_t *value)
+int zc_parse_int64(const char *str, int64_t *value)
 {
-    const char *str = zc_env_get(name);
     char *end;
     long long v;
 
-    if (!str)
-        return zc_error(ZC_ERR_INVALID_ARG, "%s is not set and has no default", name);
     errno = 0;
     v = strtoll(str, &end, 10);
     if (errno || end == str || *end != '\0')
-        return zc_error(ZC_ERR_INVALID_ARG, "%s=%s is not an integer", name, str);
+        return -1;
     *value = v;
+    return 0;
+}
+
+zc_status_t zc_env_get_int(const char *name, int64_t *value)
+{
+    const char *str = zc_env_get(name);
+
+    if (!str)
+        return zc_error(ZC_ERR_INVALID_ARG, "%s is not set and has no default", name);
+    if (zc_parse_int64(str, value) != 0)
+        return zc_error(ZC_ERR_INVALID_ARG, "%s=%s is not an integer", name, str);
     return ZC_OK;
 }

@@ -11,5 +11,7 @@
 const char *zc_env_get(const char *name);
 /* Integer value; a malformed value is ZC_ERR_INVALID_ARG naming the variable. */
 zc_status_t zc_env_get_int(const char *name, int64_t *value);
+/* A whole base-10 integer (no sign limits beyond int64); 0, or -1. */
+int zc_parse_int64(const char *str, int64_t *value);
 
 #endif

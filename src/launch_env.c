@@ -8,7 +8,6 @@
  * derived from the job id. */
 #include "config.h"
 
-#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -48,12 +47,9 @@ static const char *zc_getenv(const char *name)
 
 static zc_status_t zc_parse_int(const char *name, const char *str, int min, int *out)
 {
-    char *end;
-    long v;
+    int64_t v;
 
-    errno = 0;
-    v = strtol(str, &end, 10);
-    if (errno || end == str || *end != '\0' || v < min || v > INT32_MAX)
+    if (zc_parse_int64(str, &v) != 0 || v < min || v > INT32_MAX)
         return zc_error(ZC_ERR_INVALID_ARG, "%s=%s is not an integer >= %d", name, str, min);
     *out = (int)v;
     return ZC_OK;

@@ -81,6 +81,9 @@ int zc_topo_node_numa(const zc_topo_t *topo, int node);
 void zc_topo_format_pci(char *buf, unsigned domain, unsigned bus, unsigned dev, unsigned func);
 /* Copy a string into a fixed field, truncating. */
 void zc_topo_copy_name(char *dst, size_t size, const char *src);
+/* The port number of "name:port" (the `n` characters after the colon):
+ * 1..255, or -1 when it is not one. */
+int zc_topo_parse_port(const char *s, size_t n);
 /* PCIe bandwidth in GB/s of `lanes` lanes at `gts` GT/s (8b/10b below
  * 8 GT/s, 128b/130b from there, as hwloc computes it). */
 double zc_topo_pcie_gbs(double gts, int lanes);

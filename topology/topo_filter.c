@@ -28,21 +28,9 @@ static zc_status_t zc_filter_item(const char *item, size_t len, const char *argn
         return zc_error(ZC_ERR_INVALID_ARG, "%s: NIC name \"%.*s\" is too long", argname,
                         (int)name_len, item);
     int port = -1;
-    if (colon) {
-        char digits[16];
-        size_t n = len - name_len - 1;
-        char *end;
-        if (n == 0 || n >= sizeof(digits))
-            return zc_error(ZC_ERR_INVALID_ARG, "%s: bad port in \"%.*s\"", argname, (int)len,
-                            item);
-        memcpy(digits, colon + 1, n);
-        digits[n] = '\0';
-        long v = strtol(digits, &end, 10);
-        if (*end != '\0' || v < 1 || v > 255)
-            return zc_error(ZC_ERR_INVALID_ARG, "%s: bad port in \"%.*s\"", argname, (int)len,
-                            item);
-        port = (int)v;
-    }
+    if (colon && (port = zc_topo_parse_port(colon + 1, len - name_len - 1)) < 0)
+        return zc_error(ZC_ERR_INVALID_ARG, "%s: bad port in \"%.*s\"", argname, (int)len,
+                        item);
     memcpy(filter->items[filter->count].name, item, name_len);
     filter->items[filter->count].name[name_len] = '\0';
     filter->items[filter->count].port = port;

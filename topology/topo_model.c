@@ -156,3 +156,16 @@ double zc_topo_pcie_gbs(double gts, int lanes)
 
     return gts * encoding * lanes / 8.0;
 }
+
+int zc_topo_parse_port(const char *s, size_t n)
+{
+    char digits[16], *end;
+    long v;
+
+    if (n == 0 || n >= sizeof(digits))
+        return -1;
+    memcpy(digits, s, n);
+    digits[n] = '\0';
+    v = strtol(digits, &end, 10);
+    return *end != '\0' || v < 1 || v > 255 ? -1 : (int)v;
+}

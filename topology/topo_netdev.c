@@ -32,13 +32,10 @@ static zc_status_t zc_netdev_apply(zc_topo_t *topo, const char *item, size_t len
     netdev[dev_len] = '\0';
     char *colon = strchr(name, ':');
     if (colon) {
-        char *end;
-        long v = strtol(colon + 1, &end, 10);
-        if (*end != '\0' || v < 1 || v > 255)
+        if ((port = zc_topo_parse_port(colon + 1, strlen(colon + 1))) < 0)
             return zc_error(ZC_ERR_INVALID_ARG, "%s: bad port in \"%.*s\"", argname, (int)len,
                             item);
         *colon = '\0';
-        port = (int)v;
     }
     for (int i = 0; i < topo->num_nics; i++) {
         zc_topo_nic_t *nic = &topo->nics[i].info;
