@@ -10,6 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "pattern.h"
 #include "zcomm.h"
 
 static int mn_rank, mn_size, mn_cases, mn_failed_cases;
@@ -24,29 +25,6 @@ static int64_t mn_failures;  /* of the current case, this rank */
             mn_failures++;                                                    \
         }                                                                     \
     } while (0)
-
-/* Byte i of the data rank `src` sends in case `salt`. */
-static inline uint8_t mn_byte(size_t i, int src, int salt)
-{
-    uint64_t x = (i + 1) * 0x9e3779b97f4a7c15ULL ^ ((uint64_t)(unsigned)src << 44) ^
-                 ((uint64_t)(unsigned)salt << 24);
-    return (uint8_t)(x >> 56 ^ x >> 21 ^ x);
-}
-
-static inline void mn_fill(void *buf, size_t n, int src, int salt)
-{
-    for (size_t i = 0; i < n; i++)
-        ((uint8_t *)buf)[i] = mn_byte(i, src, salt);
-}
-
-/* Offset of the first wrong byte, or n. */
-static inline size_t mn_first_wrong(const void *buf, size_t n, int src, int salt)
-{
-    for (size_t i = 0; i < n; i++)
-        if (((const uint8_t *)buf)[i] != mn_byte(i, src, salt))
-            return i;
-    return n;
-}
 
 /* End a case: rank 0 sums every rank's failures and prints the TAP line. */
 static inline void mn_report(zc_comm_h comm, const char *name)

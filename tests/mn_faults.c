@@ -75,7 +75,7 @@ int main(int argc, char **argv)
     }
     char *send = malloc((size_t)count), *recv = malloc((size_t)count);
     zc_transfer_t t = {0, mn_size - 1, count};
-    mn_fill(send, (size_t)count, mn_rank, 7);
+    pattern_fill(send, (size_t)count, mn_rank, 7);
     zc_barrier(comm);
     if (zc_routed_sendrecv(&t, 1, send, recv, ZC_BYTE, ZC_MEM_HOST, comm, &req) != ZC_OK) {
         fprintf(stderr, "# rank %d: post failed: %s\n", mn_rank, zc_get_last_error());
@@ -88,7 +88,7 @@ int main(int argc, char **argv)
             zc_get_last_error());
     int status;
     if (mn_rank == t.dst && st == ZC_OK)
-        status = mn_first_wrong(recv, (size_t)count, 0, 7) == (size_t)count ? 0 : 1;
+        status = pattern_first_wrong(recv, (size_t)count, 0, 7) == (size_t)count ? 0 : 1;
     else if (mn_rank == t.dst)
         status = st == ZC_ERR_PEER_FAILED || st == ZC_ERR_TIMEOUT ? 0 : 1;
     else  /* survivors: their finished part, or a clean error; returning is the point */

@@ -21,7 +21,7 @@ static void run_transfers(zc_comm_h comm, const zc_transfer_t *t, int n, zc_data
         }
     }
     uint8_t *send = malloc(send_bytes + 1), *recv = malloc(recv_bytes + 1);
-    mn_fill(send, send_bytes, mn_rank, salt);
+    pattern_fill(send, send_bytes, mn_rank, salt);
     memset(recv, 0xee, recv_bytes + 1);
     zc_request_h req;
     zc_status_t st = zc_routed_sendrecv(t, n, send, recv, dtype, ZC_MEM_HOST, comm, &req);
@@ -31,7 +31,7 @@ static void run_transfers(zc_comm_h comm, const zc_transfer_t *t, int n, zc_data
         MN_CHECK(st == ZC_OK, "zc_wait: %s", zc_strerror(st));
     }
     if (from >= 0) {
-        size_t wrong = mn_first_wrong(recv, recv_bytes, from, salt);
+        size_t wrong = pattern_first_wrong(recv, recv_bytes, from, salt);
         MN_CHECK(wrong == recv_bytes, "%zu bytes from rank %d: wrong at %zu", recv_bytes, from,
                  wrong);
         MN_CHECK(recv[recv_bytes] == 0xee, "byte past the end written");

@@ -15,6 +15,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "zcomm.h"
+
 typedef int (*mp_rank_fn)(int rank, int nranks, void *arg);
 
 /* A rank that a case kills on purpose (SIGKILL); -1: none. */
@@ -120,6 +122,24 @@ static inline int mp_run(int nranks, int timeout_s, mp_rank_fn fn, void *arg)
             return 1;                                                         \
         }                                                                     \
     } while (0)
+
+static inline int mp_make_id(void *id)
+{
+    return zc_get_unique_id(id) == ZC_OK ? 0 : -1;
+}
+
+/* The case's communicator, its unique id made by rank 0 (mp_case_id);
+ * ZC_OK or the status of zc_comm_init_rank (ZC_ERR_INTERNAL when the id
+ * could not be shared). */
+static inline zc_status_t mp_comm_init(int rank, int nranks, const zc_config_t *config,
+                                       zc_comm_h *comm)
+{
+    zc_unique_id_t id;
+
+    if (mp_case_id(rank, &id, sizeof(id), mp_make_id) != 0)
+        return ZC_ERR_INTERNAL;
+    return zc_comm_init_rank(comm, nranks, &id, rank, config);
+}
 
 /* Anonymous shared memory, inherited by the ranks. */
 static inline void *mp_shared(size_t len)

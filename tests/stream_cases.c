@@ -6,27 +6,8 @@
 #include <string.h>
 
 #include "mp.h"
+#include "pattern.h"
 #include "stream_cases.h"
-
-static unsigned char sc_pattern(size_t i, unsigned seed)
-{
-    uint64_t x = (i + 1) * 0x9e3779b97f4a7c15ull ^ ((uint64_t)seed << 32);
-    return (unsigned char)(x >> 56 ^ x >> 13 ^ x);
-}
-
-static void sc_fill(unsigned char *buf, size_t n, unsigned seed)
-{
-    for (size_t i = 0; i < n; i++)
-        buf[i] = sc_pattern(i, seed);
-}
-
-static int sc_matches(const unsigned char *buf, size_t n, unsigned seed)
-{
-    for (size_t i = 0; i < n; i++)
-        if (buf[i] != sc_pattern(i, seed))
-            return 0;
-    return 1;
-}
 
 /* Device copies of `n` host bytes (uploaded) and room for `n` more. */
 static int sc_pair(const sc_memory_t *m, const unsigned char *host, size_t n, void **in,
@@ -53,12 +34,12 @@ int sc_p2p(int rank, int nranks, void *arg)
         void *sb, *rb;
 
         MP_CHECK(host, "alloc");
-        sc_fill(host, n, (unsigned)(rank * 16 + i));
+        pattern_fill(host, n, rank, (int)i);
         MP_CHECK(sc_pair(m, host, n, &sb, &rb) == 0, "buffers");
         MP_CHECK(zc_sendrecv_stream(sb, (int64_t)n, to, rb, (int64_t)n, from, ZC_BYTE, comm,
                                     s) == ZC_OK && zc_stream_synchronize(comm, s) == ZC_OK,
                  "sendrecv_stream %zu", n);
-        MP_CHECK(m->download(host, rb, n) == 0 && sc_matches(host, n, (unsigned)(from * 16 + i)),
+        MP_CHECK(m->download(host, rb, n) == 0 && pattern_first_wrong(host, n, from, (int)i) == n,
                  "sendrecv %zu bytes byte-exact", n);
         /* pairs: even ranks send first, odd ranks receive first */
         if (peer < nranks) {
@@ -74,7 +55,7 @@ int sc_p2p(int rank, int nranks, void *arg)
             MP_CHECK(a == ZC_OK && b == ZC_OK && zc_stream_synchronize(comm, s) == ZC_OK,
                      "send/recv_stream %zu", n);
             MP_CHECK(m->download(host, rb, n) == 0 &&
-                         sc_matches(host, n, (unsigned)(peer * 16 + i)),
+                         pattern_first_wrong(host, n, peer, (int)i) == n,
                      "send/recv %zu bytes byte-exact", n);
         }
         m->release(sb), m->release(rb), free(host);
@@ -104,7 +85,7 @@ int sc_alltoallv(int rank, int nranks, void *arg)
     unsigned char *hs = malloc((size_t)stot + 1), *hr = calloc((size_t)rtot + 1, 1);
     unsigned char *dr = calloc((size_t)rtot + 1, 1);
     MP_CHECK(hs && hr && dr, "alloc");
-    sc_fill(hs, (size_t)stot, (unsigned)rank);
+    pattern_fill(hs, (size_t)stot, rank, 0);
     gs = m->alloc((size_t)stot);
     gr = m->alloc((size_t)rtot);
     MP_CHECK(gs && gr && m->upload(gs, hs, (size_t)stot) == 0, "buffers");
@@ -150,7 +131,7 @@ int sc_routed(int rank, int nranks, void *arg)
             src = t[i].src;
     unsigned char *hs = malloc(bytes), *hr = calloc(bytes, 1), *dr = calloc(bytes, 1);
     MP_CHECK(hs && hr && dr, "alloc");
-    sc_fill(hs, bytes, (unsigned)rank + 50);
+    pattern_fill(hs, bytes, rank, 50);
     gs = m->alloc(bytes);
     gr = m->alloc(bytes);
     MP_CHECK(gs && gr && m->upload(gs, hs, bytes) == 0, "buffers");
@@ -164,7 +145,7 @@ int sc_routed(int rank, int nranks, void *arg)
         if (t[i].dst != rank)
             continue;
         MP_CHECK(m->download(dr, gr, len) == 0 && memcmp(dr, hr, len) == 0 &&
-                     sc_matches(dr, len, (unsigned)src + 50),
+                     pattern_first_wrong(dr, len, src, 50) == len,
                  "%zu bytes from rank %d: device equals host and the sender's data", len, src);
     }
     m->release(gs), m->release(gr), free(hs), free(hr), free(dr);

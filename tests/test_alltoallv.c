@@ -22,12 +22,7 @@
 #define NRANKS 4
 #define CASE_TIMEOUT_S 60
 
-static zc_unique_id_t the_id;
 
-static int make_id(void *id)
-{
-    return zc_get_unique_id(id) == ZC_OK ? 0 : -1;
-}
 static int have_rails;
 
 /* Ranks 0 .. n/2-1 on one emulated node, the others on another, unless
@@ -39,8 +34,7 @@ static int init_nodes(int rank, int nranks, int timeout_ms, int one_node, zc_com
     config.timeout_ms = timeout_ms;
     config.node_id = rank < nranks / 2 || one_node ? "a2av-node-a" : "a2av-node-b";
     /* Rank 0 makes the id: the parent that forks stays single-threaded. */
-    MP_CHECK(mp_case_id(rank, &the_id, sizeof(the_id), make_id) == 0, "case id");
-    MP_CHECK(zc_comm_init_rank(comm, nranks, &the_id, rank, &config) == ZC_OK, "init");
+    MP_CHECK(mp_comm_init(rank, nranks, &config, comm) == ZC_OK, "init");
     return 0;
 }
 

@@ -16,13 +16,8 @@
 
 static zc_unique_id_t the_id;
 
-static int make_id(void *id)
-{
-    return zc_get_unique_id(id) == ZC_OK ? 0 : -1;
-}
-
 /* This case's id, made by its rank 0 (see mp_case_id). */
-#define CASE_ID(rank) MP_CHECK(mp_case_id((rank), &the_id, sizeof(the_id), make_id) == 0, "case id")
+#define CASE_ID(rank) MP_CHECK(mp_case_id((rank), &the_id, sizeof(the_id), mp_make_id) == 0, "case id")
 
 /* Every rank checks what the communicator says about it. */
 static int check_comm(zc_comm_h comm, int rank, int nranks, int ranks_per_node)
@@ -216,7 +211,7 @@ static int rank_nranks_mismatch(int rank, int nranks, void *arg)
     zc_comm_h comm;
     zc_config_t config = ZC_CONFIG_INITIALIZER;
 
-    if (mp_case_id(rank, &the_id, sizeof(the_id), make_id) != 0)
+    if (mp_case_id(rank, &the_id, sizeof(the_id), mp_make_id) != 0)
         return 1;
     config.timeout_ms = 3000;
     shared->status[rank] = zc_comm_init_rank(&comm, rank == 0 ? 2 : 3, &the_id, rank, &config);

@@ -25,13 +25,8 @@
 
 #define CASE_TIMEOUT_S 120
 
-static zc_unique_id_t the_id;
 static int have_rails;
 
-static int make_id(void *id)
-{
-    return zc_get_unique_id(id) == ZC_OK ? 0 : -1;
-}
 
 /* Ranks of the first half on node a, the rest on node b; the emulated
  * device installed. */
@@ -41,9 +36,7 @@ static int init(int rank, int nranks, int timeout_ms, zc_comm_h *comm)
 
     config.timeout_ms = timeout_ms;
     config.node_id = rank < nranks / 2 ? "emu-node-a" : "emu-node-b";
-    MP_CHECK(mp_case_id(rank, &the_id, sizeof(the_id), make_id) == 0, "case id");
-    MP_CHECK(zc_comm_init_rank(comm, nranks, &the_id, rank, &config) == ZC_OK, "init: %s",
-             zc_get_last_error());
+    MP_CHECK(mp_comm_init(rank, nranks, &config, comm) == ZC_OK, "init");
     MP_CHECK(device_emu_install(*comm) == ZC_OK, "install: %s", zc_get_last_error());
     return 0;
 }

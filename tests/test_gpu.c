@@ -42,7 +42,6 @@ int main(void)
 
 #define CASE_TIMEOUT_S 120
 
-static zc_unique_id_t the_id;
 static int ndev;
 
 /* ---- helpers ---------------------------------------------------------------- */
@@ -334,10 +333,6 @@ static void test_zigzag(void)
 
 /* ---- NCCL transfers (one process per rank, one device each) ---------------- */
 
-static int make_id(void *id)
-{
-    return zc_get_unique_id(id) == ZC_OK ? 0 : -1;
-}
 
 /* A rank on its device (rank modulo the devices), the first half of the
  * ranks on one emulated node, the NCCL communicator up. */
@@ -349,8 +344,7 @@ static int rank_init(int rank, int nranks, int timeout_ms, zc_comm_h *comm, cuda
     config.node_id = rank < nranks / 2 ? "gpu-node-a" : "gpu-node-b";
     MP_CHECK(cudaSetDevice(rank % ndev) == cudaSuccess, "cudaSetDevice");
     MP_CHECK(cudaStreamCreate(s) == cudaSuccess, "cudaStreamCreate");
-    MP_CHECK(mp_case_id(rank, &the_id, sizeof(the_id), make_id) == 0, "case id");
-    MP_CHECK(zc_comm_init_rank(comm, nranks, &the_id, rank, &config) == ZC_OK, "init");
+    MP_CHECK(mp_comm_init(rank, nranks, &config, comm) == ZC_OK, "init");
     MP_CHECK(zc_comm_cuda_init(*comm) == ZC_OK, "zc_comm_cuda_init");
     return 0;
 }

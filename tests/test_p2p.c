@@ -6,40 +6,13 @@
 #include <string.h>
 
 #include "mp.h"
+#include "pattern.h"
 #include "tap.h"
 #include "zcomm.h"
 
 #define CASE_TIMEOUT_S 120
 
-static zc_unique_id_t the_id;
 
-static int make_id(void *id)
-{
-    return zc_get_unique_id(id) == ZC_OK ? 0 : -1;
-}
-
-/* Byte i of a message from `src` with `salt`: differs per byte, sender and
- * message, so misplaced, stale or swapped data shows. */
-static uint8_t pattern(size_t i, int src, int salt)
-{
-    uint64_t x = (i + 1) * 0x9e3779b97f4a7c15ULL ^ ((uint64_t)src << 48) ^ ((uint64_t)salt << 32);
-    return (uint8_t)(x >> 56 ^ x >> 13 ^ x);
-}
-
-static void fill(uint8_t *buf, size_t n, int src, int salt)
-{
-    for (size_t i = 0; i < n; i++)
-        buf[i] = pattern(i, src, salt);
-}
-
-/* Index of the first wrong byte, or n. */
-static size_t first_wrong(const uint8_t *buf, size_t n, int src, int salt)
-{
-    for (size_t i = 0; i < n; i++)
-        if (buf[i] != pattern(i, src, salt))
-            return i;
-    return n;
-}
 
 static int init(int rank, int nranks, int timeout_ms, zc_comm_h *comm)
 {
@@ -47,8 +20,7 @@ static int init(int rank, int nranks, int timeout_ms, zc_comm_h *comm)
 
     config.timeout_ms = timeout_ms;
     /* Rank 0 makes the id: the parent that forks stays single-threaded. */
-    MP_CHECK(mp_case_id(rank, &the_id, sizeof(the_id), make_id) == 0, "case id");
-    MP_CHECK(zc_comm_init_rank(comm, nranks, &the_id, rank, &config) == ZC_OK, "init");
+    MP_CHECK(mp_comm_init(rank, nranks, &config, comm) == ZC_OK, "init");
     return 0;
 }
 
@@ -67,20 +39,20 @@ static int rank_sizes(int rank, int nranks, void *arg)
         zc_request_h req;
         MP_CHECK(buf && back, "malloc %zu", n);
         if (rank == 0) {
-            fill(buf, n, 0, (int)s);
+            pattern_fill(buf, n, 0, (int)s);
             MP_CHECK(zc_send(buf, (int64_t)n, ZC_BYTE, ZC_MEM_HOST, 1, comm, &req) == ZC_OK, "send");
             MP_CHECK(zc_wait(&req) == ZC_OK && req == NULL, "send %zu B completes", n);
             MP_CHECK(zc_sendrecv(buf, 0, 1, back, (int64_t)n, 1, ZC_BYTE, ZC_MEM_HOST, comm) ==
                          ZC_OK, "sendrecv back");
-            MP_CHECK(first_wrong(back, n, 1, (int)s) == n, "echo of %zu B byte-exact", n);
+            MP_CHECK(pattern_first_wrong(back, n, 1, (int)s) == n, "echo of %zu B byte-exact", n);
         } else {
             memset(buf, 0, n + 1);
             MP_CHECK(zc_recv(buf, (int64_t)n, ZC_BYTE, ZC_MEM_HOST, 0, comm, &req) == ZC_OK, "recv");
             MP_CHECK(zc_wait(&req) == ZC_OK, "recv %zu B completes", n);
-            MP_CHECK(first_wrong(buf, n, 0, (int)s) == n, "%zu B byte-exact (wrong at %zu)", n,
-                     first_wrong(buf, n, 0, (int)s));
+            MP_CHECK(pattern_first_wrong(buf, n, 0, (int)s) == n, "%zu B byte-exact (wrong at %zu)", n,
+                     pattern_first_wrong(buf, n, 0, (int)s));
             MP_CHECK(buf[n] == 0, "nothing written past %zu B", n);
-            fill(back, n, 1, (int)s);
+            pattern_fill(back, n, 1, (int)s);
             MP_CHECK(zc_sendrecv(back, (int64_t)n, 0, buf, 0, 0, ZC_BYTE, ZC_MEM_HOST, comm) ==
                          ZC_OK, "sendrecv echo");
         }
@@ -102,10 +74,10 @@ static int rank_ring(int rank, int nranks, void *arg)
     uint8_t *out = malloc((size_t)count * 4), *in = malloc((size_t)count * 4);
     int right = (rank + 1) % nranks, left = (rank - 1 + nranks) % nranks;
     for (int round = 0; round < 3; round++) {
-        fill(out, (size_t)count * 4, rank, round);
+        pattern_fill(out, (size_t)count * 4, rank, round);
         MP_CHECK(zc_sendrecv(out, count, right, in, count, left, ZC_FLOAT32, ZC_MEM_HOST, comm) ==
                      ZC_OK, "ring sendrecv round %d", round);
-        MP_CHECK(first_wrong(in, (size_t)count * 4, left, round) == (size_t)count * 4,
+        MP_CHECK(pattern_first_wrong(in, (size_t)count * 4, left, round) == (size_t)count * 4,
                  "ring round %d byte-exact", round);
         /* Barrier messages must never match a data receive. */
         MP_CHECK(zc_barrier(comm) == ZC_OK, "barrier after round %d", round);
@@ -128,7 +100,7 @@ static int rank_order(int rank, int nranks, void *arg)
     zc_request_h reqs[N];
     for (int i = 0; i < N; i++) {
         if (rank == 0) {
-            fill(bufs[i], LEN, 0, i);
+            pattern_fill(bufs[i], LEN, 0, i);
             MP_CHECK(zc_send(bufs[i], LEN, ZC_BYTE, ZC_MEM_HOST, 1, comm, &reqs[i]) == ZC_OK, "send");
         } else {
             MP_CHECK(zc_recv(bufs[i], LEN, ZC_BYTE, ZC_MEM_HOST, 0, comm, &reqs[i]) == ZC_OK, "recv");
@@ -146,7 +118,7 @@ static int rank_order(int rank, int nranks, void *arg)
     }
     if (rank == 1)
         for (int i = 0; i < N; i++)
-            MP_CHECK(first_wrong(bufs[i], LEN, 0, i) == LEN, "message %d in order", i);
+            MP_CHECK(pattern_first_wrong(bufs[i], LEN, 0, i) == LEN, "message %d in order", i);
     MP_CHECK(zc_barrier(comm) == ZC_OK, "barrier");
     zc_comm_destroy(comm);
     return 0;

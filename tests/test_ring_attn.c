@@ -246,22 +246,12 @@ static zc_status_t make_plan(int nranks, const batch_t *b, unsigned flags, zc_pl
     return zc_plan_create(nnodes, nranks / nnodes, b->capacity, b->lengths, b->n, &opts, plan);
 }
 
-static int make_id(void *id)
-{
-    return zc_get_unique_id(id) == ZC_OK ? 0 : -1;
-}
-
-/* The id is made by rank 0 (mp_case_id): the parent forks the ranks
- * without a bootstrap root thread of its own. */
 static int comm_init(int rank, int nranks, zc_comm_h *comm)
 {
     zc_config_t config = ZC_CONFIG_INITIALIZER;
-    zc_unique_id_t id;
 
-    if (mp_case_id(rank, &id, sizeof(id), make_id) != 0)
-        return -1;
     config.node_id = nranks >= 2 && rank >= nranks / 2 ? "ra-node-b" : "ra-node-a";
-    return zc_comm_init_rank(comm, nranks, &id, rank, &config) == ZC_OK ? 0 : -1;
+    return mp_comm_init(rank, nranks, &config, comm) == ZC_OK ? 0 : -1;
 }
 
 #define CASE_FAIL(...)                                                        \
