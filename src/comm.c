@@ -366,15 +366,20 @@ ZC_COMM_QUERY(zc_comm_node_count, nnodes)
 ZC_COMM_QUERY(zc_comm_local_rank, local_rank)
 ZC_COMM_QUERY(zc_comm_local_size, local_size)
 
-zc_status_t zc_comm_rank_node(zc_comm_h comm, int rank, int *node)
-{
-    ZC_CHECK(zc_comm_check(comm));
-    ZC_ARG_CHECK(rank >= 0 && rank < comm->size, "rank: %d is out of range 0..%d", rank,
-                 comm->size - 1);
-    ZC_ARG_CHECK(node != NULL, "node: is NULL");
-    *node = comm->rank_node[rank];
-    return ZC_OK;
-}
+/* Per-rank tables: `name` is the output's, for the message. */
+#define ZC_COMM_RANK_QUERY(fn, table, name)                                   \
+    zc_status_t fn(zc_comm_h comm, int rank, int *name)                       \
+    {                                                                         \
+        ZC_CHECK(zc_comm_check(comm));                                        \
+        ZC_ARG_CHECK(rank >= 0 && rank < comm->size,                          \
+                     "rank: %d is out of range 0..%d", rank, comm->size - 1);  \
+        ZC_ARG_CHECK(name != NULL, #name ": is NULL");                        \
+        *name = comm->table[rank];                                            \
+        return ZC_OK;                                                         \
+    }
+
+ZC_COMM_RANK_QUERY(zc_comm_rank_node, rank_node, node)
+ZC_COMM_RANK_QUERY(zc_comm_rank_rail, rank_rail, rail)
 
 zc_status_t zc_comm_rail_count(zc_comm_h comm, int *nrails)
 {
@@ -384,15 +389,6 @@ zc_status_t zc_comm_rail_count(zc_comm_h comm, int *nrails)
     return ZC_OK;
 }
 
-zc_status_t zc_comm_rank_rail(zc_comm_h comm, int rank, int *rail)
-{
-    ZC_CHECK(zc_comm_check(comm));
-    ZC_ARG_CHECK(rank >= 0 && rank < comm->size, "rank: %d is out of range 0..%d", rank,
-                 comm->size - 1);
-    ZC_ARG_CHECK(rail != NULL, "rail: is NULL");
-    *rail = comm->rank_rail[rank];
-    return ZC_OK;
-}
 
 zc_status_t zc_comm_rail_bytes(zc_comm_h comm, int rail, uint64_t *sent, uint64_t *received)
 {
