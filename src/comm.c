@@ -389,7 +389,6 @@ zc_status_t zc_comm_rail_count(zc_comm_h comm, int *nrails)
     return ZC_OK;
 }
 
-
 zc_status_t zc_comm_rail_bytes(zc_comm_h comm, int rail, uint64_t *sent, uint64_t *received)
 {
     ZC_CHECK(zc_comm_check(comm));
