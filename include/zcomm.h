@@ -266,7 +266,15 @@ typedef enum {
 
 /* Plan flags (zc_plan_opts_t.flags and, as outcome, zc_plan_info_t.flags). */
 #define ZC_PLAN_EVEN_SPLIT   (1u << 0) /* in: TE CP layout, every sequence on all ranks */
-#define ZC_PLAN_FALLBACK     (1u << 1) /* out: some node (or the batch) fell back to even split */
+#define ZC_PLAN_CUT          (1u << 1) /* out: the fill step cut some sequence (ZC_PLAN_SEQ_*) */
+
+/* Why a sequence's ring is what it is (zc_plan_seq_t.cut); see
+ * zc_plan_create(3), "The fill step". */
+#define ZC_PLAN_SEQ_CUT_NODES   (1u << 0) /* fit whole in no node: cut over consecutive nodes */
+#define ZC_PLAN_SEQ_CUT_DEVICES (1u << 1) /* fit whole (or on an even ring) in no device of a
+                                            node: cut over consecutive devices */
+#define ZC_PLAN_SEQ_UNEVEN      (1u << 2) /* longer than a node, no even split over nodes fit:
+                                            poured into the nodes with most room */
 
 typedef struct {
     size_t size;        /* sizeof(zc_plan_opts_t), for compatibility */
@@ -286,8 +294,8 @@ typedef struct {
     size_t nseqs;
     int nrings;
     int64_t total_tokens;
-    int64_t s1;             /* final inter-node threshold of Alg. 1 */
-    unsigned flags;         /* ZC_PLAN_FALLBACK, ZC_PLAN_EVEN_SPLIT */
+    int64_t s1;             /* inter-node threshold of Alg. 1: P*L (0 for the even split) */
+    unsigned flags;         /* ZC_PLAN_CUT, ZC_PLAN_EVEN_SPLIT */
     double remap_objective; /* largest per-rank transfer cost of the remap */
 } zc_plan_info_t;
 
@@ -297,6 +305,8 @@ typedef struct {
     int ring;               /* ring id, -1 for a local sequence */
     int node;               /* node holding it (first node of an inter ring) */
     int rank;               /* local: its rank; ring: the rank at ring position 0 */
+    unsigned cut;           /* ZC_PLAN_SEQ_* bits, 0 for a sequence placed whole or on an
+                               even ring */
 } zc_plan_seq_t;
 
 typedef struct {
@@ -305,6 +315,8 @@ typedef struct {
     int nranks;             /* G */
     int nnodes;             /* nodes the ring spans */
     const int *ranks;       /* ring order: position i sends to i+1 (mod G) */
+    const int64_t *tokens;  /* tokens of position i: zigzag chunks i and 2G-1-i, equal
+                               within a token on an even ring, any split on a cut one */
 } zc_plan_ring_t;
 
 typedef struct {

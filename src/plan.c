@@ -71,6 +71,7 @@ static zc_status_t zc_plan_rings(struct zc_plan *plan)
         r->zone = pr->zone;
         r->nranks = pr->nranks;
         r->ranks = pr->ranks;
+        r->tokens = pr->share;
         r->nnodes = 1;
         /* rings are node-contiguous: count node changes around the cycle */
         for (int i = 1; i < pr->nranks; i++)
@@ -195,6 +196,7 @@ zc_status_t zc_plan_seq(zc_plan_h plan, size_t seq, zc_plan_seq_t *out)
     out->ring = plan->seq_ring[seq];
     out->rank = pr->ranks[0];
     out->node = pr->ranks[0] / plan->ppn;
+    out->cut = pr->cut;
     return ZC_OK;
 }
 

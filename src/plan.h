@@ -8,21 +8,25 @@
 #include "zcomm.h"
 
 /* One ring (or one local sequence) as the partitioner decides it: the ranks
- * in ring order.  A local sequence is a "ring" of one rank with no chunks. */
+ * in ring order and the tokens each holds.  A local sequence is a "ring" of
+ * one rank with no chunks. */
 typedef struct {
     size_t seq;
     zc_zone_t zone;
     int nranks;
     int *ranks;              /* points into zc_part_t.rank_pool */
+    int64_t *share;          /* tokens of each position; into zc_part_t.share_pool */
+    unsigned cut;            /* ZC_PLAN_SEQ_* */
 } zc_part_ring_t;
 
 /* Output of the partitioner: one entry per sequence, in input order. */
 typedef struct {
     zc_part_ring_t *seqs;    /* [nseqs] */
     int *rank_pool;          /* storage of every ranks array */
+    int64_t *share_pool;     /* storage of every share array */
     int64_t s1;
     int64_t *s0;             /* [nnodes] */
-    unsigned flags;          /* ZC_PLAN_FALLBACK */
+    unsigned flags;          /* ZC_PLAN_CUT */
 } zc_part_t;
 
 struct zc_plan {
@@ -54,8 +58,9 @@ struct zc_plan {
 };
 
 /* ---- zigzag chunk arithmetic (plan_zigzag.c) ---- */
-/* Chunk c of a sequence of n tokens cut into 2G chunks: remainders go one
- * token each to the lowest chunks, so chunks differ by at most one token. */
+/* Chunk c of a sequence of n tokens cut into 2G chunks of an even ring:
+ * remainders go one token each to the lowest chunks, so chunks differ by at
+ * most one token. */
 void zc_zigzag_chunk(int64_t n, int g, int c, int64_t *begin, int64_t *end);
 /* Tokens held by ring position i: chunks i and 2G-1-i. */
 int64_t zc_zigzag_share(int64_t n, int g, int i);
@@ -64,6 +69,14 @@ double zc_causal_pairs(int64_t b, int64_t e);
 /* Causal (query, key) pairs of ring position i (its two chunks' queries
  * against every earlier key of the sequence). */
 double zc_zigzag_pairs(int64_t n, int g, int i);
+/* Any ring, even or not: ring position i of `share[i]` tokens holds chunk i,
+ * its first ceil(share[i] / 2) tokens' worth, and chunk 2G-1-i, the other
+ * floor(share[i] / 2); chunks lie in index order.  For the shares of an
+ * even ring this is zc_zigzag_chunk.  Writes the 2G + 1 chunk bounds. */
+void zc_ring_bounds(const int64_t *share, int g, int64_t *bounds);
+/* The causal pairs of each position of such a ring into pairs[0..g);
+ * `bounds` is scratch of 2G + 1 entries. */
+void zc_ring_pairs(const int64_t *share, int g, int64_t *bounds, double *pairs);
 /* Build plan->pieces and plan->before from the partition. */
 zc_status_t zc_plan_layout(struct zc_plan *plan);
 

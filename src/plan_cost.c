@@ -33,6 +33,9 @@ typedef struct {
     double pair_flops;      /* forward, per (query, key) pair */
     double intra_bps, nic_bps;
     double *dev;            /* attention seconds per device, one layer */
+    double *pairs;          /* scratch: causal pairs per ring position */
+    int64_t *bounds;        /* scratch: 2G + 1 chunk bounds */
+    int64_t *share;         /* scratch: tokens per ring position */
     double bytes_intra, bytes_inter;
 } zc_pricer_t;
 
@@ -85,18 +88,24 @@ static double zc_hop_seconds(zc_pricer_t *pr, int a, int b, double bytes, const 
            bytes / ((nn ? nn : 1) * pr->nic_bps);
 }
 
-/* Price one ring of G ranks carrying a sequence of len tokens; `hops` are
- * its routed inter-node hops in ring order, NULL for direct transfers. */
-static void zc_price_ring(zc_pricer_t *pr, int64_t len, int g, const int *ranks,
+/* Price one ring of G ranks holding share[i] tokens each (even or cut by
+ * the fill step); `hops` are its routed inter-node hops in ring order, NULL
+ * for direct transfers.  A round lasts as long as its busiest position:
+ * 1/G of the largest position's pairs (a cut ring's uneven shares cost
+ * here), or the slowest hop. */
+static void zc_price_ring(zc_pricer_t *pr, int g, const int *ranks, const int64_t *share,
                           const zc_plan_hop_t *hops)
 {
-    double comm = 0, cr, t;
+    double comm = 0, cr, t, most = 0;
     size_t h = 0;
 
-    cr = zc_attn_seconds(pr, zc_ring_max_pairs(len, g)) / g;
+    zc_ring_pairs(share, g, pr->bounds, pr->pairs);
+    for (int i = 0; i < g; i++)
+        most = pr->pairs[i] > most ? pr->pairs[i] : most;
+    cr = zc_attn_seconds(pr, most) / g;
     for (int i = 0; i < g && g > 1; i++) {
         int a = ranks[i], b = ranks[(i + 1) % g];
-        double bytes = (double)zc_zigzag_share(len, g, i) * pr->kv_bytes, s;
+        double bytes = (double)share[i] * pr->kv_bytes, s;
         int inter = a / pr->ppn != b / pr->ppn;
 
         s = zc_hop_seconds(pr, a, b, bytes, inter && hops ? &hops[h] : NULL);
@@ -123,7 +132,7 @@ static void zc_price_plan_attention(zc_pricer_t *pr, const struct zc_plan *plan,
     for (int r = 0; r < plan->nrings; r++) {
         const zc_plan_ring_t *ring = &plan->rings[r];
 
-        zc_price_ring(pr, plan->lengths[ring->seq], ring->nranks, ring->ranks,
+        zc_price_ring(pr, ring->nranks, ring->ranks, ring->tokens,
                       routed ? plan->hops + plan->hop_off[r] : NULL);
     }
     for (size_t s = 0; s < plan->nseqs; s++)
@@ -187,10 +196,11 @@ static zc_status_t zc_price_hybrid(zc_pricer_t *pr, const struct zc_plan *plan,
 
             for (int i = 0; i < g; i++) {
                 ranks[i] = (cursor + i) % pr->nranks;
-                tokens[ranks[i]] += zc_zigzag_share(len, g, i);
+                pr->share[i] = zc_zigzag_share(len, g, i);
+                tokens[ranks[i]] += pr->share[i];
             }
             cursor = (cursor + g) % pr->nranks;
-            zc_price_ring(pr, len, g, ranks, NULL);
+            zc_price_ring(pr, g, ranks, pr->share, NULL);
         } else if (len > 0) {
             int best = 0;
 
@@ -254,8 +264,11 @@ zc_status_t zc_plan_cost(zc_plan_h plan, const zc_cluster_t *c, zc_cost_method_t
     pr.intra_bps = c->intra_gbytes * 1e9;
     pr.nic_bps = c->nic_gbps * 1e9 / 8;
     pr.dev = calloc((size_t)plan->nranks, sizeof(*pr.dev));
+    pr.pairs = malloc((size_t)plan->nranks * sizeof(*pr.pairs));
+    pr.bounds = malloc((2 * (size_t)plan->nranks + 1) * sizeof(*pr.bounds));
+    pr.share = malloc((size_t)plan->nranks * sizeof(*pr.share));
     tokens = calloc((size_t)plan->nranks, sizeof(*tokens));
-    if (!pr.dev || !tokens) {
+    if (!pr.dev || !pr.pairs || !pr.bounds || !pr.share || !tokens) {
         st = zc_error(ZC_ERR_NO_MEMORY, "cost: cannot allocate %d ranks", plan->nranks);
         goto out;
     }
@@ -314,6 +327,9 @@ zc_status_t zc_plan_cost(zc_plan_h plan, const zc_cluster_t *c, zc_cost_method_t
 out:
     zc_plan_destroy(even);
     free(pr.dev);
+    free(pr.pairs);
+    free(pr.bounds);
+    free(pr.share);
     free(tokens);
     return st;
 }

@@ -1,33 +1,55 @@
 /* Hierarchical sequence partitioner: Algorithm 1 (inter-node) and
- * Algorithm 2 (intra-node) of the Zeppelin paper, section 4.1, with every
- * case the pseudo-code leaves open decided here (and in zc_plan_create(3)).
+ * Algorithm 2 (intra-node) of the Zeppelin paper, section 4.1, plus the
+ * fill step the paper leaves open, with every case the pseudo-code leaves
+ * open decided here (and in zc_plan_create(3)).
  *
  * Conventions that make the result deterministic: sequences are sorted by
  * length, longest first, ties by input order; "least loaded" ties go to the
  * lowest index; all arithmetic is integer.
  *
+ * The two levels run the same three steps on their bins (nodes of P*L
+ * tokens, then the devices of one node, L tokens each):
+ *   1. rings for the long sequences: a z2 sequence (at least s1 = P*L
+ *      tokens) over k nodes as Alg. 1 says, a z1 sequence (at least
+ *      s0 = L) over the g devices its quadratic share asks for (Alg. 2),
+ *      with the zigzag shares of an even ring;
+ *   2. whole sequences, longest first, on the least-loaded bin (z01 of
+ *      Alg. 1, z0 of Alg. 2) where they fit;
+ *   3. the fill step: what did not fit whole is poured, in the order it was
+ *      set aside, into the bins' leftover room, bin by bin in index order.
+ *      A sequence poured over several bins is cut there and forms a ring
+ *      over exactly the devices that hold it, with the shares they hold
+ *      (an uneven ring; plan_zigzag.c lays it out).
+ * The paper lowers s1 (s0) instead of step 3 when a sequence does not fit.
+ * On a batch that fills the cluster that repeats until every sequence is on
+ * one global ring, the TE CP layout; the fill step keeps the thresholds at
+ * P*L and L and cuts only what must be cut.  Because step 3 walks the bins
+ * once, each bin boundary is crossed by at most one cut sequence: at most
+ * N - 1 sequences cross nodes besides the z2 ones, and at most P - 1 cut
+ * sequences cross devices inside one node.  No bin is filled past its
+ * capacity, and every batch whose total fits is placed.
+ *
  * Open cases and their decisions:
  *  (a) total tokens > N*P*L (including one sequence longer than the whole
- *      cluster): ZC_ERR_CAPACITY, nothing is built.
+ *      cluster): ZC_ERR_CAPACITY, nothing is built (zc_plan_create).
  *  (b) empty batch: a valid plan with no rings and no pieces.
  *  (c) more inter-node fragments than empty node buckets: the k fragments of
  *      a z2 sequence go to the k least-loaded nodes (empty nodes are the
  *      least loaded, so this is Alg. 1's "empty buckets" while they last);
  *      if one of them would exceed P*L, k grows by one (smaller fragments)
  *      up to N.  The ring is node-contiguous; its start is rotated so that
- *      the chunks' remainder tokens land on the least-loaded nodes.
+ *      the chunks' remainder tokens land on the least-loaded nodes.  If even
+ *      k = N does not fit, the sequence is poured into the nodes with the
+ *      most room, most room first (ZC_PLAN_SEQ_UNEVEN): as few nodes as its
+ *      length allows, with uneven fragments.
  *  (d) a z2 sequence that gets a single node (k = 1) needs no inter-node
  *      link: it is split over the P devices of that node like Alg. 2 line 4
  *      does, and its zone is reported as intra (local when P = 1).
- *  (e) intra-node fragments that would push a device over L: Alg. 2's
- *      round-robin devices are kept when they have room; otherwise the g
- *      devices with most room; otherwise g grows up to P.  If even g = P
- *      does not fit, the node falls back to splitting each of its intra/
- *      local sequences over all P devices (ZC_PLAN_FALLBACK), which fits
- *      whenever the node's total does because loads stay within one token.
- *  (f) Alg. 1 cannot place z2 even with k = N: the whole batch falls back to
- *      the even split (one global ring per sequence, TE CP layout), which
- *      fits whenever the batch does.  Also used for ZC_PLAN_EVEN_SPLIT.
+ *  (e) a z1 sequence whose g round-robin devices lack room: the g devices
+ *      with most room; otherwise g grows up to P; otherwise it is poured
+ *      (step 3).
+ *  (f) the even split (one global ring per sequence, TE CP layout) is only
+ *      built when asked for with ZC_PLAN_EVEN_SPLIT; it is never a fallback.
  *  (g) an intra-node sequence whose quadratic share gives g = 1 fragment is
  *      local: a ring of one device needs no communication.
  *  (h) N = 1: s1 = P*L can only catch a sequence of exactly P*L tokens, which
@@ -35,9 +57,18 @@
  *      inside a node has one device, so (d) and (g) make it local.
  *  (i) zero-length sequences are local on the least-loaded device and hold
  *      no piece.
- * Inside a ring, the positions holding one token more (remainders of the
- * 2G-chunk cut) always go to the least-loaded devices, so that a node's or a
- * cluster's even split is never more than one token above its mean. */
+ *  (j) Alg. 2 line 4 spreads a node's fragment of a z2 sequence over all P
+ *      devices; fragments of a sequence cut by step 3 at node level are
+ *      placed like whole sequences instead (whole on one device where they
+ *      fit), so that such a ring spans only the devices it needs.
+ * Inside an even ring, the positions holding one token more (remainders of
+ * the 2G-chunk cut) go to the least-loaded devices, so that a node's or a
+ * cluster's even split is never more than one token above its mean.
+ *
+ * Cost: sorting the batch O(n log n); Alg. 1 O(n log N) with a heap of
+ * nodes, plus O(N + k log k) per z2 sequence (a selection of its k nodes,
+ * k <= N); Alg. 2 O(n_v (P log P)) for the n_v items of node v; both pours
+ * O(items + bins).  Total O(n log n + n P log P + z2 * N) for n sequences. */
 #include "config.h"
 
 #include <stdlib.h>
@@ -46,19 +77,31 @@
 #include "plan.h"
 #include "status.h"
 
+/* A sequence's share of one node, in ring order; a sequence has one per
+ * node it spans, consecutive in zc_partitioner_t.frags. */
+typedef struct {
+    size_t seq;
+    int node;
+    int block;              /* even z2 ring: its block of P positions; else -1 */
+    int spread;             /* z2: over all P devices (Alg. 2 line 4) */
+    int64_t tokens;
+    int npos;               /* positions placed on the node's devices */
+    size_t pos;             /* first of its P slots in pos_rank / pos_share */
+} zc_frag_t;
+
 typedef struct {
     int nnodes, ppn;
     int64_t capacity;
     const int64_t *len;
     size_t nseqs;
     size_t *order;          /* longest first, ties by input order */
-    int *pool;              /* ring ranks of every sequence */
-    size_t pool_len, pool_cap;
-    size_t *ring_off;       /* [nseqs] offset in pool */
-    int *ring_n;            /* [nseqs] ring size */
-    zc_zone_t *zone;        /* [nseqs] */
-    int *seq_node;          /* [nseqs] Alg. 1 node of a z01 sequence, -1 for z2 */
-    int *inter_k;           /* [nseqs] nodes of a z2 sequence, 0 for z01 */
+    zc_frag_t *frags;
+    size_t nfrags, frags_cap;
+    size_t *frag_off;       /* [nseqs] first fragment */
+    int *frag_n;            /* [nseqs] fragments */
+    unsigned *cut;          /* [nseqs] ZC_PLAN_SEQ_* */
+    int *pos_rank;          /* [nfrags * P] */
+    int64_t *pos_share;     /* [nfrags * P] */
     int64_t *node_load;     /* [nnodes] */
     int64_t *dev_load;      /* [nnodes * ppn] */
     int64_t s1;
@@ -185,92 +228,80 @@ static int64_t zc_ceil_muldiv(int64_t a, int64_t b, int64_t c)
     return (int64_t)((p + (unsigned __int128)c - 1) / (unsigned __int128)c);
 }
 
-static zc_status_t zc_pool_reserve(zc_partitioner_t *pt, size_t seq, int n)
+/* Append a fragment of `seq` on `node`; the fragments of one sequence must
+ * be added one after the other. */
+static zc_status_t zc_frag_add(zc_partitioner_t *pt, size_t seq, int node, int64_t tokens,
+                               int block, int spread)
 {
-    if (pt->pool_len + (size_t)n > pt->pool_cap) {
-        size_t cap = pt->pool_cap ? pt->pool_cap : 1024;
-        int *p;
+    zc_frag_t *f;
 
-        while (cap < pt->pool_len + (size_t)n)
-            cap *= 2;
-        p = realloc(pt->pool, cap * sizeof(*p));
+    if (pt->nfrags == pt->frags_cap) {
+        size_t cap = pt->frags_cap ? 2 * pt->frags_cap : 1024;
+        zc_frag_t *p = realloc(pt->frags, cap * sizeof(*p));
+
         if (!p)
-            return zc_error(ZC_ERR_NO_MEMORY, "partition: cannot grow the ring pool to %zu", cap);
-        pt->pool = p;
-        pt->pool_cap = cap;
+            return zc_error(ZC_ERR_NO_MEMORY, "partition: cannot grow the fragments to %zu",
+                            cap);
+        pt->frags = p;
+        pt->frags_cap = cap;
     }
-    pt->ring_off[seq] = pt->pool_len;
-    pt->ring_n[seq] = n;
-    pt->pool_len += (size_t)n;
+    if (pt->frag_n[seq] == 0)
+        pt->frag_off[seq] = pt->nfrags;
+    pt->frag_n[seq]++;
+    f = &pt->frags[pt->nfrags++];
+    f->seq = seq;
+    f->node = node;
+    f->block = block;
+    f->spread = spread;
+    f->tokens = tokens;
+    f->npos = 0;
+    f->pos = 0;
+    pt->node_load[node] += tokens;
     return ZC_OK;
 }
 
-static int *zc_ring_ranks(zc_partitioner_t *pt, size_t seq)
+/* Step 3's pour: `tokens` into the bins idx[*at..n) of capacity `cap`,
+ * filling each before the next; *at stays on a bin that keeps room.
+ * Writes the bins touched and their takes (n entries at most) and returns
+ * their count; the caller adds the takes to `loads` before the next pour.
+ * Returns -1 when the bins lack room, which the callers' totals rule out. */
+static int zc_pour(const int64_t *loads, const int *idx, int n, int *at, int64_t cap,
+                   int64_t tokens, int *bin, int64_t *take)
 {
-    return pt->pool + pt->ring_off[seq];
-}
+    int m = 0;
 
-static zc_zone_t zc_zone_of(int nnodes_spanned, int nranks)
-{
-    if (nnodes_spanned > 1)
-        return ZC_ZONE_INTER;
-    return nranks > 1 ? ZC_ZONE_INTRA : ZC_ZONE_LOCAL;
-}
+    while (tokens > 0) {
+        int64_t room;
 
-/* Give a ring's positions [first, first + n) to the devices `devs` (ranks),
- * the positions with the larger zigzag share to the least-loaded devices;
- * adds the shares to `loads` (indexed by rank).  Returns the largest load. */
-static int64_t zc_assign_positions(int64_t len, int g, int first, int n, int *devs,
-                                   int64_t *loads, int *ring)
-{
-    int64_t base = len / g, hi = 0;
-    int d = 0;
-
-    zc_sort_by_load(devs, n, loads);
-    /* extras first, in position order, then the rest */
-    for (int pass = 0; pass < 2; pass++) {
-        for (int p = first; p < first + n; p++) {
-            int64_t share = zc_zigzag_share(len, g, p);
-
-            if ((share > base) != (pass == 0))
-                continue;
-            ring[p] = devs[d];
-            loads[devs[d]] += share;
-            if (loads[devs[d]] > hi)
-                hi = loads[devs[d]];
-            d++;
+        if (*at >= n)
+            return -1;
+        room = cap - loads[idx[*at]];
+        if (room <= 0) {
+            ++*at;
+            continue;
         }
+        bin[m] = idx[*at];
+        take[m] = room < tokens ? room : tokens;
+        tokens -= take[m];
+        if (take[m++] == room)
+            ++*at;
     }
-    return hi;
-}
-
-/* Largest load a ring placement would produce, without changing loads. */
-static int64_t zc_try_positions(int64_t len, int g, int *devs, int64_t *loads, int *ring)
-{
-    int64_t hi = zc_assign_positions(len, g, 0, g, devs, loads, ring);
-
-    for (int p = 0; p < g; p++)
-        loads[ring[p]] -= zc_zigzag_share(len, g, p);
-    return hi;
+    return m;
 }
 
 /* ---- (f) even split: one global ring per sequence ------------------------ */
 
-static zc_status_t zc_even_split(zc_partitioner_t *pt)
+static zc_status_t zc_even_split(zc_partitioner_t *pt, zc_part_t *part)
 {
     int g = pt->nnodes * pt->ppn;
     int cursor = 0;
 
-    pt->pool_len = 0;
-    memset(pt->dev_load, 0, (size_t)g * sizeof(*pt->dev_load));
     for (size_t k = 0; k < pt->nseqs; k++) {
         size_t s = pt->order[k];
         int64_t len = pt->len[s], rem = len % (2 * (int64_t)g);
+        zc_part_ring_t *pr = &part->seqs[s];
         int e0, ne, rot;
-        int *ring;
 
-        ZC_CHECK(zc_pool_reserve(pt, s, g));
-        ring = zc_ring_ranks(pt, s);
         /* ring positions holding one token more: [0, rem) or [2G-rem, G) */
         e0 = rem <= g ? 0 : (int)(2 * g - rem);
         ne = (int)(len % g);
@@ -278,12 +309,12 @@ static zc_status_t zc_even_split(zc_partitioner_t *pt)
          * the remainders go round robin, loads stay within one token */
         rot = ((cursor - e0) % g + g) % g;
         for (int p = 0; p < g; p++) {
-            ring[p] = (p + rot) % g;
-            pt->dev_load[ring[p]] += zc_zigzag_share(len, g, p);
+            pr->ranks[p] = (p + rot) % g;
+            pr->share[p] = zc_zigzag_share(len, g, p);
         }
         cursor = (cursor + ne) % g;
-        pt->zone[s] = zc_zone_of(pt->nnodes, g);
-        pt->inter_k[s] = pt->nnodes;
+        pr->nranks = g;
+        pr->zone = pt->nnodes > 1 ? ZC_ZONE_INTER : g > 1 ? ZC_ZONE_INTRA : ZC_ZONE_LOCAL;
     }
     pt->s1 = 0;
     for (int n = 0; n < pt->nnodes; n++)
@@ -303,17 +334,14 @@ static int64_t zc_block_tokens(int64_t len, int g, int ppn, int b)
     return t;
 }
 
-/* Place z2 sequence s over k >= k0 nodes, case (c).  Writes the ring's
- * nodes in ring order into the pool (one entry per position, the node index
- * for now; Alg. 2 replaces it by the rank).  Returns 0 when it cannot fit. */
-static int zc_place_inter(zc_partitioner_t *pt, size_t s, int k0, int *nodes, int64_t *frag)
+/* Place z2 sequence s as an even ring over k >= k0 nodes, case (c).
+ * Returns 1 when placed, 0 when even k = N does not fit, <0 on error. */
+static int zc_place_inter(zc_partitioner_t *pt, size_t s, int k0, int *nodes, int *chosen,
+                          int64_t *frag)
 {
     int N = pt->nnodes, P = pt->ppn;
     int64_t len = pt->len[s], cap = (int64_t)P * pt->capacity;
-    int *chosen = malloc((size_t)N * sizeof(*chosen));
 
-    if (!chosen)
-        return -1;
     for (int i = 0; i < N; i++)
         nodes[i] = i;
     for (int k = k0; k <= N; k++) {
@@ -360,275 +388,355 @@ static int zc_place_inter(zc_partitioner_t *pt, size_t s, int k0, int *nodes, in
         }
         rot = best;
         if (hi <= cap) {
-            int *ring;
-
-            if (zc_pool_reserve(pt, s, g) < 0) {
-                free(chosen);
-                return -1;
-            }
-            ring = zc_ring_ranks(pt, s);
-            for (int b = 0; b < k; b++) {
-                int node = chosen[(rot + b) % k];
-
-                pt->node_load[node] += frag[b];
-                for (int p = b * P; p < (b + 1) * P; p++)
-                    ring[p] = node;
-            }
-            pt->inter_k[s] = k;
-            free(chosen);
+            for (int b = 0; b < k; b++)
+                if (zc_frag_add(pt, s, chosen[(rot + b) % k], frag[b], b, 1) != ZC_OK)
+                    return -1;
             return 1;
         }
     }
-    free(chosen);
     return 0;
 }
 
-/* Returns 1 on success, 0 when z2 cannot be placed (case f), <0 on error. */
-static int zc_alg1(zc_partitioner_t *pt)
+/* Step 3 at node level: sequence s poured over the nodes idx[*at..N) as
+ * fragments (`spread` as zc_frag_add). */
+static zc_status_t zc_pour_nodes(zc_partitioner_t *pt, size_t s, const int *idx, int *at,
+                                 int spread, int *bin, int64_t *take)
 {
-    int N = pt->nnodes, P = pt->ppn;
-    int64_t cap = (int64_t)P * pt->capacity;
-    int *nodes = malloc((size_t)N * sizeof(*nodes));
-    int64_t *frag = malloc((size_t)N * sizeof(*frag));
-    int rc = 1;
+    int m = zc_pour(pt->node_load, idx, pt->nnodes, at, (int64_t)pt->ppn * pt->capacity,
+                    pt->len[s], bin, take);
 
-    if (!nodes || !frag) {
-        rc = zc_error(ZC_ERR_NO_MEMORY, "partition: cannot allocate %d nodes", N);
+    if (m < 0)
+        return zc_error(ZC_ERR_INTERNAL, "partition: no room left for sequence %zu", s);
+    for (int i = 0; i < m; i++)
+        ZC_CHECK(zc_frag_add(pt, s, bin[i], take[i], -1, spread));
+    return ZC_OK;
+}
+
+static zc_status_t zc_alg1(zc_partitioner_t *pt)
+{
+    int N = pt->nnodes, P = pt->ppn, at = 0;
+    int64_t cap = (int64_t)P * pt->capacity, sum2 = 0;
+    int *nodes = malloc((size_t)N * sizeof(*nodes));
+    int *chosen = malloc((size_t)N * sizeof(*chosen));
+    int64_t *frag = malloc((size_t)N * sizeof(*frag));
+    int *bin = malloc((size_t)N * sizeof(*bin));
+    size_t *deferred = malloc((pt->nseqs ? pt->nseqs : 1) * sizeof(*deferred));
+    size_t m = 0, nd = 0;
+    zc_status_t st = ZC_OK;
+
+    if (!nodes || !chosen || !frag || !bin || !deferred) {
+        st = zc_error(ZC_ERR_NO_MEMORY, "partition: cannot allocate %d nodes", N);
         goto out;
     }
     pt->s1 = cap;
-    for (;;) {
-        size_t m = 0;
-        int64_t sum2 = 0;
-        int again = 0;
+    while (m < pt->nseqs && pt->len[pt->order[m]] >= pt->s1 && pt->len[pt->order[m]] > 0)
+        sum2 += pt->len[pt->order[m++]];
+    /* 1. z2: split each over ceil(|s| / s_avg) nodes, s_avg = sum(z2) / N */
+    for (size_t k = 0; k < m; k++) {
+        size_t s = pt->order[k];
+        int64_t kk = zc_ceil_muldiv(pt->len[s], N, sum2);
+        int r = zc_place_inter(pt, s, (int)(kk < N ? kk : N), nodes, chosen, frag);
 
-        pt->pool_len = 0;
-        memset(pt->node_load, 0, (size_t)N * sizeof(*pt->node_load));
-        while (m < pt->nseqs && pt->len[pt->order[m]] >= pt->s1 && pt->len[pt->order[m]] > 0)
-            sum2 += pt->len[pt->order[m++]];
-        /* z2: split each over ceil(|s| / s_avg) nodes, s_avg = sum(z2) / N */
-        for (size_t k = 0; k < m; k++) {
-            size_t s = pt->order[k];
-            int64_t kk = zc_ceil_muldiv(pt->len[s], N, sum2);
-            int r = zc_place_inter(pt, s, (int)(kk < N ? kk : N), nodes, frag);
-
-            if (r <= 0) {
-                rc = r < 0 ? zc_error(ZC_ERR_NO_MEMORY, "partition: out of memory") : 0;
-                goto out;
-            }
-            pt->seq_node[s] = -1;
+        if (r < 0) {
+            st = ZC_ERR_NO_MEMORY;
+            goto out;
         }
-        /* z01: least-loaded node; a sequence that does not fit lowers s1 */
-        zc_heap_build(nodes, N, pt->node_load);
-        for (size_t k = m; k < pt->nseqs; k++) {
-            size_t s = pt->order[k];
-            int n = nodes[0];
+        if (r == 0) {
+            /* case (c) beyond k = N: the nodes with most room first */
+            int first = 0;
 
-            if (pt->len[s] + pt->node_load[n] > cap) {
-                pt->s1 = pt->len[pt->order[m]]; /* max(z01) */
-                again = 1;
-                break;
-            }
-            pt->node_load[n] += pt->len[s];
-            zc_heap_sift_down(nodes, N, 0, pt->node_load);
-            pt->seq_node[s] = n;
-            pt->inter_k[s] = 0;
+            for (int i = 0; i < N; i++)
+                nodes[i] = i;
+            zc_sort_by_load(nodes, N, pt->node_load);
+            ZC_CHECK_GOTO(zc_pour_nodes(pt, s, nodes, &first, 1, bin, frag), st, out);
+            pt->cut[s] |= ZC_PLAN_SEQ_UNEVEN;
         }
-        if (!again)
-            break;
+    }
+    /* 2. z01: whole on the least-loaded node where it fits */
+    zc_heap_build(nodes, N, pt->node_load);
+    for (size_t k = m; k < pt->nseqs; k++) {
+        size_t s = pt->order[k];
+        int n = nodes[0];
+
+        if (pt->len[s] + pt->node_load[n] > cap) {
+            deferred[nd++] = s;
+            continue;
+        }
+        ZC_CHECK_GOTO(zc_frag_add(pt, s, n, pt->len[s], -1, 0), st, out);
+        zc_heap_sift_down(nodes, N, 0, pt->node_load);
+    }
+    /* 3. fill: the rest poured over the nodes in index order */
+    for (int i = 0; i < N; i++)
+        nodes[i] = i;
+    for (size_t k = 0; k < nd; k++) {
+        size_t s = deferred[k];
+
+        ZC_CHECK_GOTO(zc_pour_nodes(pt, s, nodes, &at, 0, bin, frag), st, out);
+        if (pt->frag_n[s] > 1)
+            pt->cut[s] |= ZC_PLAN_SEQ_CUT_NODES;
     }
 out:
     free(nodes);
+    free(chosen);
     free(frag);
-    return rc;
+    free(bin);
+    free(deferred);
+    return st;
 }
 
 /* ---- Algorithm 2: intra-node --------------------------------------------- */
 
-/* Place one z1 sequence of node `node` over g devices, case (e). */
-static zc_status_t zc_place_intra(zc_partitioner_t *pt, int node, size_t s, int g, int *cursor,
-                                  int64_t *loads, int *devs, int *placed)
+/* Give n ring positions with shares share[0..n) (within one token of each
+ * other) to the devices devs[0..n): the larger shares to the least-loaded
+ * devices, each group in position order.  Adds the shares to `loads`
+ * (indexed by rank), writes each position's rank, returns the largest
+ * load. */
+static int64_t zc_give_positions(const int64_t *share, int n, int *devs, int64_t *loads,
+                                 int *rank)
 {
-    int P = pt->ppn, base = node * P;
-    int64_t len = pt->len[s];
-    int *ring;
+    int64_t base = INT64_MAX, hi = 0;
+    int d = 0;
 
-    *placed = 0;
-    ZC_CHECK(zc_pool_reserve(pt, s, P));
-    ring = zc_ring_ranks(pt, s);
+    for (int p = 0; p < n; p++)
+        base = share[p] < base ? share[p] : base;
+    zc_sort_by_load(devs, n, loads);
+    for (int pass = 0; pass < 2; pass++) {
+        for (int p = 0; p < n; p++) {
+            if ((share[p] > base) != (pass == 0))
+                continue;
+            rank[p] = devs[d];
+            loads[devs[d]] += share[p];
+            hi = loads[devs[d]] > hi ? loads[devs[d]] : hi;
+            d++;
+        }
+    }
+    return hi;
+}
+
+static void zc_take_positions(const int64_t *share, int n, const int *rank, int64_t *loads)
+{
+    for (int p = 0; p < n; p++)
+        loads[rank[p]] -= share[p];
+}
+
+/* Alg. 2 line 4, case (j): a node's fragment of a z2 ring over all P devices;
+ * an even ring keeps its zigzag shares, a poured one splits evenly. */
+static void zc_place_spread(zc_partitioner_t *pt, zc_frag_t *f, int *devs)
+{
+    int P = pt->ppn, node = f->node;
+    int64_t *share = pt->pos_share + f->pos;
+
+    for (int i = 0; i < P; i++) {
+        devs[i] = node * P + i;
+        if (f->block >= 0)
+            share[i] = zc_zigzag_share(pt->len[f->seq], pt->frag_n[f->seq] * P,
+                                       f->block * P + i);
+        else
+            share[i] = f->tokens / P + (i < f->tokens % P);
+    }
+    zc_give_positions(share, P, devs, pt->dev_load, pt->pos_rank + f->pos);
+    f->npos = P;
+}
+
+/* Alg. 2 for a z1 sequence: an even ring over g devices, case (e).
+ * Returns 1 when placed. */
+static int zc_place_ring(zc_partitioner_t *pt, zc_frag_t *f, int g, int *cursor, int *devs)
+{
+    int P = pt->ppn, base = f->node * P;
+    int64_t *share = pt->pos_share + f->pos, *loads = pt->dev_load;
+    int *rank = pt->pos_rank + f->pos;
+
+    for (int i = 0; i < g; i++)
+        share[i] = zc_zigzag_share(f->tokens, g, i);
     /* Alg. 2: fragments round robin from the cursor */
     for (int i = 0; i < g; i++)
         devs[i] = base + (*cursor + i) % P;
-    if (zc_try_positions(len, g, devs, loads, ring) > pt->capacity) {
-        /* the g devices with most room, then more devices */
-        for (;; g++) {
-            for (int i = 0; i < P; i++)
-                devs[i] = base + i;
-            zc_sort_by_load(devs, P, loads);
-            if (zc_try_positions(len, g, devs, loads, ring) <= pt->capacity)
-                break;
-            if (g == P)
-                return ZC_OK; /* not placed: node fallback */
-        }
-    } else {
+    if (zc_give_positions(share, g, devs, loads, rank) <= pt->capacity) {
         *cursor = (*cursor + g) % P;
+        f->npos = g;
+        return 1;
     }
-    zc_assign_positions(len, g, 0, g, devs, loads, ring);
-    pt->ring_n[s] = g;
-    pt->zone[s] = zc_zone_of(1, g);
-    *placed = 1;
-    return ZC_OK;
-}
-
-/* Node fallback of case (e): every intra/local sequence over all P devices. */
-static void zc_node_even(zc_partitioner_t *pt, int node, const size_t *z01, size_t nz,
-                         int64_t *loads, int *devs)
-{
-    int P = pt->ppn;
-
-    for (size_t k = 0; k < nz; k++) {
-        size_t s = z01[k];
-        int *ring = zc_ring_ranks(pt, s);
-
+    zc_take_positions(share, g, rank, loads);
+    /* the g devices with most room, then more devices */
+    for (; g <= P; g++) {
+        for (int i = 0; i < g; i++)
+            share[i] = zc_zigzag_share(f->tokens, g, i);
         for (int i = 0; i < P; i++)
-            devs[i] = node * P + i;
-        zc_assign_positions(pt->len[s], P, 0, P, devs, loads, ring);
-        pt->ring_n[s] = P;
-        pt->zone[s] = zc_zone_of(1, P);
+            devs[i] = base + i;
+        zc_sort_by_load(devs, P, loads);
+        if (zc_give_positions(share, g, devs, loads, rank) <= pt->capacity) {
+            f->npos = g;
+            return 1;
+        }
+        zc_take_positions(share, g, rank, loads);
     }
+    return 0;
 }
 
-static zc_status_t zc_alg2_node(zc_partitioner_t *pt, int node, const size_t *z01, size_t nz,
-                                int64_t *base_load, int *devs)
+static void zc_place_one(zc_partitioner_t *pt, zc_frag_t *f, int rank, int64_t tokens)
 {
-    int P = pt->ppn;
-    size_t pool_mark = pt->pool_len;
-    int64_t *loads = pt->dev_load; /* indexed by rank; this node's slice only */
-    int64_t s0 = pt->capacity;
-    int fallback = 0;
+    pt->pos_rank[f->pos + (size_t)f->npos] = rank;
+    pt->pos_share[f->pos + (size_t)f->npos] = tokens;
+    f->npos++;
+    pt->dev_load[rank] += tokens;
+}
 
-    for (;;) {
-        size_t m = 0;
-        unsigned __int128 sumsq = 0;
-        int cursor = 0, again = 0;
+static int zc_frag_len_cmp(const void *a, const void *b)
+{
+    const zc_frag_t *x = *(zc_frag_t *const *)a, *y = *(zc_frag_t *const *)b;
 
-        pt->pool_len = pool_mark;
-        memcpy(loads + node * P, base_load, (size_t)P * sizeof(*loads));
-        while (m < nz && pt->len[z01[m]] >= s0 && pt->len[z01[m]] > 0) {
-            sumsq += (unsigned __int128)pt->len[z01[m]] * (unsigned __int128)pt->len[z01[m]];
-            m++;
-        }
-        /* z1: ceil(|s|^2 / c_avg) fragments, c_avg = sum(|s|^2) / P */
-        for (size_t k = 0; k < m; k++) {
-            size_t s = z01[k];
-            unsigned __int128 sq = (unsigned __int128)pt->len[s] * (unsigned __int128)pt->len[s];
+    if (x->tokens != y->tokens)
+        return x->tokens > y->tokens ? -1 : 1;
+    return (x->seq > y->seq) - (x->seq < y->seq);
+}
+
+/* One node: its z2 fragments over all devices, then its other fragments
+ * (whole sequences and pieces of cut ones), longest first: z1 rings, z0
+ * whole, and the fill step for the rest. */
+static zc_status_t zc_alg2_node(zc_partitioner_t *pt, int node, zc_frag_t **items, size_t ni,
+                                zc_frag_t **deferred, int *devs, int *bin, int64_t *take)
+{
+    int P = pt->ppn, cursor = 0, at = 0;
+    int64_t s0 = pt->capacity, *loads = pt->dev_load + node * P;
+    unsigned __int128 sumsq = 0;
+    size_t nd = 0, first = 0;
+
+    for (size_t k = 0; k < ni; k++)
+        if (items[k]->spread)
+            zc_place_spread(pt, items[k], devs);
+    /* the rest longest first */
+    for (size_t k = 0; k < ni; k++)
+        if (!items[k]->spread)
+            items[first++] = items[k];
+    ni = first;
+    qsort(items, ni, sizeof(*items), zc_frag_len_cmp);
+    /* c_avg = sum(|s|^2) / P over the node's z1 sequences */
+    for (size_t k = 0; k < ni && items[k]->tokens >= s0; k++)
+        if (pt->frag_n[items[k]->seq] == 1)
+            sumsq += (unsigned __int128)items[k]->tokens * (unsigned __int128)items[k]->tokens;
+    for (size_t k = 0; k < ni; k++) {
+        zc_frag_t *f = items[k];
+        int d;
+
+        if (f->tokens >= s0 && f->tokens > 0 && pt->frag_n[f->seq] == 1) {
+            /* z1: ceil(|s|^2 / c_avg) fragments */
+            unsigned __int128 sq = (unsigned __int128)f->tokens * (unsigned __int128)f->tokens;
             unsigned __int128 gg = (sq * (unsigned)P + sumsq - 1) / sumsq;
-            int g = gg > (unsigned)P ? P : (int)gg, placed;
+            int g = gg > (unsigned)P ? P : (int)gg;
 
-            ZC_CHECK(zc_place_intra(pt, node, s, g, &cursor, loads, devs, &placed));
-            if (!placed) {
-                fallback = 1;
-                break;
-            }
+            if (!zc_place_ring(pt, f, g, &cursor, devs))
+                deferred[nd++] = f;
+            continue;
         }
-        if (fallback)
-            break;
-        /* z0: whole on the least-loaded device; one that does not fit lowers s0 */
-        for (size_t k = m; k < nz; k++) {
-            size_t s = z01[k];
-            int d = zc_least_loaded(loads + node * P, P);
-
-            if (pt->len[s] + loads[node * P + d] > pt->capacity) {
-                s0 = pt->len[z01[m]]; /* max(z0) */
-                again = 1;
-                break;
-            }
-            ZC_CHECK(zc_pool_reserve(pt, s, 1));
-            zc_ring_ranks(pt, s)[0] = node * P + d;
-            loads[node * P + d] += pt->len[s];
-            pt->zone[s] = ZC_ZONE_LOCAL;
-        }
-        if (!again)
-            break;
+        /* z0 and pieces of cut sequences: whole on the least-loaded device */
+        d = zc_least_loaded(loads, P);
+        if (f->tokens + loads[d] > pt->capacity)
+            deferred[nd++] = f;
+        else
+            zc_place_one(pt, f, node * P + d, f->tokens);
     }
-    if (fallback) {
-        pt->pool_len = pool_mark;
-        memcpy(loads + node * P, base_load, (size_t)P * sizeof(*loads));
-        for (size_t k = 0; k < nz; k++)
-            ZC_CHECK(zc_pool_reserve(pt, z01[k], P));
-        zc_node_even(pt, node, z01, nz, loads, devs);
-        pt->flags |= ZC_PLAN_FALLBACK;
-        s0 = 0;
-        zc_log_info("partition: node %d falls back to the even split of its %zu sequences",
-                    node, nz);
+    /* fill: the rest poured over the devices in index order */
+    for (int i = 0; i < P; i++)
+        devs[i] = node * P + i;
+    for (size_t k = 0; k < nd; k++) {
+        zc_frag_t *f = deferred[k];
+
+        int m = zc_pour(pt->dev_load, devs, P, &at, pt->capacity, f->tokens, bin, take);
+
+        if (m < 0)
+            return zc_error(ZC_ERR_INTERNAL, "partition: node %d has no room left for "
+                            "sequence %zu", node, f->seq);
+        for (int i = 0; i < m; i++)
+            zc_place_one(pt, f, bin[i], take[i]);
+        if (f->npos > 1)
+            pt->cut[f->seq] |= ZC_PLAN_SEQ_CUT_DEVICES;
     }
     pt->s0[node] = s0;
     return ZC_OK;
 }
 
-/* Alg. 2 line 4 for every node: split the node's z2 fragments over its P
- * devices, then place its z01 sequences. */
+/* Alg. 2 for every node, then each sequence's ring: its fragments'
+ * positions in fragment order. */
 static zc_status_t zc_alg2(zc_partitioner_t *pt)
 {
     int N = pt->nnodes, P = pt->ppn;
-    size_t *z01 = malloc((pt->nseqs ? pt->nseqs : 1) * sizeof(*z01));
-    int64_t *base = malloc((size_t)P * sizeof(*base));
-    int *devs = malloc((size_t)P * sizeof(*devs));
+    size_t nf = pt->nfrags;
+    zc_frag_t **items = malloc((nf ? nf : 1) * sizeof(*items));
+    zc_frag_t **deferred = malloc((nf ? nf : 1) * sizeof(*deferred));
     size_t *first = calloc((size_t)N + 1, sizeof(*first));
     size_t *fill = malloc((size_t)N * sizeof(*fill));
+    int *devs = malloc((size_t)P * sizeof(*devs));
+    int *bin = malloc((size_t)P * sizeof(*bin));
+    int64_t *take = malloc((size_t)P * sizeof(*take));
     zc_status_t st = ZC_OK;
 
-    if (!z01 || !base || !devs || !first || !fill) {
+    if (!items || !deferred || !first || !fill || !devs || !bin || !take) {
         st = zc_error(ZC_ERR_NO_MEMORY, "partition: cannot allocate node lists");
         goto out;
     }
-    memset(pt->dev_load, 0, (size_t)N * P * sizeof(*pt->dev_load));
-    /* z2 rings: the pool holds their node per position; make them ranks */
-    for (size_t k = 0; k < pt->nseqs; k++) {
-        size_t s = pt->order[k];
-        int kk = pt->inter_k[s], g = kk * P;
-        int *ring;
-
-        if (kk == 0)
-            continue;
-        ring = zc_ring_ranks(pt, s);
-        for (int b = 0; b < kk; b++) {
-            int node = ring[b * P];
-
-            for (int i = 0; i < P; i++)
-                devs[i] = node * P + i;
-            zc_assign_positions(pt->len[s], g, b * P, P, devs, pt->dev_load, ring);
-        }
-        pt->zone[s] = zc_zone_of(kk, g);
+    pt->pos_rank = malloc((nf ? nf : 1) * (size_t)P * sizeof(*pt->pos_rank));
+    pt->pos_share = malloc((nf ? nf : 1) * (size_t)P * sizeof(*pt->pos_share));
+    if (!pt->pos_rank || !pt->pos_share) {
+        st = zc_error(ZC_ERR_NO_MEMORY, "partition: cannot allocate %zu fragments", nf);
+        goto out;
     }
-    /* z01 of every node, longest first: a counting sort by node */
-    for (size_t k = 0; k < pt->nseqs; k++)
-        if (pt->inter_k[pt->order[k]] == 0)
-            first[pt->seq_node[pt->order[k]] + 1]++;
+    /* the fragments of every node, in creation order: a counting sort */
+    for (size_t i = 0; i < nf; i++) {
+        pt->frags[i].pos = i * (size_t)P;
+        first[pt->frags[i].node + 1]++;
+    }
     for (int n = 0; n < N; n++)
         first[n + 1] += first[n];
     memcpy(fill, first, (size_t)N * sizeof(*fill));
-    for (size_t k = 0; k < pt->nseqs; k++)
-        if (pt->inter_k[pt->order[k]] == 0)
-            z01[fill[pt->seq_node[pt->order[k]]]++] = pt->order[k];
-    for (int n = 0; n < N; n++) {
-        memcpy(base, pt->dev_load + n * P, (size_t)P * sizeof(*base));
-        ZC_CHECK_GOTO(zc_alg2_node(pt, n, z01 + first[n], first[n + 1] - first[n], base, devs),
-                      st, out);
-    }
+    for (size_t i = 0; i < nf; i++)
+        items[fill[pt->frags[i].node]++] = &pt->frags[i];
+    for (int n = 0; n < N; n++)
+        ZC_CHECK_GOTO(zc_alg2_node(pt, n, items + first[n], first[n + 1] - first[n], deferred,
+                                   devs, bin, take), st, out);
 out:
-    free(z01);
-    free(base);
-    free(devs);
+    free(items);
+    free(deferred);
     free(first);
     free(fill);
+    free(devs);
+    free(bin);
+    free(take);
     return st;
+}
+
+/* The partition's result: each sequence's ring, its fragments' positions
+ * concatenated, and its zone from the nodes and devices it spans. */
+static void zc_rings_out(zc_partitioner_t *pt, zc_part_t *part)
+{
+    size_t at = 0;
+
+    for (size_t s = 0; s < pt->nseqs; s++) {
+        zc_part_ring_t *pr = &part->seqs[s];
+        int g = 0;
+
+        pr->ranks = part->rank_pool + at;
+        pr->share = part->share_pool + at;
+        for (int i = 0; i < pt->frag_n[s]; i++) {
+            const zc_frag_t *f = &pt->frags[pt->frag_off[s] + (size_t)i];
+
+            memcpy(pr->ranks + g, pt->pos_rank + f->pos, (size_t)f->npos * sizeof(int));
+            memcpy(pr->share + g, pt->pos_share + f->pos, (size_t)f->npos * sizeof(int64_t));
+            g += f->npos;
+        }
+        pr->nranks = g;
+        pr->cut = pt->cut[s];
+        pr->zone = pt->frag_n[s] > 1 ? ZC_ZONE_INTER : g > 1 ? ZC_ZONE_INTRA : ZC_ZONE_LOCAL;
+        at += (size_t)g;
+        if (pt->cut[s])
+            pt->flags |= ZC_PLAN_CUT;
+    }
 }
 
 void zc_partition_free(zc_part_t *part)
 {
     free(part->seqs);
     free(part->rank_pool);
+    free(part->share_pool);
     free(part->s0);
     memset(part, 0, sizeof(*part));
 }
@@ -639,22 +747,21 @@ zc_status_t zc_partition(int nnodes, int ppn, int64_t capacity, const int64_t *l
     zc_partitioner_t pt = {
         .nnodes = nnodes, .ppn = ppn, .capacity = capacity, .len = lengths, .nseqs = count,
     };
-    size_t n = count ? count : 1;
+    size_t n = count ? count : 1, npos;
     int nr = nnodes * ppn;
     zc_status_t st = ZC_OK;
-    int r;
 
+    memset(part, 0, sizeof(*part));
     pt.order = malloc(n * sizeof(*pt.order));
-    pt.ring_off = calloc(n, sizeof(*pt.ring_off));
-    pt.ring_n = calloc(n, sizeof(*pt.ring_n));
-    pt.zone = calloc(n, sizeof(*pt.zone));
-    pt.seq_node = calloc(n, sizeof(*pt.seq_node));
-    pt.inter_k = calloc(n, sizeof(*pt.inter_k));
+    pt.frag_off = calloc(n, sizeof(*pt.frag_off));
+    pt.frag_n = calloc(n, sizeof(*pt.frag_n));
+    pt.cut = calloc(n, sizeof(*pt.cut));
     pt.node_load = calloc((size_t)nnodes, sizeof(*pt.node_load));
     pt.dev_load = calloc((size_t)nr, sizeof(*pt.dev_load));
     pt.s0 = calloc((size_t)nnodes, sizeof(*pt.s0));
-    if (!pt.order || !pt.ring_off || !pt.ring_n || !pt.zone || !pt.seq_node || !pt.inter_k ||
-        !pt.node_load || !pt.dev_load || !pt.s0) {
+    part->seqs = calloc(n, sizeof(*part->seqs));
+    if (!pt.order || !pt.frag_off || !pt.frag_n || !pt.cut || !pt.node_load || !pt.dev_load ||
+        !pt.s0 || !part->seqs) {
         st = zc_error(ZC_ERR_NO_MEMORY, "partition: cannot allocate for %zu sequences", count);
         goto out;
     }
@@ -663,46 +770,51 @@ zc_status_t zc_partition(int nnodes, int ppn, int64_t capacity, const int64_t *l
     zc_sort_lens = lengths;
     qsort(pt.order, count, sizeof(*pt.order), zc_len_desc_cmp);
 
-    r = (flags & ZC_PLAN_EVEN_SPLIT) ? 0 : zc_alg1(&pt);
-    if (r < 0) {
-        st = (zc_status_t)r;
-        goto out;
-    }
-    if (r == 0) {
-        if (!(flags & ZC_PLAN_EVEN_SPLIT)) {
-            pt.flags |= ZC_PLAN_FALLBACK;
-            zc_log_info("partition: inter-node zone does not fit; even split of the batch");
+    if (flags & ZC_PLAN_EVEN_SPLIT) {
+        npos = count * (size_t)nr;
+        part->rank_pool = malloc((npos ? npos : 1) * sizeof(*part->rank_pool));
+        part->share_pool = malloc((npos ? npos : 1) * sizeof(*part->share_pool));
+        if (!part->rank_pool || !part->share_pool) {
+            st = zc_error(ZC_ERR_NO_MEMORY, "partition: cannot allocate %zu ring positions",
+                          npos);
+            goto out;
         }
-        ZC_CHECK_GOTO(zc_even_split(&pt), st, out);
+        for (size_t s = 0; s < count; s++) {
+            part->seqs[s].ranks = part->rank_pool + s * (size_t)nr;
+            part->seqs[s].share = part->share_pool + s * (size_t)nr;
+        }
+        ZC_CHECK_GOTO(zc_even_split(&pt, part), st, out);
     } else {
+        ZC_CHECK_GOTO(zc_alg1(&pt), st, out);
         ZC_CHECK_GOTO(zc_alg2(&pt), st, out);
+        npos = 0;
+        for (size_t i = 0; i < pt.nfrags; i++)
+            npos += (size_t)pt.frags[i].npos;
+        part->rank_pool = malloc((npos ? npos : 1) * sizeof(*part->rank_pool));
+        part->share_pool = malloc((npos ? npos : 1) * sizeof(*part->share_pool));
+        if (!part->rank_pool || !part->share_pool) {
+            st = zc_error(ZC_ERR_NO_MEMORY, "partition: cannot allocate %zu ring positions",
+                          npos);
+            goto out;
+        }
+        zc_rings_out(&pt, part);
     }
-
-    part->seqs = calloc(n, sizeof(*part->seqs));
-    if (!part->seqs) {
-        st = zc_error(ZC_ERR_NO_MEMORY, "partition: cannot allocate the result");
-        goto out;
-    }
-    for (size_t i = 0; i < count; i++) {
+    for (size_t i = 0; i < count; i++)
         part->seqs[i].seq = i;
-        part->seqs[i].zone = pt.zone[i];
-        part->seqs[i].nranks = pt.ring_n[i];
-        part->seqs[i].ranks = pt.pool + pt.ring_off[i];
-    }
-    part->rank_pool = pt.pool;
-    pt.pool = NULL;
     part->s1 = pt.s1;
     part->s0 = pt.s0;
     pt.s0 = NULL;
     part->flags = pt.flags;
 out:
+    if (st != ZC_OK)
+        zc_partition_free(part);
     free(pt.order);
-    free(pt.pool);
-    free(pt.ring_off);
-    free(pt.ring_n);
-    free(pt.zone);
-    free(pt.seq_node);
-    free(pt.inter_k);
+    free(pt.frags);
+    free(pt.frag_off);
+    free(pt.frag_n);
+    free(pt.cut);
+    free(pt.pos_rank);
+    free(pt.pos_share);
     free(pt.node_load);
     free(pt.dev_load);
     free(pt.s0);

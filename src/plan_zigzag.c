@@ -1,7 +1,10 @@
 /* Zigzag layout (paper section 4.2): a ring of G ranks cuts each of its
  * sequences into 2G chunks and ring position i holds chunks i and 2G-1-i,
- * which gives every position the same share of the causal mask.  This file
- * owns the chunk arithmetic and turns a partition into per-rank pieces. */
+ * which gives every position the same share of the causal mask.  A ring cut
+ * by the fill step (plan_partition.c) holds uneven shares: each position
+ * still holds its two mirrored chunks, half its share each, so its causal
+ * work stays close to share / n of the sequence's.  This file owns the chunk
+ * arithmetic and turns a partition into per-rank pieces. */
 #include "config.h"
 
 #include <stdlib.h>
@@ -42,6 +45,24 @@ double zc_zigzag_pairs(int64_t n, int g, int i)
     return zc_causal_pairs(b0, e0) + zc_causal_pairs(b1, e1);
 }
 
+void zc_ring_bounds(const int64_t *share, int g, int64_t *bounds)
+{
+    bounds[0] = 0;
+    for (int c = 0; c < 2 * g; c++) {
+        int64_t w = c < g ? share[c] : share[2 * g - 1 - c];
+
+        bounds[c + 1] = bounds[c] + (c < g ? w - w / 2 : w / 2);
+    }
+}
+
+void zc_ring_pairs(const int64_t *share, int g, int64_t *bounds, double *pairs)
+{
+    zc_ring_bounds(share, g, bounds);
+    for (int i = 0; i < g; i++)
+        pairs[i] = zc_causal_pairs(bounds[i], bounds[i + 1]) +
+                   zc_causal_pairs(bounds[2 * g - 1 - i], bounds[2 * g - i]);
+}
+
 /* Buffer order of a rank: inter rings, then intra, then local (the order
  * the attention engine runs its queues), then ring id, then chunk. */
 static int zc_piece_cmp(const void *a, const void *b)
@@ -75,7 +96,7 @@ static void zc_layout_walk(struct zc_plan *plan, zc_plan_piece_t *pieces, size_t
 {
     for (size_t s = 0; s < plan->nseqs; s++) {
         const zc_part_ring_t *pr = &plan->part.seqs[s];
-        int64_t n = plan->lengths[s];
+        int64_t n = plan->lengths[s], b = 0;
         int g = pr->nranks;
 
         if (n == 0)
@@ -90,15 +111,15 @@ static void zc_layout_walk(struct zc_plan *plan, zc_plan_piece_t *pieces, size_t
         for (int c = 0; c < 2 * g; c++) {
             int pos = c < g ? c : 2 * g - 1 - c;
             int rank = pr->ranks[pos];
-            int64_t b, e;
+            int64_t w = pr->share[pos], e = b + (c < g ? w - w / 2 : w / 2);
 
-            zc_zigzag_chunk(n, g, c, &b, &e);
             if (b == e)
                 continue; /* sequences shorter than 2G leave some chunks empty */
             if (pieces)
                 zc_layout_add(pieces, fill, rank, s, b, e, pr->zone, plan->seq_ring[s], c);
             else
                 fill[rank]++;
+            b = e;
         }
     }
 }

@@ -13,17 +13,28 @@
 #include "tools/zc_plan_dataset.h"
 
 /* The properties a valid plan has; returns a description of the first
- * violation or NULL. */
+ * violation or NULL:
+ *  - zc_plan_check: every token placed once, no device over L, remap;
+ *  - zones follow the thresholds, except where the fill step cut;
+ *  - an uncut ring is an even zigzag ring; any ring's position i holds
+ *    chunks i and 2G-1-i of the sizes its tokens[i] gives;
+ *  - the fill step's bounds: at most N - 1 sequences shorter than s1 cross
+ *    nodes, at most P - 1 sequences are cut over the devices of one node;
+ *  - one routed hop per node crossing, x = min(ring GPUs of both nodes),
+ *    proxies rail-aligned. */
 static const char *plan_properties(zc_plan_h plan, const int64_t *len, size_t n)
 {
     static char why[256];
     zc_plan_info_t info;
+    int *dev_cuts, cross = 0;
 
     if (zc_plan_check(plan) != ZC_OK) {
         snprintf(why, sizeof(why), "check: %s", zc_get_last_error());
         return why;
     }
     zc_plan_info(plan, &info);
+    if (info.flags & ZC_PLAN_EVEN_SPLIT)
+        return NULL;
     /* zones consistent with the thresholds */
     for (size_t s = 0; s < n; s++) {
         zc_plan_seq_t q;
@@ -31,27 +42,53 @@ static const char *plan_properties(zc_plan_h plan, const int64_t *len, size_t n)
 
         zc_plan_seq(plan, s, &q);
         zc_plan_rank(plan, q.rank, &rk);
-        if (!(info.flags & ZC_PLAN_FALLBACK)) {
-            if (q.zone == ZC_ZONE_INTER && len[s] < info.s1) {
-                snprintf(why, sizeof(why), "seq %zu (%lld) inter below s1 %lld", s,
-                         (long long)len[s], (long long)info.s1);
-                return why;
-            }
-            if (len[s] < info.s1 && len[s] < rk.s0 && q.zone != ZC_ZONE_LOCAL) {
-                snprintf(why, sizeof(why), "seq %zu (%lld) below s0 %lld is not local", s,
-                         (long long)len[s], (long long)rk.s0);
-                return why;
-            }
+        if (q.zone == ZC_ZONE_INTER && len[s] < info.s1 && !(q.cut & ZC_PLAN_SEQ_CUT_NODES)) {
+            snprintf(why, sizeof(why), "seq %zu (%lld) inter below s1 %lld, not cut", s,
+                     (long long)len[s], (long long)info.s1);
+            return why;
         }
+        if (len[s] < info.s1 && len[s] < rk.s0 && q.zone != ZC_ZONE_LOCAL && !q.cut) {
+            snprintf(why, sizeof(why), "seq %zu (%lld) below s0 %lld is not local", s,
+                     (long long)len[s], (long long)rk.s0);
+            return why;
+        }
+        cross += q.zone == ZC_ZONE_INTER && len[s] < info.s1;
     }
-    /* zigzag: position i holds chunks i and 2G-1-i, chunks within a token */
+    if (cross > (info.nnodes > 1 ? info.nnodes - 1 : 0)) {
+        snprintf(why, sizeof(why), "%d sequences below s1 cross nodes on %d nodes", cross,
+                 info.nnodes);
+        return why;
+    }
+    dev_cuts = calloc((size_t)info.nnodes, sizeof(*dev_cuts));
     for (int r = 0; r < info.nrings; r++) {
         zc_plan_ring_t ring;
+        zc_plan_seq_t q;
         const zc_plan_hop_t *hops;
         size_t nh, ncross = 0;
+        int64_t bounds[2 * 1024 + 1], sum = 0;
+        int g;
 
         zc_plan_ring(plan, r, &ring);
-        for (int i = 0; i < ring.nranks; i++) {
+        zc_plan_seq(plan, ring.seq, &q);
+        g = ring.nranks;
+        for (int i = 0; i < g; i++)
+            sum += ring.tokens[i];
+        if (sum != len[ring.seq] || g > 1024) {
+            snprintf(why, sizeof(why), "ring %d: tokens sum to %lld of %lld (G %d)", r,
+                     (long long)sum, (long long)len[ring.seq], g);
+            free(dev_cuts);
+            return why;
+        }
+        zc_ring_bounds(ring.tokens, g, bounds);
+        /* devices of one node that hold a piece of a cut sequence */
+        if (q.cut & ZC_PLAN_SEQ_CUT_DEVICES)
+            for (int i = 0; i < g; i++)
+                if (i + 1 < g && ring.ranks[i + 1] / info.gpus_per_node ==
+                                     ring.ranks[i] / info.gpus_per_node &&
+                    (i == 0 || ring.ranks[i - 1] / info.gpus_per_node !=
+                                   ring.ranks[i] / info.gpus_per_node))
+                    dev_cuts[ring.ranks[i] / info.gpus_per_node]++;
+        for (int i = 0; i < g; i++) {
             const zc_plan_piece_t *p;
             size_t np;
             int seen = 0;
@@ -62,17 +99,24 @@ static const char *plan_properties(zc_plan_h plan, const int64_t *len, size_t n)
 
                 if (p[k].ring != r)
                     continue;
-                zc_zigzag_chunk(len[ring.seq], ring.nranks, p[k].chunk, &b, &e);
-                if ((p[k].chunk != i && p[k].chunk != 2 * ring.nranks - 1 - i) ||
+                if (q.cut) {
+                    b = bounds[p[k].chunk];
+                    e = bounds[p[k].chunk + 1];
+                } else {
+                    zc_zigzag_chunk(len[ring.seq], g, p[k].chunk, &b, &e);
+                }
+                if ((p[k].chunk != i && p[k].chunk != 2 * g - 1 - i) ||
                     p[k].begin != b || p[k].end != e || p[k].seq != ring.seq) {
                     snprintf(why, sizeof(why), "ring %d position %d holds chunk %d [%lld,%lld)",
                              r, i, p[k].chunk, (long long)p[k].begin, (long long)p[k].end);
+                    free(dev_cuts);
                     return why;
                 }
                 seen++;
             }
             if (seen > 2) {
                 snprintf(why, sizeof(why), "ring %d position %d holds %d chunks", r, i, seen);
+                free(dev_cuts);
                 return why;
             }
         }
@@ -84,6 +128,7 @@ static const char *plan_properties(zc_plan_h plan, const int64_t *len, size_t n)
         if (nh != ncross) {
             snprintf(why, sizeof(why), "ring %d has %zu hops for %zu node crossings", r, nh,
                      ncross);
+            free(dev_cuts);
             return why;
         }
         for (size_t h = 0; h < nh; h++) {
@@ -96,6 +141,7 @@ static const char *plan_properties(zc_plan_h plan, const int64_t *len, size_t n)
             if (hops[h].x_send != (gs < gd ? gs : gd) || hops[h].x_recv != hops[h].x_send) {
                 snprintf(why, sizeof(why), "ring %d hop %zu: x %d/%d for %d/%d GPUs", r, h,
                          hops[h].x_send, hops[h].x_recv, gs, gd);
+                free(dev_cuts);
                 return why;
             }
             for (int k = 0; k < hops[h].x_send; k++)
@@ -105,10 +151,19 @@ static const char *plan_properties(zc_plan_h plan, const int64_t *len, size_t n)
                         hops[h].recv_proxies[k] % info.gpus_per_node) {
                     snprintf(why, sizeof(why), "ring %d hop %zu slice %d not rail aligned", r,
                              h, k);
+                    free(dev_cuts);
                     return why;
                 }
         }
     }
+    for (int v = 0; v < info.nnodes; v++)
+        if (dev_cuts[v] > info.gpus_per_node - 1) {
+            snprintf(why, sizeof(why), "node %d: %d sequences cut over its %d devices", v,
+                     dev_cuts[v], info.gpus_per_node);
+            free(dev_cuts);
+            return why;
+        }
+    free(dev_cuts);
     return NULL;
 }
 
@@ -149,7 +204,7 @@ static void random_batches(void)
     static const int gpus[] = {1, 2, 4, 8};
     static const int64_t caps[] = {4096, 8192, 16384, 65536};
     zc_rng_t rng = {20260401};
-    int bad = 0, nondet = 0, fallbacks = 0, runs = 3000;
+    int bad = 0, nondet = 0, cuts = 0, runs = 3000;
     const char *first = NULL;
 
     for (int t = 0; t < runs; t++) {
@@ -179,7 +234,7 @@ static void random_batches(void)
                      zc_dataset_name(ds), n, why);
         }
         zc_plan_info(p1, &info);
-        fallbacks += (info.flags & ZC_PLAN_FALLBACK) != 0;
+        cuts += (info.flags & ZC_PLAN_CUT) != 0;
         if (t % 10 == 0) {
             zc_plan_create(N, P, L, len, n, NULL, &p2);
             nondet += !plans_equal(p1, p2);
@@ -190,16 +245,16 @@ static void random_batches(void)
     }
     if (first)
         diag("first failure: %s", first);
-    diag("%d random batches, %d needed a fallback", runs, fallbacks);
+    diag("%d random batches, %d cut some sequence to fill", runs, cuts);
     ok(bad == 0, "%d random batches: placed once, within L, zones, zigzag, proxies (%d bad)",
        runs, bad);
     ok(nondet == 0, "the same batch gives the same plan (%d differ)", nondet);
 }
 
-/* Every multiset of lengths 1..L summing to at most N*P*L on tiny clusters:
- * reaches the fallbacks of cases (e) and (f) wherever they are needed. */
+/* Every multiset of lengths 1..N*P*L summing to at most N*P*L on tiny
+ * clusters: reaches every path of the fill step. */
 static int exhaustive_rec(int N, int P, int64_t L, int64_t *len, size_t n, int64_t maxlen,
-                          int64_t room, int *fallbacks, int *count)
+                          int64_t room, int *cuts, int *count)
 {
     int bad = 0;
 
@@ -212,12 +267,12 @@ static int exhaustive_rec(int N, int P, int64_t L, int64_t *len, size_t n, int64
             return 1;
         bad += plan_properties(plan, len, n) != NULL;
         zc_plan_info(plan, &info);
-        *fallbacks += (info.flags & ZC_PLAN_FALLBACK) != 0;
+        *cuts += (info.flags & ZC_PLAN_CUT) != 0;
         zc_plan_destroy(plan);
     }
     for (int64_t l = maxlen < room ? maxlen : room; l >= 1 && n < 12; l--) {
         len[n] = l;
-        bad += exhaustive_rec(N, P, L, len, n + 1, l, room - l, fallbacks, count);
+        bad += exhaustive_rec(N, P, L, len, n + 1, l, room - l, cuts, count);
     }
     return bad;
 }
@@ -233,7 +288,7 @@ static void exhaustive_small(void)
         int bad = exhaustive_rec(N, P, L, len, 0, cap, cap, &fb, &count);
 
         ok(bad == 0, "every batch on %d x %d devices of %d tokens fits (%d batches, %d "
-           "fallbacks, %d bad)", N, P, L, count, fb, bad);
+           "with cuts, %d bad)", N, P, L, count, fb, bad);
     }
 }
 
@@ -297,7 +352,7 @@ static void open_cases(void)
            "spread over both nodes (inter)");
         zc_plan_destroy(plan);
     }
-    /* (e) round-robin device full: the fragment count grows */
+    /* (e) a sequence that fits whole on no device is poured over two */
     {
         int64_t len[] = {10, 9, 1};
 
@@ -306,8 +361,9 @@ static void open_cases(void)
         zc_plan_ring(plan, q.ring, &ring);
         zc_plan_info(plan, &info);
         ok(plan && q.zone == ZC_ZONE_INTRA && ring.nranks == 2 &&
-           !(info.flags & ZC_PLAN_FALLBACK) && zc_plan_check(plan) == ZC_OK,
-           "(e) a one-fragment sequence that overflows its device is spread over two");
+           q.cut == ZC_PLAN_SEQ_CUT_DEVICES && (info.flags & ZC_PLAN_CUT) &&
+           zc_plan_check(plan) == ZC_OK,
+           "(e) a sequence that fits whole on no device is cut over two");
         zc_plan_destroy(plan);
     }
     /* (f) forced even split */
@@ -418,9 +474,120 @@ static void adversarial(void)
     }
 }
 
+/* Plan `len` exactly filling N x P x L; "" when every property holds and
+ * every device holds exactly L tokens, else why not. */
+static const char *full_plan_ok(int N, int P, int64_t L, const int64_t *len, size_t n,
+                                int *cut)
+{
+    static char why[300];
+    const char *w;
+    zc_plan_h plan, again;
+
+    if (zc_plan_create(N, P, L, len, n, NULL, &plan) != ZC_OK) {
+        snprintf(why, sizeof(why), "create: %s", zc_get_last_error());
+        return why;
+    }
+    w = plan_properties(plan, len, n);
+    for (int r = 0; !w && r < N * P; r++) {
+        zc_plan_rank_t rk;
+
+        zc_plan_rank(plan, r, &rk);
+        if (rk.tokens != L) {
+            snprintf(why, sizeof(why), "rank %d holds %lld of %lld", r, (long long)rk.tokens,
+                     (long long)L);
+            w = why;
+        }
+    }
+    if (!w && zc_plan_create(N, P, L, len, n, NULL, &again) == ZC_OK) {
+        w = plans_equal(plan, again) ? NULL : "not deterministic";
+        zc_plan_destroy(again);
+    }
+    if (cut) {
+        zc_plan_info_t info;
+
+        zc_plan_info(plan, &info);
+        *cut += (info.flags & ZC_PLAN_CUT) != 0;
+    }
+    zc_plan_destroy(plan);
+    return w;
+}
+
+/* Exactly-full batches, as frameworks pack them: every device at L. */
+static void full_batches(void)
+{
+    static const int nodes[] = {1, 2, 3, 4, 8, 16};
+    static const int gpus[] = {1, 2, 4, 8};
+    static const int64_t caps[] = {1000, 4096, 8192};
+    zc_rng_t rng = {20261124};
+    int bad = 0, cuts = 0, runs = 3000;
+
+    for (int t = 0; t < runs; t++) {
+        int N = nodes[zc_rng_range(&rng, 0, 6)], P = gpus[zc_rng_range(&rng, 0, 4)];
+        int64_t L = caps[zc_rng_range(&rng, 0, 3)];
+        int ds = (int)zc_rng_range(&rng, 0, zc_dataset_count());
+        int64_t *len;
+        size_t n = zc_dataset_sample(ds, (int64_t)N * P * L, &rng, &len);
+        const char *why = full_plan_ok(N, P, L, len, n, &cuts);
+
+        if (why && bad++ == 0)
+            diag("full batch %d (N=%d P=%d L=%lld %s, %zu seqs): %s", t, N, P, (long long)L,
+                 zc_dataset_name(ds), n, why);
+        free(len);
+    }
+    diag("%d exactly-full batches, %d cut some sequence", runs, cuts);
+    ok(bad == 0, "%d exactly-full batches of the three datasets: every device at L, "
+       "placed once, zones, cut bounds, deterministic (%d bad)", runs, bad);
+}
+
+/* Adversarial exactly-full batches on N x P x L. */
+static void full_adversarial(void)
+{
+    static const int shapes[][3] = {{2, 8, 4096}, {4, 8, 1000}, {3, 4, 1000}, {8, 2, 512},
+                                    {1, 8, 4096}, {5, 3, 7}};
+
+    for (size_t i = 0; i < sizeof(shapes) / sizeof(shapes[0]); i++) {
+        int N = shapes[i][0], P = shapes[i][1];
+        int64_t L = shapes[i][2], cap = (int64_t)N * P * L, left;
+        int64_t *len = malloc((size_t)cap * sizeof(*len));
+        zc_rng_t rng = {i + 1};
+        const char *why;
+        size_t n = 0;
+
+        /* all of length L + 1, the last one what is left */
+        for (left = cap; left > 0; left -= len[n++])
+            len[n] = left < L + 1 ? left : L + 1;
+        why = full_plan_ok(N, P, L, len, n, NULL);
+        ok(!why, "%dx%dx%lld: %zu sequences of L + 1: %s", N, P, (long long)L, n,
+           why ? why : "ok");
+        /* one of N*P*L - 1 and one token */
+        len[0] = cap - 1;
+        len[1] = 1;
+        why = full_plan_ok(N, P, L, len, 2, NULL);
+        ok(!why, "%dx%dx%lld: N*P*L - 1 plus one token: %s", N, P, (long long)L,
+           why ? why : "ok");
+        /* one-token sequences only */
+        for (n = 0; n < (size_t)cap; n++)
+            len[n] = 1;
+        why = full_plan_ok(N, P, L, len, n, NULL);
+        ok(!why, "%dx%dx%lld: %zu one-token sequences: %s", N, P, (long long)L, n,
+           why ? why : "ok");
+        /* multiples of L, the last one cut to fill */
+        for (n = 0, left = cap; left > 0; left -= len[n++]) {
+            len[n] = L * zc_rng_range(&rng, 1, 2 * P + 1);
+            len[n] = len[n] < left ? len[n] : left;
+        }
+        why = full_plan_ok(N, P, L, len, n, NULL);
+        ok(!why, "%dx%dx%lld: %zu multiples of L: %s", N, P, (long long)L, n,
+           why ? why : "ok");
+        free(len);
+    }
+}
+
 int main(void)
 {
     random_batches();
+    full_batches();
+    full_adversarial();
     exhaustive_small();
     open_cases();
     adversarial();

@@ -6,7 +6,9 @@
  * Batches: two drawn from each distribution of
  * $ZC_SHARED_DIR/data/length-distributions.tsv, scaled to this machine
  * (1k tokens of the table -> 32 tokens; batches of 256 and 160 tokens per
- * rank: lengths 1 to 8192 cut to the batch, sums of 160 to 2048), and
+ * rank: lengths 1 to 8192 cut to the batch, sums of 160 to 2048; the
+ * full-size ones exactly fill every rank, so the planner cuts sequences
+ * into uneven rings), and
  * four adversarial ones (a single sequence; sequences shorter than the
  * ring; lengths not divisible by 2G; fewer tokens than ranks, the empty
  * ranks passing NULL buffers).  Each in fp32 (4 query heads, 1 KV
@@ -181,7 +183,10 @@ static void sample_batch(const dist_t *d, int64_t total, uint64_t seed, batch_t 
     }
 }
 
-static void add_batch(const char *name, const int64_t *lengths, size_t n, int nranks)
+/* A batch with 25% headroom, or exactly full (every rank at capacity, as
+ * frameworks pack batches: the planner's fill step cuts sequences into
+ * uneven rings there). */
+static void add_batch(const char *name, const int64_t *lengths, size_t n, int nranks, int full)
 {
     batch_t *b = &batches[nbatches++];
     int64_t total = 0;
@@ -190,7 +195,7 @@ static void add_batch(const char *name, const int64_t *lengths, size_t n, int nr
     for (size_t i = 0; i < n; i++)
         total += b->lengths[i] = lengths[i];
     b->n = n;
-    b->capacity = (total * 5 / 4 + nranks - 1) / nranks + 8;
+    b->capacity = full ? total / nranks : (total * 5 / 4 + nranks - 1) / nranks + 8;
 }
 
 static void make_batches(int nranks)
@@ -211,28 +216,29 @@ static void make_batches(int nranks)
         int64_t longest = 0;
         for (size_t j = 0; j < tmp.n; j++)
             longest = tmp.lengths[j] > longest ? tmp.lengths[j] : longest;
-        snprintf(name, sizeof(name), "%.31s (%zu seqs, longest %lld)", dists[d].name, tmp.n,
-                 (long long)longest);
-        add_batch(name, tmp.lengths, tmp.n, nranks);
+        snprintf(name, sizeof(name), "%.31s (%zu seqs, longest %lld%s)", dists[d].name, tmp.n,
+                 (long long)longest, i < nd ? ", exactly full" : "");
+        /* the full-size batch fills every rank exactly: total is a multiple */
+        add_batch(name, tmp.lengths, tmp.n, nranks, i < nd);
     }
     /* one sequence only, not a multiple of 2G */
     len[0] = total - 3;
     snprintf(name, sizeof(name), "one sequence of %lld", (long long)len[0]);
-    add_batch(name, len, 1, nranks);
+    add_batch(name, len, 1, nranks, 0);
     /* sequences shorter than the ring (and than 2G), some of one token */
     n = 0;
     for (int64_t l = 1; n < 12; l = l % (2 * nranks + 1) + 1 + (int64_t)(n % 3))
         len[n++] = l;
-    add_batch("sequences shorter than 2G", len, n, nranks);
+    add_batch("sequences shorter than 2G", len, n, nranks, 0);
     /* lengths k * 2G + r, r in 1..2G-1 */
     n = 0;
     for (int k = 0; k < 4; k++)
         len[n++] = (int64_t)(2 * nranks) * (k + 1) + 1 + (k * 5) % (2 * nranks > 1 ? 2 * nranks - 1 : 1);
-    add_batch("lengths not divisible by 2G", len, n, nranks);
+    add_batch("lengths not divisible by 2G", len, n, nranks, 0);
     /* fewer tokens than ranks: most ranks hold nothing and pass NULL */
     len[0] = 1;
     len[1] = 2;
-    add_batch("3 tokens, empty ranks with NULL buffers", len, 2, nranks);
+    add_batch("3 tokens, empty ranks with NULL buffers", len, 2, nranks, 0);
 }
 
 /* ---- one case on one rank ----------------------------------------------- */
@@ -469,7 +475,7 @@ static void test_nonfinite(void)
     int nranks = 4;
 
     nbatches = 0;
-    add_batch("NaN in k, +Inf in v, NaN in dout", lengths, 3, nranks);
+    add_batch("NaN in k, +Inf in v, NaN in dout", lengths, 3, nranks, 0);
     rad_batch_init(b, lengths, 3, shapes[0].hq, shapes[0].hkv, shapes[0].d, ZC_FLOAT32, 77);
     rad_batch_poke(b, 1, (b->offset[0] + 40) * b->hkv * b->d + 3, NAN);
     rad_batch_poke(b, 2, (b->offset[1] + 10) * b->hkv * b->d + b->d + 1, INFINITY);

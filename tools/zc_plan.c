@@ -61,6 +61,32 @@ static char *read_all(FILE *f)
     return buf;
 }
 
+/* The fill step's cuts (zc_plan_create(3)), one line per cut sequence. */
+static void print_cuts(zc_plan_h plan, const zc_plan_info_t *in)
+{
+    if (!(in->flags & ZC_PLAN_CUT))
+        return;
+    printf("\n# fill step: sequences cut to use leftover room (rank:tokens above)\n");
+    for (size_t s = 0; s < in->nseqs; s++) {
+        zc_plan_seq_t q;
+        zc_plan_ring_t ring;
+
+        zc_plan_seq(plan, s, &q);
+        if (!q.cut || zc_plan_ring(plan, q.ring, &ring) != ZC_OK)
+            continue;
+        printf("seq %zu (%lld tokens) over %d devices of %d node%s:", s, (long long)q.length,
+               ring.nranks, ring.nnodes, ring.nnodes > 1 ? "s" : "");
+        if (q.cut & ZC_PLAN_SEQ_UNEVEN)
+            printf(" longer than a node, no even split over nodes had room, poured into the "
+                   "nodes with most room;");
+        if (q.cut & ZC_PLAN_SEQ_CUT_NODES)
+            printf(" fit whole in no node's leftover room, cut over consecutive nodes;");
+        if (q.cut & ZC_PLAN_SEQ_CUT_DEVICES)
+            printf(" fit whole in no device's leftover room, cut over consecutive devices;");
+        printf("\n");
+    }
+}
+
 static void print_text(zc_plan_h plan, const zc_plan_info_t *in)
 {
     const zc_plan_transfer_t *t;
@@ -70,7 +96,7 @@ static void print_text(zc_plan_h plan, const zc_plan_info_t *in)
            in->nnodes, in->gpus_per_node, (long long)in->capacity, in->nseqs,
            (long long)in->total_tokens);
     printf("# thresholds: s1 = %lld%s%s\n", (long long)in->s1,
-           in->flags & ZC_PLAN_FALLBACK ? "  (fallback: even split where needed)" : "",
+           in->flags & ZC_PLAN_CUT ? "  (fill step: some sequences cut, see below)" : "",
            in->flags & ZC_PLAN_EVEN_SPLIT ? "  (even split requested)" : "");
     printf("\n%-6s %12s %10s %14s\n", "node", "tokens", "s0", "attn pairs");
     for (int n = 0; n < in->nnodes; n++) {
@@ -114,9 +140,13 @@ static void print_text(zc_plan_h plan, const zc_plan_info_t *in)
         }
         zc_plan_ring(plan, q.ring, &ring);
         for (int i = 0; i < ring.nranks && i < 16; i++)
-            printf("%s%d", i ? "," : "", ring.ranks[i]);
+            if (q.cut)
+                printf("%s%d:%lld", i ? "," : "", ring.ranks[i], (long long)ring.tokens[i]);
+            else
+                printf("%s%d", i ? "," : "", ring.ranks[i]);
         printf("%s\n", ring.nranks > 16 ? ",..." : "");
     }
+    print_cuts(plan, in);
     printf("\n# routing proxies (inter-node hops)\n");
     for (int r = 0; r < in->nrings; r++) {
         const zc_plan_hop_t *h;
@@ -149,13 +179,20 @@ static void print_json(zc_plan_h plan, const zc_plan_info_t *in, const zc_plan_o
            "\"b_intra\": %.9g, \"b_inter\": %.9g%s%s%s},\n", in->nnodes, in->gpus_per_node,
            (long long)in->capacity, opts->b_intra, opts->b_inter, cl ? ", \"name\": \"" : "",
            cl ? cl->name : "", cl ? "\"" : "");
-    printf(" \"s1\": %lld, \"fallback\": %s,\n \"sequences\": [", (long long)in->s1,
-           in->flags & ZC_PLAN_FALLBACK ? "true" : "false");
+    printf(" \"s1\": %lld, \"cut\": %s,\n \"sequences\": [", (long long)in->s1,
+           in->flags & ZC_PLAN_CUT ? "true" : "false");
     for (size_t s = 0; s < in->nseqs; s++) {
         zc_plan_seq_t q;
 
         zc_plan_seq(plan, s, &q);
         printf("%s%lld", s ? ", " : "", (long long)q.length);
+    }
+    printf("],\n \"cuts\": [");
+    for (size_t s = 0; s < in->nseqs; s++) {
+        zc_plan_seq_t q;
+
+        zc_plan_seq(plan, s, &q);
+        printf("%s%u", s ? ", " : "", q.cut);
     }
     printf("],\n \"rings\": [");
     for (int r = 0; r < in->nrings; r++) {
@@ -166,6 +203,9 @@ static void print_json(zc_plan_h plan, const zc_plan_info_t *in, const zc_plan_o
                zone_name[ring.zone], ring.seq);
         for (int i = 0; i < ring.nranks; i++)
             printf("%s%d", i ? ", " : "", ring.ranks[i]);
+        printf("], \"tokens\": [");
+        for (int i = 0; i < ring.nranks; i++)
+            printf("%s%lld", i ? ", " : "", (long long)ring.tokens[i]);
         printf("]}");
     }
     printf("],\n \"pieces\": [");

@@ -130,7 +130,7 @@ static void plan_line(zc_comm_h comm, zc_plan_h plan, const char *mode)
     zones[ZC_ZONE_LOCAL] = (int)info.nseqs - info.nrings;
     printf("#   %s plan: %d inter-node rings, %d intra-node rings, %d local sequences%s\n", mode,
            zones[ZC_ZONE_INTER], zones[ZC_ZONE_INTRA], zones[ZC_ZONE_LOCAL],
-           info.flags & ZC_PLAN_FALLBACK ? " (fallback)" : "");
+           info.flags & ZC_PLAN_CUT ? " (some cut to fill)" : "");
 }
 
 static void mode_setup(zc_comm_h comm, const ra_opts_t *o, const rad_batch_t *b,

@@ -8,7 +8,7 @@ from ._lib import call
 
 ZONE_NAMES = {0: "local", 1: "intra", 2: "inter"}
 EVEN_SPLIT = 1
-FALLBACK = 2
+CUT = 2
 FORWARD = 0
 INVERSE = 1
 
@@ -40,7 +40,7 @@ class Plan(_lib.Handle):
                                                         info.nranks)
         self.capacity, self.nrings, self.total_tokens = (info.capacity, info.nrings,
                                                          info.total_tokens)
-        self.fallback = bool(info.flags & FALLBACK)
+        self.cut = bool(info.flags & CUT)
 
     def check(self):
         call("zc_plan_check", self.handle)
