@@ -9,23 +9,30 @@
  *
  * The two levels run the same three steps on their bins (nodes of P*L
  * tokens, then the devices of one node, L tokens each):
- *   1. rings for the long sequences: a z2 sequence (at least s1 = P*L
+ *   1. whole sequences first, longest first, on the least-loaded bin where
+ *      they fit (z01 of Alg. 1, z0 of Alg. 2, and inside a node the pieces
+ *      of sequences cut between nodes): they cannot stretch, rings can;
+ *   2. rings for the long sequences: a z2 sequence (at least s1 = P*L
  *      tokens) over k nodes as Alg. 1 says, a z1 sequence (at least
  *      s0 = L) over the g devices its quadratic share asks for (Alg. 2),
- *      with the zigzag shares of an even ring;
- *   2. whole sequences, longest first, on the least-loaded bin (z01 of
- *      Alg. 1, z0 of Alg. 2) where they fit;
- *   3. the fill step: what did not fit whole is poured, in the order it was
- *      set aside, into the bins' leftover room, bin by bin in index order.
- *      A sequence poured over several bins is cut there and forms a ring
- *      over exactly the devices that hold it, with the shares they hold
- *      (an uneven ring; plan_zigzag.c lays it out).
- * The paper lowers s1 (s0) instead of step 3 when a sequence does not fit.
- * On a batch that fills the cluster that repeats until every sequence is on
- * one global ring, the TE CP layout; the fill step keeps the thresholds at
- * P*L and L and cuts only what must be cut.  Because step 3 walks the bins
- * once, each bin boundary is crossed by at most one cut sequence: at most
- * N - 1 sequences cross nodes besides the z2 ones, and at most P - 1 cut
+ *      with the zigzag shares of an even ring where the chosen bins have
+ *      room, else poured into the bins with most room, most room first
+ *      (an uneven ring): the rings absorb what step 1 left over;
+ *   3. the fill step: what did not fit whole in step 1 is poured, in the
+ *      order it was set aside, into the bins' leftover room, most room
+ *      first.  A sequence poured over several bins is cut there and forms a
+ *      ring over exactly the devices that hold it, with the shares they hold
+ *      (plan_zigzag.c lays out such uneven rings).
+ * The paper places z2 before z01 and lowers s1 (s0) when a sequence does
+ * not fit.  On a batch that fills the cluster that repeats until every
+ * sequence is on one global ring, the TE CP layout; the fill step keeps the
+ * thresholds at P*L and L and cuts only what must be cut.  Placing whole
+ * sequences before the rings leaves the leftover room to the sequences
+ * that can stretch: on exactly-full batches of the paper's datasets this
+ * models about 8 % faster than the paper's order (zc_plan_quality(1),
+ * BENCHMARKS.md).  Because step 3 walks the bins once in one order, each
+ * bin boundary is crossed by at most one cut sequence: at most N - 1
+ * sequences cross nodes besides the z2 ones, and at most P - 1 cut
  * sequences cross devices inside one node.  No bin is filled past its
  * capacity, and every batch whose total fits is placed.
  *
@@ -35,19 +42,18 @@
  *  (b) empty batch: a valid plan with no rings and no pieces.
  *  (c) more inter-node fragments than empty node buckets: the k fragments of
  *      a z2 sequence go to the k least-loaded nodes (empty nodes are the
- *      least loaded, so this is Alg. 1's "empty buckets" while they last);
- *      if one of them would exceed P*L, k grows by one (smaller fragments)
- *      up to N.  The ring is node-contiguous; its start is rotated so that
- *      the chunks' remainder tokens land on the least-loaded nodes.  If even
- *      k = N does not fit, the sequence is poured into the nodes with the
- *      most room, most room first (ZC_PLAN_SEQ_UNEVEN): as few nodes as its
- *      length allows, with uneven fragments.
+ *      least loaded, so this is Alg. 1's "empty buckets" while they last).
+ *      The ring is node-contiguous; its start is rotated so that the chunks'
+ *      remainder tokens land on the least-loaded nodes.  If one of them
+ *      would exceed P*L, the sequence is poured instead into the nodes with
+ *      the most room, most room first, so that it spans as few nodes as it
+ *      can; the ring visits them by index (ZC_PLAN_SEQ_UNEVEN).
  *  (d) a z2 sequence that gets a single node (k = 1) needs no inter-node
  *      link: it is split over the P devices of that node like Alg. 2 line 4
  *      does, and its zone is reported as intra (local when P = 1).
  *  (e) a z1 sequence whose g round-robin devices lack room: the g devices
- *      with most room; otherwise g grows up to P; otherwise it is poured
- *      (step 3).
+ *      with most room; otherwise a ring poured into the fewest devices with
+ *      most room that hold it, g growing up to P (ZC_PLAN_SEQ_UNEVEN).
  *  (f) the even split (one global ring per sequence, TE CP layout) is only
  *      built when asked for with ZC_PLAN_EVEN_SPLIT; it is never a fallback.
  *  (g) an intra-node sequence whose quadratic share gives g = 1 fragment is
@@ -65,10 +71,11 @@
  * the 2G-chunk cut) go to the least-loaded devices, so that a node's or a
  * cluster's even split is never more than one token above its mean.
  *
- * Cost: sorting the batch O(n log n); Alg. 1 O(n log N) with a heap of
- * nodes, plus O(N + k log k) per z2 sequence (a selection of its k nodes,
- * k <= N); Alg. 2 O(n_v (P log P)) for the n_v items of node v; both pours
- * O(items + bins).  Total O(n log n + n P log P + z2 * N) for n sequences. */
+ * Cost: sorting the batch O(n log n); step 1 of Alg. 1 O(n log N) with a
+ * heap of nodes; step 2 O(N + k log k) per z2 sequence (selections of its k
+ * nodes, k <= N, doubling at most log N times when poured); Alg. 2
+ * O(n_v P log P) for the n_v items of node v; the pours O(items + bins + N
+ * log N).  Total O(n log n + n P log P + z2 N log N) for n sequences. */
 #include "config.h"
 
 #include <stdlib.h>
@@ -334,73 +341,96 @@ static int64_t zc_block_tokens(int64_t len, int g, int ppn, int b)
     return t;
 }
 
-/* Place z2 sequence s as an even ring over k >= k0 nodes, case (c).
- * Returns 1 when placed, 0 when even k = N does not fit, <0 on error. */
-static int zc_place_inter(zc_partitioner_t *pt, size_t s, int k0, int *nodes, int *chosen,
+/* Place z2 sequence s as an even ring over its k0 least-loaded nodes,
+ * case (c).  Returns 1 when placed, 0 when they lack room, <0 on error. */
+static int zc_place_inter(zc_partitioner_t *pt, size_t s, int k, int *nodes, int *chosen,
                           int64_t *frag)
 {
-    int N = pt->nnodes, P = pt->ppn;
-    int64_t len = pt->len[s], cap = (int64_t)P * pt->capacity;
+    int N = pt->nnodes, P = pt->ppn, g = k * P, rot = 0, best = 0, first;
+    int64_t len = pt->len[s], cap = (int64_t)P * pt->capacity, hi;
 
     for (int i = 0; i < N; i++)
         nodes[i] = i;
-    for (int k = k0; k <= N; k++) {
-        int g = k * P, rot = 0, best = 0, first;
-        int64_t hi = 0;
-
-        /* the k least-loaded nodes: a selection for the first try, one full
-         * sort when the sequence needs more nodes than Alg. 1 asked for */
-        if (k == k0)
-            zc_select_least(nodes, N, k, pt->node_load);
-        else if (k == k0 + 1)
-            zc_sort_by_load(nodes, N, pt->node_load);
-        /* necessary: the most loaded of the k takes at least the smallest
-         * fragment; skips hopeless k in O(1) */
-        if (pt->node_load[nodes[k - 1]] + (int64_t)P * (len / g) > cap)
-            continue;
-        memcpy(chosen, nodes, (size_t)k * sizeof(*chosen));
-        first = chosen[0]; /* least loaded */
-        /* ring order: the chosen nodes by index, rotated; block 0 holds the
-         * chunks' extra tokens first, so by default it goes on the least
-         * loaded node; small rings try every rotation for the lowest peak */
-        qsort(chosen, (size_t)k, sizeof(*chosen), zc_int_cmp);
-        for (int b = 0; b < k; b++) {
-            if (chosen[b] == first)
-                rot = b;
-            frag[b] = zc_block_tokens(len, g, P, b);
-        }
-        hi = INT64_MAX;
-        for (int r = 0; r < k; r++) {
-            int cand = k <= 64 ? r : rot;
-            int64_t peak = 0;
-
-            for (int b = 0; b < k; b++) {
-                int64_t l = pt->node_load[chosen[(cand + b) % k]] + frag[b];
-
-                peak = l > peak ? l : peak;
-            }
-            if (peak < hi) {
-                hi = peak;
-                best = cand;
-            }
-            if (k > 64)
-                break;
-        }
-        rot = best;
-        if (hi <= cap) {
-            for (int b = 0; b < k; b++)
-                if (zc_frag_add(pt, s, chosen[(rot + b) % k], frag[b], b, 1) != ZC_OK)
-                    return -1;
-            return 1;
-        }
+    zc_select_least(nodes, N, k, pt->node_load);
+    /* necessary: the most loaded of the k takes at least the smallest
+     * fragment; skips a hopeless try in O(1) */
+    if (pt->node_load[nodes[k - 1]] + (int64_t)P * (len / g) > cap)
+        return 0;
+    memcpy(chosen, nodes, (size_t)k * sizeof(*chosen));
+    first = chosen[0]; /* least loaded */
+    /* ring order: the chosen nodes by index, rotated; block 0 holds the
+     * chunks' extra tokens first, so by default it goes on the least loaded
+     * node; small rings try every rotation for the lowest peak */
+    qsort(chosen, (size_t)k, sizeof(*chosen), zc_int_cmp);
+    for (int b = 0; b < k; b++) {
+        if (chosen[b] == first)
+            rot = b;
+        frag[b] = zc_block_tokens(len, g, P, b);
     }
-    return 0;
+    hi = INT64_MAX;
+    for (int r = 0; r < k; r++) {
+        int cand = k <= 64 ? r : rot;
+        int64_t peak = 0;
+
+        for (int b = 0; b < k; b++) {
+            int64_t l = pt->node_load[chosen[(cand + b) % k]] + frag[b];
+
+            peak = l > peak ? l : peak;
+        }
+        if (peak < hi) {
+            hi = peak;
+            best = cand;
+        }
+        if (k > 64)
+            break;
+    }
+    if (hi > cap)
+        return 0;
+    for (int b = 0; b < k; b++)
+        if (zc_frag_add(pt, s, chosen[(best + b) % k], frag[b], b, 1) != ZC_OK)
+            return -1;
+    return 1;
+}
+
+/* Case (c) when the even split lacks room: poured into the nodes with most
+ * room, most room first, so that it spans as few nodes as it can; the
+ * candidates are the k least-loaded nodes, k doubling from Alg. 1's until
+ * their room holds the sequence.  The ring visits its nodes by index. */
+static zc_status_t zc_pour_inter(zc_partitioner_t *pt, size_t s, int k, int *nodes, int *bin,
+                                 int64_t *take)
+{
+    int N = pt->nnodes, at = 0, m;
+    int64_t cap = (int64_t)pt->ppn * pt->capacity, room;
+
+    for (;; k = 2 * k < N ? 2 * k : N) {
+        for (int i = 0; i < N; i++)
+            nodes[i] = i;
+        zc_select_least(nodes, N, k, pt->node_load);
+        room = 0;
+        for (int i = 0; i < k; i++)
+            room += cap - pt->node_load[nodes[i]];
+        if (room >= pt->len[s])
+            break;
+        if (k == N)
+            return zc_error(ZC_ERR_INTERNAL, "partition: no room left for sequence %zu", s);
+    }
+    m = zc_pour(pt->node_load, nodes, k, &at, cap, pt->len[s], bin, take);
+    /* by node index: a node-contiguous ring that walks the nodes in order */
+    for (int i = 0; i < N; i++)
+        nodes[i] = -1;
+    for (int i = 0; i < m; i++)
+        nodes[bin[i]] = i;
+    for (int v = 0; v < N; v++)
+        if (nodes[v] >= 0)
+            ZC_CHECK(zc_frag_add(pt, s, v, take[nodes[v]], -1, 1));
+    pt->cut[s] |= ZC_PLAN_SEQ_UNEVEN;
+    return ZC_OK;
 }
 
 /* Step 3 at node level: sequence s poured over the nodes idx[*at..N) as
- * fragments (`spread` as zc_frag_add). */
+ * fragments. */
 static zc_status_t zc_pour_nodes(zc_partitioner_t *pt, size_t s, const int *idx, int *at,
-                                 int spread, int *bin, int64_t *take)
+                                 int *bin, int64_t *take)
 {
     int m = zc_pour(pt->node_load, idx, pt->nnodes, at, (int64_t)pt->ppn * pt->capacity,
                     pt->len[s], bin, take);
@@ -408,7 +438,7 @@ static zc_status_t zc_pour_nodes(zc_partitioner_t *pt, size_t s, const int *idx,
     if (m < 0)
         return zc_error(ZC_ERR_INTERNAL, "partition: no room left for sequence %zu", s);
     for (int i = 0; i < m; i++)
-        ZC_CHECK(zc_frag_add(pt, s, bin[i], take[i], -1, spread));
+        ZC_CHECK(zc_frag_add(pt, s, bin[i], take[i], -1, 0));
     return ZC_OK;
 }
 
@@ -431,28 +461,8 @@ static zc_status_t zc_alg1(zc_partitioner_t *pt)
     pt->s1 = cap;
     while (m < pt->nseqs && pt->len[pt->order[m]] >= pt->s1 && pt->len[pt->order[m]] > 0)
         sum2 += pt->len[pt->order[m++]];
-    /* 1. z2: split each over ceil(|s| / s_avg) nodes, s_avg = sum(z2) / N */
-    for (size_t k = 0; k < m; k++) {
-        size_t s = pt->order[k];
-        int64_t kk = zc_ceil_muldiv(pt->len[s], N, sum2);
-        int r = zc_place_inter(pt, s, (int)(kk < N ? kk : N), nodes, chosen, frag);
-
-        if (r < 0) {
-            st = ZC_ERR_NO_MEMORY;
-            goto out;
-        }
-        if (r == 0) {
-            /* case (c) beyond k = N: the nodes with most room first */
-            int first = 0;
-
-            for (int i = 0; i < N; i++)
-                nodes[i] = i;
-            zc_sort_by_load(nodes, N, pt->node_load);
-            ZC_CHECK_GOTO(zc_pour_nodes(pt, s, nodes, &first, 1, bin, frag), st, out);
-            pt->cut[s] |= ZC_PLAN_SEQ_UNEVEN;
-        }
-    }
-    /* 2. z01: whole on the least-loaded node where it fits */
+    /* 1. z01 first, as they cannot stretch: whole on the least-loaded node
+     * where they fit */
     zc_heap_build(nodes, N, pt->node_load);
     for (size_t k = m; k < pt->nseqs; k++) {
         size_t s = pt->order[k];
@@ -465,13 +475,29 @@ static zc_status_t zc_alg1(zc_partitioner_t *pt)
         ZC_CHECK_GOTO(zc_frag_add(pt, s, n, pt->len[s], -1, 0), st, out);
         zc_heap_sift_down(nodes, N, 0, pt->node_load);
     }
-    /* 3. fill: the rest poured over the nodes in index order */
+    /* 2. z2: split each over ceil(|s| / s_avg) nodes, s_avg = sum(z2) / N;
+     * evenly where the k least-loaded nodes have room, else poured */
+    for (size_t k = 0; k < m; k++) {
+        size_t s = pt->order[k];
+        int64_t kk = zc_ceil_muldiv(pt->len[s], N, sum2);
+        int r = zc_place_inter(pt, s, (int)(kk < N ? kk : N), nodes, chosen, frag);
+
+        if (r < 0) {
+            st = ZC_ERR_NO_MEMORY;
+            goto out;
+        }
+        if (r == 0)
+            ZC_CHECK_GOTO(zc_pour_inter(pt, s, (int)(kk < N ? kk : N), nodes, bin, frag), st,
+                          out);
+    }
+    /* 3. fill: the rest poured over the nodes, most room first */
     for (int i = 0; i < N; i++)
         nodes[i] = i;
+    zc_sort_by_load(nodes, N, pt->node_load);
     for (size_t k = 0; k < nd; k++) {
         size_t s = deferred[k];
 
-        ZC_CHECK_GOTO(zc_pour_nodes(pt, s, nodes, &at, 0, bin, frag), st, out);
+        ZC_CHECK_GOTO(zc_pour_nodes(pt, s, nodes, &at, bin, frag), st, out);
         if (pt->frag_n[s] > 1)
             pt->cut[s] |= ZC_PLAN_SEQ_CUT_NODES;
     }
@@ -538,9 +564,21 @@ static void zc_place_spread(zc_partitioner_t *pt, zc_frag_t *f, int *devs)
     f->npos = P;
 }
 
-/* Alg. 2 for a z1 sequence: an even ring over g devices, case (e).
- * Returns 1 when placed. */
-static int zc_place_ring(zc_partitioner_t *pt, zc_frag_t *f, int g, int *cursor, int *devs)
+static void zc_place_one(zc_partitioner_t *pt, zc_frag_t *f, int rank, int64_t tokens)
+{
+    pt->pos_rank[f->pos + (size_t)f->npos] = rank;
+    pt->pos_share[f->pos + (size_t)f->npos] = tokens;
+    f->npos++;
+    pt->dev_load[rank] += tokens;
+}
+
+/* Alg. 2 for a z1 sequence, case (e): an even ring over g devices, round
+ * robin from the cursor where they have room, else over the g devices with
+ * most room; else a ring poured into the devices with most room, most room
+ * first, over the fewest that hold it (ZC_PLAN_SEQ_UNEVEN).  Returns 1 when
+ * placed. */
+static int zc_place_ring(zc_partitioner_t *pt, zc_frag_t *f, int g, int *cursor, int *devs,
+                         int *bin, int64_t *take)
 {
     int P = pt->ppn, base = f->node * P;
     int64_t *share = pt->pos_share + f->pos, *loads = pt->dev_load;
@@ -557,28 +595,28 @@ static int zc_place_ring(zc_partitioner_t *pt, zc_frag_t *f, int g, int *cursor,
         return 1;
     }
     zc_take_positions(share, g, rank, loads);
-    /* the g devices with most room, then more devices */
+    for (int i = 0; i < P; i++)
+        devs[i] = base + i;
+    zc_sort_by_load(devs, P, loads);
+    if (zc_give_positions(share, g, devs, loads, rank) <= pt->capacity) {
+        f->npos = g;
+        return 1;
+    }
+    zc_take_positions(share, g, rank, loads);
+    for (int i = 0; i < P; i++)
+        devs[i] = base + i;
+    zc_sort_by_load(devs, P, loads);
     for (; g <= P; g++) {
-        for (int i = 0; i < g; i++)
-            share[i] = zc_zigzag_share(f->tokens, g, i);
-        for (int i = 0; i < P; i++)
-            devs[i] = base + i;
-        zc_sort_by_load(devs, P, loads);
-        if (zc_give_positions(share, g, devs, loads, rank) <= pt->capacity) {
-            f->npos = g;
-            return 1;
-        }
-        zc_take_positions(share, g, rank, loads);
+        int at = 0, m = zc_pour(loads, devs, g, &at, pt->capacity, f->tokens, bin, take);
+
+        if (m < 0)
+            continue;
+        for (int i = 0; i < m; i++)
+            zc_place_one(pt, f, bin[i], take[i]);
+        pt->cut[f->seq] |= ZC_PLAN_SEQ_UNEVEN;
+        return 1;
     }
     return 0;
-}
-
-static void zc_place_one(zc_partitioner_t *pt, zc_frag_t *f, int rank, int64_t tokens)
-{
-    pt->pos_rank[f->pos + (size_t)f->npos] = rank;
-    pt->pos_share[f->pos + (size_t)f->npos] = tokens;
-    f->npos++;
-    pt->dev_load[rank] += tokens;
 }
 
 static int zc_frag_len_cmp(const void *a, const void *b)
@@ -588,6 +626,12 @@ static int zc_frag_len_cmp(const void *a, const void *b)
     if (x->tokens != y->tokens)
         return x->tokens > y->tokens ? -1 : 1;
     return (x->seq > y->seq) - (x->seq < y->seq);
+}
+
+/* A whole sequence of the node at or above s0: Alg. 2's z1. */
+static int zc_is_z1(const zc_partitioner_t *pt, const zc_frag_t *f, int64_t s0)
+{
+    return f->tokens >= s0 && f->tokens > 0 && pt->frag_n[f->seq] == 1;
 }
 
 /* One node: its z2 fragments over all devices, then its other fragments
@@ -610,34 +654,40 @@ static zc_status_t zc_alg2_node(zc_partitioner_t *pt, int node, zc_frag_t **item
             items[first++] = items[k];
     ni = first;
     qsort(items, ni, sizeof(*items), zc_frag_len_cmp);
-    /* c_avg = sum(|s|^2) / P over the node's z1 sequences */
-    for (size_t k = 0; k < ni && items[k]->tokens >= s0; k++)
-        if (pt->frag_n[items[k]->seq] == 1)
+    for (size_t k = 0; k < ni; k++)
+        if (zc_is_z1(pt, items[k], s0))
             sumsq += (unsigned __int128)items[k]->tokens * (unsigned __int128)items[k]->tokens;
+    /* z0 and pieces of cut sequences first, as they cannot stretch: whole
+     * on the least-loaded device where they fit */
     for (size_t k = 0; k < ni; k++) {
         zc_frag_t *f = items[k];
         int d;
 
-        if (f->tokens >= s0 && f->tokens > 0 && pt->frag_n[f->seq] == 1) {
-            /* z1: ceil(|s|^2 / c_avg) fragments */
-            unsigned __int128 sq = (unsigned __int128)f->tokens * (unsigned __int128)f->tokens;
-            unsigned __int128 gg = (sq * (unsigned)P + sumsq - 1) / sumsq;
-            int g = gg > (unsigned)P ? P : (int)gg;
-
-            if (!zc_place_ring(pt, f, g, &cursor, devs))
-                deferred[nd++] = f;
+        if (zc_is_z1(pt, f, s0))
             continue;
-        }
-        /* z0 and pieces of cut sequences: whole on the least-loaded device */
         d = zc_least_loaded(loads, P);
         if (f->tokens + loads[d] > pt->capacity)
             deferred[nd++] = f;
         else
             zc_place_one(pt, f, node * P + d, f->tokens);
     }
-    /* fill: the rest poured over the devices in index order */
+    /* z1: ceil(|s|^2 / c_avg) fragments, c_avg = sum(|s|^2) / P */
+    for (size_t k = 0; k < ni; k++) {
+        zc_frag_t *f = items[k];
+        unsigned __int128 sq = (unsigned __int128)f->tokens * (unsigned __int128)f->tokens;
+        int g;
+
+        if (!zc_is_z1(pt, f, s0))
+            continue;
+        g = (sq * (unsigned)P + sumsq - 1) / sumsq > (unsigned)P
+                ? P : (int)((sq * (unsigned)P + sumsq - 1) / sumsq);
+        if (!zc_place_ring(pt, f, g, &cursor, devs, bin, take))
+            deferred[nd++] = f;
+    }
+    /* fill: the rest poured over the devices, most room first */
     for (int i = 0; i < P; i++)
         devs[i] = node * P + i;
+    zc_sort_by_load(devs, P, pt->dev_load);
     for (size_t k = 0; k < nd; k++) {
         zc_frag_t *f = deferred[k];
 

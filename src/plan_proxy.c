@@ -43,14 +43,24 @@ static int zc_proxy_pick(const unsigned char *on_src, const unsigned char *on_ds
     return n;
 }
 
-static int zc_ring_members_on(const zc_plan_ring_t *r, int node, int ppn, unsigned char *on)
+/* Marks in `on` the devices of the node of ring position i that hold a
+ * position of the ring: rings are node-contiguous, so they are the run of
+ * positions around i on that node (wrapping, for a ring that starts and ends
+ * on one node).  Returns how many; O(run length + P), so the hops of a ring
+ * cost O(G) in all, not O(G) each. */
+static int zc_run_members(const zc_plan_ring_t *r, int i, int ppn, unsigned char *on)
 {
-    int g = 0;
+    int G = r->nranks, node = r->ranks[i] / ppn, g = 0, steps = 0;
 
     memset(on, 0, (size_t)ppn);
-    for (int i = 0; i < r->nranks; i++)
-        if (r->ranks[i] / ppn == node && !on[r->ranks[i] % ppn]) {
-            on[r->ranks[i] % ppn] = 1;
+    for (int j = i; steps < G && r->ranks[j] / ppn == node; j = (j + G - 1) % G, steps++)
+        if (!on[r->ranks[j] % ppn]) {
+            on[r->ranks[j] % ppn] = 1;
+            g++;
+        }
+    for (int j = (i + 1) % G; steps < G && r->ranks[j] / ppn == node; j = (j + 1) % G, steps++)
+        if (!on[r->ranks[j] % ppn]) {
+            on[r->ranks[j] % ppn] = 1;
             g++;
         }
     return g;
@@ -99,8 +109,8 @@ zc_status_t zc_plan_proxies(struct zc_plan *plan)
             if (a / P == b / P)
                 continue;
             hop = &plan->hops[h++];
-            ga = zc_ring_members_on(ring, a / P, P, on_src);
-            gb = zc_ring_members_on(ring, b / P, P, on_dst);
+            ga = zc_run_members(ring, i, P, on_src);
+            gb = zc_run_members(ring, (i + 1) % ring->nranks, P, on_dst);
             x = ga < gb ? ga : gb;
             x = zc_proxy_pick(on_src, on_dst, P, x, local);
             hop->src_rank = a;

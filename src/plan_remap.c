@@ -339,7 +339,11 @@ static zc_status_t zc_plan_linear_layout(struct zc_plan *plan)
     zc_status_t st = ZC_OK;
 
     plan->lpiece_off = malloc(((size_t)d + 1) * sizeof(*plan->lpiece_off));
-    if (!send_off || !tx_off || !by_to || !plan->lpiece_off) {
+    /* every cut at a rank's keep boundary or a transfer's end splits at most
+     * one piece in two: this many pieces at most, one allocation */
+    cap = plan->piece_off[d] + plan->ntransfers + (size_t)d + 1;
+    plan->lpieces = malloc(cap * sizeof(*plan->lpieces));
+    if (!send_off || !tx_off || !by_to || !plan->lpiece_off || !plan->lpieces) {
         st = zc_error(ZC_ERR_NO_MEMORY, "remap: cannot allocate the linear layout");
         goto out;
     }
