@@ -249,7 +249,7 @@ ZC_API const char *zc_port_state_name(zc_port_state_t state);
 /* ---- planner (src/plan_*) ---------------------------------------------- */
 
 /* A plan turns a batch of sequence lengths into the placement every other
- * part executes (zeppelin paper, section 4): zones, rings, zigzag chunks,
+ * part executes (zeppelin paper, section 3): zones, rings, zigzag chunks,
  * routing proxies and the remap.  Building one is pure and deterministic:
  * every rank that calls zc_plan_create() with the same arguments gets the
  * same plan, which is how the collectives that consume it (zc_ring_attn,
@@ -335,7 +335,7 @@ typedef struct {
     int64_t s0;             /* final intra-node threshold of its node (Alg. 2) */
 } zc_plan_rank_t;
 
-/* One inter-node hop of a ring, with its routing proxies (section 4.3):
+/* One inter-node hop of a ring, with its routing proxies (section 3.3):
  * slice k of the n tokens goes src_rank -> send_proxies[k] (intra-node),
  * send_proxies[k] -> recv_proxies[k] (rail k: both have the same device
  * index), recv_proxies[k] -> dst_rank (intra-node); see zc_plan_slice(). */
@@ -408,7 +408,7 @@ typedef enum {
     ZC_COST_TE_CP = 0,      /* every sequence evenly split over one global ring */
     ZC_COST_LLAMA_CP,       /* even split, KV all-gathered before attention */
     ZC_COST_HYBRID_DP,      /* ByteScale-style: DP for short, ring CP for long */
-    ZC_COST_ROUTING,        /* TE CP layout with routed inter-node hops (Eq. 2) */
+    ZC_COST_ROUTING,        /* TE CP layout with routed inter-node hops (Eq. (1)) */
     ZC_COST_PARTITION,      /* + hierarchical partitioner and zone engine */
     ZC_COST_ZEPPELIN,       /* + remap for the linear modules */
     ZC_COST_METHOD_COUNT
@@ -492,7 +492,7 @@ ZC_API zc_status_t zc_remap_alltoallv_plan(zc_plan_h plan, zc_remap_dir_t dir,
                                            zc_memtype_t memtype, zc_comm_h comm,
                                            zc_request_h *request);
 
-/* Ring attention (zeppelin paper, section 4.2): causal attention of every
+/* Ring attention (zeppelin paper, section 3.2): causal attention of every
  * sequence of a plan's batch, each rank holding its pieces of q, k, v in
  * the plan's attention layout (zc_plan_rank_pieces() buffer order).  The
  * zone queues run inter-node, then intra-node, then local; in each ring the

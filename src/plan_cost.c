@@ -9,7 +9,7 @@
  *    max(compute, slowest hop); rings on a device run one after the other,
  *    inter, intra, then local (the attention engine's order);
  *  - a hop inside a node moves at intra_gbytes; a direct inter-node hop at
- *    one NIC's rate; a routed hop by Eq. 2 with x proxies spread over the
+ *    one NIC's rate; a routed hop by Eq. (1) with x proxies spread over the
  *    distinct NICs they use: b_intra*n(x-1)/x twice plus n / (NICs * rate);
  *  - linear modules: 2 * (4 * hidden * heads * head_dim + 3 * hidden *
  *    ffn_hidden) FLOPs per token forward, 3x with backward, at
@@ -83,7 +83,7 @@ static double zc_hop_seconds(zc_pricer_t *pr, int a, int b, double bytes, const 
         if (!seen && nn < 64)
             nics[nn++] = nic;
     }
-    /* Eq. 2: dispatch, multi-NIC transfer, combine */
+    /* Eq. (1): dispatch, multi-NIC transfer, combine */
     return 2 * bytes * (hop->x_send - 1) / hop->x_send / pr->intra_bps +
            bytes / ((nn ? nn : 1) * pr->nic_bps);
 }

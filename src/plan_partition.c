@@ -1,5 +1,5 @@
 /* Hierarchical sequence partitioner: Algorithm 1 (inter-node) and
- * Algorithm 2 (intra-node) of the Zeppelin paper, section 4.1, plus the
+ * Algorithm 2 (intra-node) of the Zeppelin paper, section 3.1, plus the
  * fill step the paper leaves open, with every case the pseudo-code leaves
  * open decided here (and in zc_plan_create(3)).
  *

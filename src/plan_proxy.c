@@ -1,4 +1,4 @@
-/* Routing proxies (paper section 4.3): every inter-node hop of a ring
+/* Routing proxies (paper section 3.3): every inter-node hop of a ring
  * (rank a on node A sends its KV block to rank b on node B) is split into
  * x slices routed a -> send proxy k (NVLink) -> receive proxy k (NIC of
  * rail k) -> b (NVLink).  x1 = x2 = min(ring GPUs on A, ring GPUs on B), so

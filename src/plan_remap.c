@@ -1,9 +1,9 @@
-/* Remap solver (paper section 4.4, Eq. 1): move tokens from the attention
+/* Remap solver (paper section 3.4, Eq. (2)): move tokens from the attention
  * layout A to the balanced layout B with the integral transfer matrix M that
  * minimises the largest per-rank transfer cost, T_ij = b_intra inside a
  * node and b_inter across nodes.
  *
- * Eq. 1 counts a rank's sends (rows of T*M); libzcomm counts the larger of
+ * Eq. (2) counts a rank's sends (rows of T*M); libzcomm counts the larger of
  * a rank's sends and receives, so one plan is optimal for the forward remap
  * and for its inverse (the transpose).  A rank only sends (surplus) or only
  * receives (deficit): this is a bottleneck transportation problem.

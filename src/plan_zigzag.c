@@ -1,4 +1,4 @@
-/* Zigzag layout (paper section 4.2): a ring of G ranks cuts each of its
+/* Zigzag layout (paper section 3.2): a ring of G ranks cuts each of its
  * sequences into 2G chunks and ring position i holds chunks i and 2G-1-i,
  * which gives every position the same share of the causal mask.  A ring cut
  * by the fill step (plan_partition.c) holds uneven shares: each position

@@ -1,4 +1,4 @@
-/* The remap problem (paper Eq. 1, counting each rank's sends and receives)
+/* The remap problem (paper Eq. (2), counting each rank's sends and receives)
  * as a generic LP/MIP for GLPK: the reference the exact combinatorial
  * solver is checked and timed against.  Only tests and benchmarks link it. */
 #ifndef ZC_PLAN_LP_REFERENCE_H
