@@ -294,7 +294,7 @@ typedef struct {
     size_t nseqs;
     int nrings;
     int64_t total_tokens;
-    int64_t s1;             /* inter-node threshold of Alg. 1: P*L (0 for the even split) */
+    int64_t s1;             /* final inter-node threshold of Alg. 1 (0: even split) */
     unsigned flags;         /* ZC_PLAN_CUT, ZC_PLAN_EVEN_SPLIT */
     double remap_objective; /* largest per-rank transfer cost of the remap */
 } zc_plan_info_t;

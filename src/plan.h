@@ -80,10 +80,36 @@ void zc_ring_pairs(const int64_t *share, int g, int64_t *bounds, double *pairs);
 /* Build plan->pieces and plan->before from the partition. */
 zc_status_t zc_plan_layout(struct zc_plan *plan);
 
-/* ---- partition (plan_partition.c) ---- */
+/* ---- partition (plan_partition.c: the paper's Alg. 1 and 2; plan_fill.c:
+ * the fill partitioner for what they cannot place) ---- */
 zc_status_t zc_partition(int nnodes, int ppn, int64_t capacity, const int64_t *lengths,
                          size_t count, unsigned flags, zc_part_t *part);
+zc_status_t zc_partition_fill(int nnodes, int ppn, int64_t capacity, const int64_t *lengths,
+                              size_t count, zc_part_t *part);
 void zc_partition_free(zc_part_t *part);
+
+/* ---- bins: nodes or devices with token loads (plan_bins.c) ---- */
+/* order[0..count): sequence indices, longest first, ties by index. */
+void zc_sort_longest_first(size_t *order, const int64_t *lengths, size_t count);
+/* idx[0..n) by (load ascending, index ascending). */
+void zc_sort_by_load(int *idx, int n, const int64_t *loads);
+/* The k least-loaded of idx[0..n), sorted, into idx[0..k): O(n + k log k). */
+void zc_select_least(int *idx, int n, int k, const int64_t *loads);
+int zc_least_loaded(const int64_t *loads, int n);
+/* A min-heap of bin indices keyed by (load, index). */
+void zc_heap_build(int *h, int n, const int64_t *loads);
+void zc_heap_sift_down(int *h, int n, int i, const int64_t *loads);
+int zc_int_cmp(const void *a, const void *b);
+/* ceil(a * b / c) without overflow, for a, b >= 0 and c > 0. */
+int64_t zc_ceil_muldiv(int64_t a, int64_t b, int64_t c);
+/* Tokens of block b (positions [b*ppn, b*ppn+ppn)) of an even ring of g. */
+int64_t zc_block_tokens(int64_t len, int g, int ppn, int b);
+/* Give n ring positions of shares share[0..n) (within one token of each
+ * other) to the devices devs[0..n), the larger shares to the least loaded;
+ * adds them to loads (by rank), writes each position's rank, returns the
+ * largest load.  zc_take_positions undoes it. */
+int64_t zc_give_positions(const int64_t *share, int n, int *devs, int64_t *loads, int *rank);
+void zc_take_positions(const int64_t *share, int n, const int *rank, int64_t *loads);
 
 /* ---- proxies (plan_proxy.c) ---- */
 zc_status_t zc_plan_proxies(struct zc_plan *plan);

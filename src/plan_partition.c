@@ -1,81 +1,3 @@
-/* Hierarchical sequence partitioner: Algorithm 1 (inter-node) and
- * Algorithm 2 (intra-node) of the Zeppelin paper, section 3.1, plus the
- * fill step the paper leaves open, with every case the pseudo-code leaves
- * open decided here (and in zc_plan_create(3)).
- *
- * Conventions that make the result deterministic: sequences are sorted by
- * length, longest first, ties by input order; "least loaded" ties go to the
- * lowest index; all arithmetic is integer.
- *
- * The two levels run the same three steps on their bins (nodes of P*L
- * tokens, then the devices of one node, L tokens each):
- *   1. whole sequences first, longest first, on the least-loaded bin where
- *      they fit (z01 of Alg. 1, z0 of Alg. 2, and inside a node the pieces
- *      of sequences cut between nodes): they cannot stretch, rings can;
- *   2. rings for the long sequences: a z2 sequence (at least s1 = P*L
- *      tokens) over k nodes as Alg. 1 says, a z1 sequence (at least
- *      s0 = L) over the g devices its quadratic share asks for (Alg. 2),
- *      with the zigzag shares of an even ring where the chosen bins have
- *      room, else poured into the bins with most room, most room first
- *      (an uneven ring): the rings absorb what step 1 left over;
- *   3. the fill step: what did not fit whole in step 1 is poured, in the
- *      order it was set aside, into the bins' leftover room, most room
- *      first.  A sequence poured over several bins is cut there and forms a
- *      ring over exactly the devices that hold it, with the shares they hold
- *      (plan_zigzag.c lays out such uneven rings).
- * The paper places z2 before z01 and lowers s1 (s0) when a sequence does
- * not fit.  On a batch that fills the cluster that repeats until every
- * sequence is on one global ring, the TE CP layout; the fill step keeps the
- * thresholds at P*L and L and cuts only what must be cut.  Placing whole
- * sequences before the rings leaves the leftover room to the sequences
- * that can stretch: on exactly-full batches of the paper's datasets this
- * models about 8 % faster than the paper's order (zc_plan_quality(1),
- * BENCHMARKS.md).  Because step 3 walks the bins once in one order, each
- * bin boundary is crossed by at most one cut sequence: at most N - 1
- * sequences cross nodes besides the z2 ones, and at most P - 1 cut
- * sequences cross devices inside one node.  No bin is filled past its
- * capacity, and every batch whose total fits is placed.
- *
- * Open cases and their decisions:
- *  (a) total tokens > N*P*L (including one sequence longer than the whole
- *      cluster): ZC_ERR_CAPACITY, nothing is built (zc_plan_create).
- *  (b) empty batch: a valid plan with no rings and no pieces.
- *  (c) more inter-node fragments than empty node buckets: the k fragments of
- *      a z2 sequence go to the k least-loaded nodes (empty nodes are the
- *      least loaded, so this is Alg. 1's "empty buckets" while they last).
- *      The ring is node-contiguous; its start is rotated so that the chunks'
- *      remainder tokens land on the least-loaded nodes.  If one of them
- *      would exceed P*L, the sequence is poured instead into the nodes with
- *      the most room, most room first, so that it spans as few nodes as it
- *      can; the ring visits them by index (ZC_PLAN_SEQ_UNEVEN).
- *  (d) a z2 sequence that gets a single node (k = 1) needs no inter-node
- *      link: it is split over the P devices of that node like Alg. 2 line 4
- *      does, and its zone is reported as intra (local when P = 1).
- *  (e) a z1 sequence whose g round-robin devices lack room: the g devices
- *      with most room; otherwise a ring poured into the fewest devices with
- *      most room that hold it, g growing up to P (ZC_PLAN_SEQ_UNEVEN).
- *  (f) the even split (one global ring per sequence, TE CP layout) is only
- *      built when asked for with ZC_PLAN_EVEN_SPLIT; it is never a fallback.
- *  (g) an intra-node sequence whose quadratic share gives g = 1 fragment is
- *      local: a ring of one device needs no communication.
- *  (h) N = 1: s1 = P*L can only catch a sequence of exactly P*L tokens, which
- *      (d) makes intra; there is no inter-node zone.  P = 1: every ring
- *      inside a node has one device, so (d) and (g) make it local.
- *  (i) zero-length sequences are local on the least-loaded device and hold
- *      no piece.
- *  (j) Alg. 2 line 4 spreads a node's fragment of a z2 sequence over all P
- *      devices; fragments of a sequence cut by step 3 at node level are
- *      placed like whole sequences instead (whole on one device where they
- *      fit), so that such a ring spans only the devices it needs.
- * Inside an even ring, the positions holding one token more (remainders of
- * the 2G-chunk cut) go to the least-loaded devices, so that a node's or a
- * cluster's even split is never more than one token above its mean.
- *
- * Cost: sorting the batch O(n log n); step 1 of Alg. 1 O(n log N) with a
- * heap of nodes; step 2 O(N + k log k) per z2 sequence (selections of its k
- * nodes, k <= N, doubling at most log N times when poured); Alg. 2
- * O(n_v P log P) for the n_v items of node v; the pours O(items + bins + N
- * log N).  Total O(n log n + n P log P + z2 N log N) for n sequences. */
 #include "config.h"
 
 #include <stdlib.h>
@@ -84,31 +6,68 @@
 #include "plan.h"
 #include "status.h"
 
-/* A sequence's share of one node, in ring order; a sequence has one per
- * node it spans, consecutive in zc_partitioner_t.frags. */
-typedef struct {
-    size_t seq;
-    int node;
-    int block;              /* even z2 ring: its block of P positions; else -1 */
-    int spread;             /* z2: over all P devices (Alg. 2 line 4) */
-    int64_t tokens;
-    int npos;               /* positions placed on the node's devices */
-    size_t pos;             /* first of its P slots in pos_rank / pos_share */
-} zc_frag_t;
-
+/* Algorithm 1 (inter-node) and Algorithm 2 (intra-node) of the Zeppelin
+ * paper, section 3.1, as the paper writes them: thresholds lowered until
+ * every sequence fits, with every case the pseudo-code leaves open decided
+ * here (and in zc_plan_create(3)).  A batch they cannot place without
+ * splitting sequences evenly over a whole node or the whole cluster (the
+ * last resorts the pseudo-code leaves, cases (e) and (f)) goes to the fill
+ * partitioner instead (plan_fill.c); so does every batch that fills the
+ * cluster to the last token, where lowering the thresholds ends at the TE
+ * CP layout.  zc_partition() picks, and builds the even split asked for
+ * with ZC_PLAN_EVEN_SPLIT.
+ *
+ * Conventions that make the result deterministic: sequences are sorted by
+ * length, longest first, ties by input order; "least loaded" ties go to the
+ * lowest index; all arithmetic is integer (plan_bins.c).
+ *
+ * Open cases and their decisions:
+ *  (a) total tokens > N*P*L (including one sequence longer than the whole
+ *      cluster): ZC_ERR_CAPACITY, nothing is built (zc_plan_create).
+ *  (b) empty batch: a valid plan with no rings and no pieces.
+ *  (c) more inter-node fragments than empty node buckets: the k fragments of
+ *      a z2 sequence go to the k least-loaded nodes (empty nodes are the
+ *      least loaded, so this is Alg. 1's "empty buckets" while they last);
+ *      if one of them would exceed P*L, k grows by one (smaller fragments)
+ *      up to N.  The ring is node-contiguous; its start is rotated so that
+ *      the chunks' remainder tokens land on the least-loaded nodes.
+ *  (d) a z2 sequence that gets a single node (k = 1) needs no inter-node
+ *      link: it is split over the P devices of that node like Alg. 2 line 4
+ *      does, and its zone is reported as intra (local when P = 1).
+ *  (e) intra-node fragments that would push a device over L: Alg. 2's
+ *      round-robin devices are kept when they have room; otherwise the g
+ *      devices with most room; otherwise g grows up to P.  If even g = P
+ *      does not fit: the fill partitioner.
+ *  (f) Alg. 1 cannot place z2 even with k = N: the fill partitioner.
+ *  (g) an intra-node sequence whose quadratic share gives g = 1 fragment is
+ *      local: a ring of one device needs no communication.
+ *  (h) N = 1: s1 = P*L can only catch a sequence of exactly P*L tokens, which
+ *      (d) makes intra; there is no inter-node zone.  P = 1: every ring
+ *      inside a node has one device, so (d) and (g) make it local.
+ *  (i) zero-length sequences are local on the least-loaded device and hold
+ *      no piece.
+ * Inside a ring, the positions holding one token more (remainders of the
+ * 2G-chunk cut) always go to the least-loaded devices, so that a node's or a
+ * cluster's even split is never more than one token above its mean.
+ *
+ * Cost: O(n log n) to sort; each lowering of s1 (s0) re-places the
+ * sequences of its level, O(n log N) with a heap of nodes plus O(N + k log k)
+ * per z2 sequence (O(N log N) when it needs more nodes than Alg. 1 asked
+ * for), O(n_v P log P) per node; there are at most as many lowerings as
+ * distinct lengths, few in practice. */
 typedef struct {
     int nnodes, ppn;
     int64_t capacity;
     const int64_t *len;
     size_t nseqs;
     size_t *order;          /* longest first, ties by input order */
-    zc_frag_t *frags;
-    size_t nfrags, frags_cap;
-    size_t *frag_off;       /* [nseqs] first fragment */
-    int *frag_n;            /* [nseqs] fragments */
-    unsigned *cut;          /* [nseqs] ZC_PLAN_SEQ_* */
-    int *pos_rank;          /* [nfrags * P] */
-    int64_t *pos_share;     /* [nfrags * P] */
+    int *pool;              /* ring ranks of every sequence */
+    size_t pool_len, pool_cap;
+    size_t *ring_off;       /* [nseqs] offset in pool */
+    int *ring_n;            /* [nseqs] ring size */
+    zc_zone_t *zone;        /* [nseqs] */
+    int *seq_node;          /* [nseqs] Alg. 1 node of a z01 sequence, -1 for z2 */
+    int *inter_k;           /* [nseqs] nodes of a z2 sequence, 0 for z01 */
     int64_t *node_load;     /* [nnodes] */
     int64_t *dev_load;      /* [nnodes * ppn] */
     int64_t s1;
@@ -116,199 +75,462 @@ typedef struct {
     unsigned flags;
 } zc_partitioner_t;
 
-/* qsort has no context argument: the sort keys live in thread-local
- * variables so that threads may build plans concurrently. */
-static __thread const int64_t *zc_sort_lens;
-static __thread const int64_t *zc_sort_loads;
-
-static int zc_len_desc_cmp(const void *a, const void *b)
+static zc_status_t zc_pool_reserve(zc_partitioner_t *pt, size_t seq, int n)
 {
-    size_t x = *(const size_t *)a, y = *(const size_t *)b;
+    if (pt->pool_len + (size_t)n > pt->pool_cap) {
+        size_t cap = pt->pool_cap ? pt->pool_cap : 1024;
+        int *p;
 
-    if (zc_sort_lens[x] != zc_sort_lens[y])
-        return zc_sort_lens[x] > zc_sort_lens[y] ? -1 : 1;
-    return (x > y) - (x < y);
-}
-
-static int zc_int_cmp(const void *a, const void *b)
-{
-    int x = *(const int *)a, y = *(const int *)b;
-
-    return (x > y) - (x < y);
-}
-
-/* Sort `idx` by (load ascending, index ascending). */
-static int zc_load_asc_cmp(const void *a, const void *b)
-{
-    int x = *(const int *)a, y = *(const int *)b;
-
-    if (zc_sort_loads[x] != zc_sort_loads[y])
-        return zc_sort_loads[x] < zc_sort_loads[y] ? -1 : 1;
-    return (x > y) - (x < y);
-}
-
-static void zc_sort_by_load(int *idx, int n, const int64_t *loads)
-{
-    zc_sort_loads = loads;
-    qsort(idx, (size_t)n, sizeof(*idx), zc_load_asc_cmp);
-}
-
-static int zc_least_loaded(const int64_t *loads, int n)
-{
-    int best = 0;
-
-    for (int i = 1; i < n; i++)
-        if (loads[i] < loads[best])
-            best = i;
-    return best;
-}
-
-/* The k least-loaded of n items (ties: lowest index), sorted, into idx[0..k):
- * quickselect then a sort of the k, O(n + k log k); the (load, index) keys
- * are distinct, so the result does not depend on the pivots. */
-static int zc_key_less(const int64_t *loads, int a, int b)
-{
-    return loads[a] < loads[b] || (loads[a] == loads[b] && a < b);
-}
-
-static void zc_select_least(int *idx, int n, int k, const int64_t *loads)
-{
-    int lo = 0, hi = n - 1;
-
-    while (lo < hi && k < n) {
-        int pivot = idx[lo + (hi - lo) / 2], i = lo, j = hi;
-
-        while (i <= j) {
-            while (zc_key_less(loads, idx[i], pivot))
-                i++;
-            while (zc_key_less(loads, pivot, idx[j]))
-                j--;
-            if (i <= j) {
-                int t = idx[i];
-                idx[i++] = idx[j];
-                idx[j--] = t;
-            }
-        }
-        if (k - 1 <= j)
-            hi = j;
-        else if (k - 1 >= i)
-            lo = i;
-        else
-            break;
-    }
-    zc_sort_by_load(idx, k, loads);
-}
-
-/* Min-heap of node indices keyed by (load, index): the least-loaded node
- * of Alg. 1's z01 loop in O(log N) instead of a scan. */
-static void zc_heap_sift_down(int *h, int n, int i, const int64_t *loads)
-{
-    for (;;) {
-        int l = 2 * i + 1, r = l + 1, m = i;
-
-        if (l < n && zc_key_less(loads, h[l], h[m]))
-            m = l;
-        if (r < n && zc_key_less(loads, h[r], h[m]))
-            m = r;
-        if (m == i)
-            return;
-        int t = h[i];
-        h[i] = h[m];
-        h[m] = t;
-        i = m;
-    }
-}
-
-static void zc_heap_build(int *h, int n, const int64_t *loads)
-{
-    for (int i = 0; i < n; i++)
-        h[i] = i;
-    for (int i = n / 2 - 1; i >= 0; i--)
-        zc_heap_sift_down(h, n, i, loads);
-}
-
-/* ceil(a * b / c) without overflow, for a, b, c >= 0 and c > 0. */
-static int64_t zc_ceil_muldiv(int64_t a, int64_t b, int64_t c)
-{
-    unsigned __int128 p = (unsigned __int128)a * (unsigned __int128)b;
-
-    return (int64_t)((p + (unsigned __int128)c - 1) / (unsigned __int128)c);
-}
-
-/* Append a fragment of `seq` on `node`; the fragments of one sequence must
- * be added one after the other. */
-static zc_status_t zc_frag_add(zc_partitioner_t *pt, size_t seq, int node, int64_t tokens,
-                               int block, int spread)
-{
-    zc_frag_t *f;
-
-    if (pt->nfrags == pt->frags_cap) {
-        size_t cap = pt->frags_cap ? 2 * pt->frags_cap : 1024;
-        zc_frag_t *p = realloc(pt->frags, cap * sizeof(*p));
-
+        while (cap < pt->pool_len + (size_t)n)
+            cap *= 2;
+        p = realloc(pt->pool, cap * sizeof(*p));
         if (!p)
-            return zc_error(ZC_ERR_NO_MEMORY, "partition: cannot grow the fragments to %zu",
-                            cap);
-        pt->frags = p;
-        pt->frags_cap = cap;
+            return zc_error(ZC_ERR_NO_MEMORY, "partition: cannot grow the ring pool to %zu", cap);
+        pt->pool = p;
+        pt->pool_cap = cap;
     }
-    if (pt->frag_n[seq] == 0)
-        pt->frag_off[seq] = pt->nfrags;
-    pt->frag_n[seq]++;
-    f = &pt->frags[pt->nfrags++];
-    f->seq = seq;
-    f->node = node;
-    f->block = block;
-    f->spread = spread;
-    f->tokens = tokens;
-    f->npos = 0;
-    f->pos = 0;
-    pt->node_load[node] += tokens;
+    pt->ring_off[seq] = pt->pool_len;
+    pt->ring_n[seq] = n;
+    pt->pool_len += (size_t)n;
     return ZC_OK;
 }
 
-/* Step 3's pour: `tokens` into the bins idx[*at..n) of capacity `cap`,
- * filling each before the next; *at stays on a bin that keeps room.
- * Writes the bins touched and their takes (n entries at most) and returns
- * their count; the caller adds the takes to `loads` before the next pour.
- * Returns -1 when the bins lack room, which the callers' totals rule out. */
-static int zc_pour(const int64_t *loads, const int *idx, int n, int *at, int64_t cap,
-                   int64_t tokens, int *bin, int64_t *take)
+static int *zc_ring_ranks(zc_partitioner_t *pt, size_t seq)
 {
-    int m = 0;
-
-    while (tokens > 0) {
-        int64_t room;
-
-        if (*at >= n)
-            return -1;
-        room = cap - loads[idx[*at]];
-        if (room <= 0) {
-            ++*at;
-            continue;
-        }
-        bin[m] = idx[*at];
-        take[m] = room < tokens ? room : tokens;
-        tokens -= take[m];
-        if (take[m++] == room)
-            ++*at;
-    }
-    return m;
+    return pt->pool + pt->ring_off[seq];
 }
 
-/* ---- (f) even split: one global ring per sequence ------------------------ */
-
-static zc_status_t zc_even_split(zc_partitioner_t *pt, zc_part_t *part)
+static zc_zone_t zc_zone_of(int nnodes_spanned, int nranks)
 {
-    int g = pt->nnodes * pt->ppn;
-    int cursor = 0;
+    if (nnodes_spanned > 1)
+        return ZC_ZONE_INTER;
+    return nranks > 1 ? ZC_ZONE_INTRA : ZC_ZONE_LOCAL;
+}
 
+/* Give a ring's positions [first, first + n) to the devices `devs` (ranks),
+ * the positions with the larger zigzag share to the least-loaded devices;
+ * adds the shares to `loads` (indexed by rank).  Returns the largest load.
+ * `share` is scratch for n positions. */
+static int64_t zc_assign_positions(int64_t len, int g, int first, int n, int *devs,
+                                   int64_t *loads, int *ring, int64_t *share)
+{
+    for (int p = 0; p < n; p++)
+        share[p] = zc_zigzag_share(len, g, first + p);
+    return zc_give_positions(share, n, devs, loads, ring + first);
+}
+
+/* Largest load a ring placement would produce, without changing loads. */
+static int64_t zc_try_positions(int64_t len, int g, int *devs, int64_t *loads, int *ring,
+                                int64_t *share)
+{
+    int64_t hi = zc_assign_positions(len, g, 0, g, devs, loads, ring, share);
+
+    zc_take_positions(share, g, ring, loads);
+    return hi;
+}
+
+/* ---- Algorithm 1: inter-node --------------------------------------------- */
+
+/* Place z2 sequence s over k >= k0 nodes, case (c).  Writes the ring's
+ * nodes in ring order into the pool (one entry per position, the node index
+ * for now; Alg. 2 replaces it by the rank).  Returns 0 when it cannot fit. */
+static int zc_place_inter(zc_partitioner_t *pt, size_t s, int k0, int *nodes, int64_t *frag)
+{
+    int N = pt->nnodes, P = pt->ppn;
+    int64_t len = pt->len[s], cap = (int64_t)P * pt->capacity;
+    int *chosen = malloc((size_t)N * sizeof(*chosen));
+
+    if (!chosen)
+        return -1;
+    for (int i = 0; i < N; i++)
+        nodes[i] = i;
+    for (int k = k0; k <= N; k++) {
+        int g = k * P, rot = 0, best = 0, first;
+        int64_t hi = 0;
+
+        /* the k least-loaded nodes: a selection for the first try, one full
+         * sort when the sequence needs more nodes than Alg. 1 asked for */
+        if (k == k0)
+            zc_select_least(nodes, N, k, pt->node_load);
+        else if (k == k0 + 1)
+            zc_sort_by_load(nodes, N, pt->node_load);
+        /* necessary: the most loaded of the k takes at least the smallest
+         * fragment; skips hopeless k in O(1) */
+        if (pt->node_load[nodes[k - 1]] + (int64_t)P * (len / g) > cap)
+            continue;
+        memcpy(chosen, nodes, (size_t)k * sizeof(*chosen));
+        first = chosen[0]; /* least loaded */
+        /* ring order: the chosen nodes by index, rotated; block 0 holds the
+         * chunks' extra tokens first, so by default it goes on the least
+         * loaded node; small rings try every rotation for the lowest peak */
+        qsort(chosen, (size_t)k, sizeof(*chosen), zc_int_cmp);
+        for (int b = 0; b < k; b++) {
+            if (chosen[b] == first)
+                rot = b;
+            frag[b] = zc_block_tokens(len, g, P, b);
+        }
+        hi = INT64_MAX;
+        for (int r = 0; r < k; r++) {
+            int cand = k <= 64 ? r : rot;
+            int64_t peak = 0;
+
+            for (int b = 0; b < k; b++) {
+                int64_t l = pt->node_load[chosen[(cand + b) % k]] + frag[b];
+
+                peak = l > peak ? l : peak;
+            }
+            if (peak < hi) {
+                hi = peak;
+                best = cand;
+            }
+            if (k > 64)
+                break;
+        }
+        rot = best;
+        if (hi <= cap) {
+            int *ring;
+
+            if (zc_pool_reserve(pt, s, g) < 0) {
+                free(chosen);
+                return -1;
+            }
+            ring = zc_ring_ranks(pt, s);
+            for (int b = 0; b < k; b++) {
+                int node = chosen[(rot + b) % k];
+
+                pt->node_load[node] += frag[b];
+                for (int p = b * P; p < (b + 1) * P; p++)
+                    ring[p] = node;
+            }
+            pt->inter_k[s] = k;
+            free(chosen);
+            return 1;
+        }
+    }
+    free(chosen);
+    return 0;
+}
+
+/* Returns 1 on success, 0 when z2 cannot be placed (case f), <0 on error. */
+static int zc_alg1(zc_partitioner_t *pt)
+{
+    int N = pt->nnodes, P = pt->ppn;
+    int64_t cap = (int64_t)P * pt->capacity;
+    int *nodes = malloc((size_t)N * sizeof(*nodes));
+    int64_t *frag = malloc((size_t)N * sizeof(*frag));
+    int rc = 1;
+
+    if (!nodes || !frag) {
+        rc = zc_error(ZC_ERR_NO_MEMORY, "partition: cannot allocate %d nodes", N);
+        goto out;
+    }
+    pt->s1 = cap;
+    for (;;) {
+        size_t m = 0;
+        int64_t sum2 = 0;
+        int again = 0;
+
+        pt->pool_len = 0;
+        memset(pt->node_load, 0, (size_t)N * sizeof(*pt->node_load));
+        while (m < pt->nseqs && pt->len[pt->order[m]] >= pt->s1 && pt->len[pt->order[m]] > 0)
+            sum2 += pt->len[pt->order[m++]];
+        /* z2: split each over ceil(|s| / s_avg) nodes, s_avg = sum(z2) / N */
+        for (size_t k = 0; k < m; k++) {
+            size_t s = pt->order[k];
+            int64_t kk = zc_ceil_muldiv(pt->len[s], N, sum2);
+            int r = zc_place_inter(pt, s, (int)(kk < N ? kk : N), nodes, frag);
+
+            if (r <= 0) {
+                rc = r < 0 ? zc_error(ZC_ERR_NO_MEMORY, "partition: out of memory") : 0;
+                goto out;
+            }
+            pt->seq_node[s] = -1;
+        }
+        /* z01: least-loaded node; a sequence that does not fit lowers s1 */
+        zc_heap_build(nodes, N, pt->node_load);
+        for (size_t k = m; k < pt->nseqs; k++) {
+            size_t s = pt->order[k];
+            int n = nodes[0];
+
+            if (pt->len[s] + pt->node_load[n] > cap) {
+                pt->s1 = pt->len[pt->order[m]]; /* max(z01) */
+                again = 1;
+                break;
+            }
+            pt->node_load[n] += pt->len[s];
+            zc_heap_sift_down(nodes, N, 0, pt->node_load);
+            pt->seq_node[s] = n;
+            pt->inter_k[s] = 0;
+        }
+        if (!again)
+            break;
+    }
+out:
+    free(nodes);
+    free(frag);
+    return rc;
+}
+
+/* ---- Algorithm 2: intra-node --------------------------------------------- */
+
+/* Place one z1 sequence of node `node` over g devices, case (e). */
+static zc_status_t zc_place_intra(zc_partitioner_t *pt, int node, size_t s, int g, int *cursor,
+                                  int64_t *loads, int *devs, int64_t *share, int *placed)
+{
+    int P = pt->ppn, base = node * P;
+    int64_t len = pt->len[s];
+    int *ring;
+
+    *placed = 0;
+    ZC_CHECK(zc_pool_reserve(pt, s, P));
+    ring = zc_ring_ranks(pt, s);
+    /* Alg. 2: fragments round robin from the cursor */
+    for (int i = 0; i < g; i++)
+        devs[i] = base + (*cursor + i) % P;
+    if (zc_try_positions(len, g, devs, loads, ring, share) > pt->capacity) {
+        /* the g devices with most room, then more devices */
+        for (;; g++) {
+            for (int i = 0; i < P; i++)
+                devs[i] = base + i;
+            zc_sort_by_load(devs, P, loads);
+            if (zc_try_positions(len, g, devs, loads, ring, share) <= pt->capacity)
+                break;
+            if (g == P)
+                return ZC_OK; /* not placed: case (e), the fill partitioner */
+        }
+    } else {
+        *cursor = (*cursor + g) % P;
+    }
+    zc_assign_positions(len, g, 0, g, devs, loads, ring, share);
+    pt->ring_n[s] = g;
+    pt->zone[s] = zc_zone_of(1, g);
+    *placed = 1;
+    return ZC_OK;
+}
+
+/* Alg. 2 on one node; *placed = 0 when case (e) gives up. */
+static zc_status_t zc_alg2_node(zc_partitioner_t *pt, int node, const size_t *z01, size_t nz,
+                                int64_t *base_load, int *devs, int64_t *share, int *placed)
+{
+    int P = pt->ppn;
+    size_t pool_mark = pt->pool_len;
+    int64_t *loads = pt->dev_load; /* indexed by rank; this node's slice only */
+    int64_t s0 = pt->capacity;
+
+    for (;;) {
+        size_t m = 0;
+        unsigned __int128 sumsq = 0;
+        int cursor = 0, again = 0;
+
+        pt->pool_len = pool_mark;
+        memcpy(loads + node * P, base_load, (size_t)P * sizeof(*loads));
+        while (m < nz && pt->len[z01[m]] >= s0 && pt->len[z01[m]] > 0) {
+            sumsq += (unsigned __int128)pt->len[z01[m]] * (unsigned __int128)pt->len[z01[m]];
+            m++;
+        }
+        /* z1: ceil(|s|^2 / c_avg) fragments, c_avg = sum(|s|^2) / P */
+        for (size_t k = 0; k < m; k++) {
+            size_t s = z01[k];
+            unsigned __int128 sq = (unsigned __int128)pt->len[s] * (unsigned __int128)pt->len[s];
+            unsigned __int128 gg = (sq * (unsigned)P + sumsq - 1) / sumsq;
+            int g = gg > (unsigned)P ? P : (int)gg;
+
+            ZC_CHECK(zc_place_intra(pt, node, s, g, &cursor, loads, devs, share, placed));
+            if (!*placed)
+                return ZC_OK;
+        }
+        /* z0: whole on the least-loaded device; one that does not fit lowers s0 */
+        for (size_t k = m; k < nz; k++) {
+            size_t s = z01[k];
+            int d = zc_least_loaded(loads + node * P, P);
+
+            if (pt->len[s] + loads[node * P + d] > pt->capacity) {
+                s0 = pt->len[z01[m]]; /* max(z0) */
+                again = 1;
+                break;
+            }
+            ZC_CHECK(zc_pool_reserve(pt, s, 1));
+            zc_ring_ranks(pt, s)[0] = node * P + d;
+            loads[node * P + d] += pt->len[s];
+            pt->zone[s] = ZC_ZONE_LOCAL;
+        }
+        if (!again)
+            break;
+    }
+    pt->s0[node] = s0;
+    return ZC_OK;
+}
+
+/* Alg. 2 line 4 for every node: split the node's z2 fragments over its P
+ * devices, then place its z01 sequences.  *placed = 0 when a node gives
+ * up (case e). */
+static zc_status_t zc_alg2(zc_partitioner_t *pt, int *placed)
+{
+    int N = pt->nnodes, P = pt->ppn;
+    size_t *z01 = malloc((pt->nseqs ? pt->nseqs : 1) * sizeof(*z01));
+    int64_t *base = malloc((size_t)P * sizeof(*base));
+    int *devs = malloc((size_t)P * sizeof(*devs));
+    int64_t *share = malloc((size_t)P * sizeof(*share));
+    size_t *first = calloc((size_t)N + 1, sizeof(*first));
+    size_t *fill = malloc((size_t)N * sizeof(*fill));
+    zc_status_t st = ZC_OK;
+
+    *placed = 1;
+    if (!z01 || !base || !devs || !share || !first || !fill) {
+        st = zc_error(ZC_ERR_NO_MEMORY, "partition: cannot allocate node lists");
+        goto out;
+    }
+    memset(pt->dev_load, 0, (size_t)N * P * sizeof(*pt->dev_load));
+    /* z2 rings: the pool holds their node per position; make them ranks */
     for (size_t k = 0; k < pt->nseqs; k++) {
         size_t s = pt->order[k];
-        int64_t len = pt->len[s], rem = len % (2 * (int64_t)g);
+        int kk = pt->inter_k[s], g = kk * P;
+        int *ring;
+
+        if (kk == 0)
+            continue;
+        ring = zc_ring_ranks(pt, s);
+        for (int b = 0; b < kk; b++) {
+            int node = ring[b * P];
+
+            for (int i = 0; i < P; i++)
+                devs[i] = node * P + i;
+            zc_assign_positions(pt->len[s], g, b * P, P, devs, pt->dev_load, ring, share);
+        }
+        pt->zone[s] = zc_zone_of(kk, g);
+    }
+    /* z01 of every node, longest first: a counting sort by node */
+    for (size_t k = 0; k < pt->nseqs; k++)
+        if (pt->inter_k[pt->order[k]] == 0)
+            first[pt->seq_node[pt->order[k]] + 1]++;
+    for (int n = 0; n < N; n++)
+        first[n + 1] += first[n];
+    memcpy(fill, first, (size_t)N * sizeof(*fill));
+    for (size_t k = 0; k < pt->nseqs; k++)
+        if (pt->inter_k[pt->order[k]] == 0)
+            z01[fill[pt->seq_node[pt->order[k]]]++] = pt->order[k];
+    for (int n = 0; n < N && *placed; n++) {
+        memcpy(base, pt->dev_load + n * P, (size_t)P * sizeof(*base));
+        ZC_CHECK_GOTO(zc_alg2_node(pt, n, z01 + first[n], first[n + 1] - first[n], base, devs,
+                                   share, placed), st, out);
+    }
+out:
+    free(z01);
+    free(base);
+    free(devs);
+    free(share);
+    free(first);
+    free(fill);
+    return st;
+}
+
+/* The paper's algorithms; *placed = 0 (and nothing in part) when they give
+ * up (cases e and f). */
+static zc_status_t zc_partition_paper(int nnodes, int ppn, int64_t capacity,
+                                      const int64_t *lengths, size_t count, zc_part_t *part,
+                                      int *placed)
+{
+    zc_partitioner_t pt = {
+        .nnodes = nnodes, .ppn = ppn, .capacity = capacity, .len = lengths, .nseqs = count,
+    };
+    size_t n = count ? count : 1;
+    int nr = nnodes * ppn;
+    zc_status_t st = ZC_OK;
+    int r;
+
+    *placed = 0;
+    pt.order = malloc(n * sizeof(*pt.order));
+    pt.ring_off = calloc(n, sizeof(*pt.ring_off));
+    pt.ring_n = calloc(n, sizeof(*pt.ring_n));
+    pt.zone = calloc(n, sizeof(*pt.zone));
+    pt.seq_node = calloc(n, sizeof(*pt.seq_node));
+    pt.inter_k = calloc(n, sizeof(*pt.inter_k));
+    pt.node_load = calloc((size_t)nnodes, sizeof(*pt.node_load));
+    pt.dev_load = calloc((size_t)nr, sizeof(*pt.dev_load));
+    pt.s0 = calloc((size_t)nnodes, sizeof(*pt.s0));
+    if (!pt.order || !pt.ring_off || !pt.ring_n || !pt.zone || !pt.seq_node || !pt.inter_k ||
+        !pt.node_load || !pt.dev_load || !pt.s0) {
+        st = zc_error(ZC_ERR_NO_MEMORY, "partition: cannot allocate for %zu sequences", count);
+        goto out;
+    }
+    zc_sort_longest_first(pt.order, lengths, count);
+    r = zc_alg1(&pt);
+    if (r < 0) {
+        st = (zc_status_t)r;
+        goto out;
+    }
+    if (r == 0)
+        goto out; /* case (f) */
+    ZC_CHECK_GOTO(zc_alg2(&pt, placed), st, out);
+    if (!*placed)
+        goto out; /* case (e) */
+    part->seqs = calloc(n, sizeof(*part->seqs));
+    part->share_pool = malloc((pt.pool_len ? pt.pool_len : 1) * sizeof(*part->share_pool));
+    if (!part->seqs || !part->share_pool) {
+        st = zc_error(ZC_ERR_NO_MEMORY, "partition: cannot allocate the result");
+        goto out;
+    }
+    for (size_t i = 0; i < count; i++) {
+        zc_part_ring_t *pr = &part->seqs[i];
+
+        pr->seq = i;
+        pr->zone = pt.zone[i];
+        pr->nranks = pt.ring_n[i];
+        pr->ranks = pt.pool + pt.ring_off[i];
+        pr->share = part->share_pool + pt.ring_off[i];
+        for (int p = 0; p < pr->nranks; p++)
+            pr->share[p] = pr->nranks == 1 ? lengths[i]
+                                           : zc_zigzag_share(lengths[i], pr->nranks, p);
+    }
+    part->rank_pool = pt.pool;
+    pt.pool = NULL;
+    part->s1 = pt.s1;
+    part->s0 = pt.s0;
+    pt.s0 = NULL;
+out:
+    if (st != ZC_OK || !*placed)
+        zc_partition_free(part);
+    free(pt.order);
+    free(pt.pool);
+    free(pt.ring_off);
+    free(pt.ring_n);
+    free(pt.zone);
+    free(pt.seq_node);
+    free(pt.inter_k);
+    free(pt.node_load);
+    free(pt.dev_load);
+    free(pt.s0);
+    return st;
+}
+
+/* ---- ZC_PLAN_EVEN_SPLIT: one global ring per sequence (TE CP) ----------- */
+
+static zc_status_t zc_even_split(int nnodes, int ppn, const int64_t *lengths, size_t count,
+                                 zc_part_t *part)
+{
+    int g = nnodes * ppn, cursor = 0;
+    size_t n = count ? count : 1, npos = count * (size_t)g;
+    size_t *order = malloc(n * sizeof(*order));
+
+    part->seqs = calloc(n, sizeof(*part->seqs));
+    part->rank_pool = malloc((npos ? npos : 1) * sizeof(*part->rank_pool));
+    part->share_pool = malloc((npos ? npos : 1) * sizeof(*part->share_pool));
+    part->s0 = calloc((size_t)nnodes, sizeof(*part->s0));
+    if (!order || !part->seqs || !part->rank_pool || !part->share_pool || !part->s0) {
+        free(order);
+        zc_partition_free(part);
+        return zc_error(ZC_ERR_NO_MEMORY, "partition: cannot allocate %zu ring positions", npos);
+    }
+    zc_sort_longest_first(order, lengths, count);
+    for (size_t k = 0; k < count; k++) {
+        size_t s = order[k];
+        int64_t len = lengths[s], rem = len % (2 * (int64_t)g);
         zc_part_ring_t *pr = &part->seqs[s];
         int e0, ne, rot;
 
+        pr->seq = s;
+        pr->ranks = part->rank_pool + s * (size_t)g;
+        pr->share = part->share_pool + s * (size_t)g;
         /* ring positions holding one token more: [0, rem) or [2G-rem, G) */
         e0 = rem <= g ? 0 : (int)(2 * g - rem);
         ne = (int)(len % g);
@@ -321,465 +543,10 @@ static zc_status_t zc_even_split(zc_partitioner_t *pt, zc_part_t *part)
         }
         cursor = (cursor + ne) % g;
         pr->nranks = g;
-        pr->zone = pt->nnodes > 1 ? ZC_ZONE_INTER : g > 1 ? ZC_ZONE_INTRA : ZC_ZONE_LOCAL;
+        pr->zone = nnodes > 1 ? ZC_ZONE_INTER : g > 1 ? ZC_ZONE_INTRA : ZC_ZONE_LOCAL;
     }
-    pt->s1 = 0;
-    for (int n = 0; n < pt->nnodes; n++)
-        pt->s0[n] = 0;
+    free(order);
     return ZC_OK;
-}
-
-/* ---- Algorithm 1: inter-node --------------------------------------------- */
-
-/* Node fragment of ring block b (positions [b*P, b*P+P)). */
-static int64_t zc_block_tokens(int64_t len, int g, int ppn, int b)
-{
-    int64_t t = 0;
-
-    for (int p = b * ppn; p < (b + 1) * ppn; p++)
-        t += zc_zigzag_share(len, g, p);
-    return t;
-}
-
-/* Place z2 sequence s as an even ring over its k0 least-loaded nodes,
- * case (c).  Returns 1 when placed, 0 when they lack room, <0 on error. */
-static int zc_place_inter(zc_partitioner_t *pt, size_t s, int k, int *nodes, int *chosen,
-                          int64_t *frag)
-{
-    int N = pt->nnodes, P = pt->ppn, g = k * P, rot = 0, best = 0, first;
-    int64_t len = pt->len[s], cap = (int64_t)P * pt->capacity, hi;
-
-    for (int i = 0; i < N; i++)
-        nodes[i] = i;
-    zc_select_least(nodes, N, k, pt->node_load);
-    /* necessary: the most loaded of the k takes at least the smallest
-     * fragment; skips a hopeless try in O(1) */
-    if (pt->node_load[nodes[k - 1]] + (int64_t)P * (len / g) > cap)
-        return 0;
-    memcpy(chosen, nodes, (size_t)k * sizeof(*chosen));
-    first = chosen[0]; /* least loaded */
-    /* ring order: the chosen nodes by index, rotated; block 0 holds the
-     * chunks' extra tokens first, so by default it goes on the least loaded
-     * node; small rings try every rotation for the lowest peak */
-    qsort(chosen, (size_t)k, sizeof(*chosen), zc_int_cmp);
-    for (int b = 0; b < k; b++) {
-        if (chosen[b] == first)
-            rot = b;
-        frag[b] = zc_block_tokens(len, g, P, b);
-    }
-    hi = INT64_MAX;
-    for (int r = 0; r < k; r++) {
-        int cand = k <= 64 ? r : rot;
-        int64_t peak = 0;
-
-        for (int b = 0; b < k; b++) {
-            int64_t l = pt->node_load[chosen[(cand + b) % k]] + frag[b];
-
-            peak = l > peak ? l : peak;
-        }
-        if (peak < hi) {
-            hi = peak;
-            best = cand;
-        }
-        if (k > 64)
-            break;
-    }
-    if (hi > cap)
-        return 0;
-    for (int b = 0; b < k; b++)
-        if (zc_frag_add(pt, s, chosen[(best + b) % k], frag[b], b, 1) != ZC_OK)
-            return -1;
-    return 1;
-}
-
-/* Case (c) when the even split lacks room: poured into the nodes with most
- * room, most room first, so that it spans as few nodes as it can; the
- * candidates are the k least-loaded nodes, k doubling from Alg. 1's until
- * their room holds the sequence.  The ring visits its nodes by index. */
-static zc_status_t zc_pour_inter(zc_partitioner_t *pt, size_t s, int k, int *nodes, int *bin,
-                                 int64_t *take)
-{
-    int N = pt->nnodes, at = 0, m;
-    int64_t cap = (int64_t)pt->ppn * pt->capacity, room;
-
-    for (;; k = 2 * k < N ? 2 * k : N) {
-        for (int i = 0; i < N; i++)
-            nodes[i] = i;
-        zc_select_least(nodes, N, k, pt->node_load);
-        room = 0;
-        for (int i = 0; i < k; i++)
-            room += cap - pt->node_load[nodes[i]];
-        if (room >= pt->len[s])
-            break;
-        if (k == N)
-            return zc_error(ZC_ERR_INTERNAL, "partition: no room left for sequence %zu", s);
-    }
-    m = zc_pour(pt->node_load, nodes, k, &at, cap, pt->len[s], bin, take);
-    /* by node index: a node-contiguous ring that walks the nodes in order */
-    for (int i = 0; i < N; i++)
-        nodes[i] = -1;
-    for (int i = 0; i < m; i++)
-        nodes[bin[i]] = i;
-    for (int v = 0; v < N; v++)
-        if (nodes[v] >= 0)
-            ZC_CHECK(zc_frag_add(pt, s, v, take[nodes[v]], -1, 1));
-    pt->cut[s] |= ZC_PLAN_SEQ_UNEVEN;
-    return ZC_OK;
-}
-
-/* Step 3 at node level: sequence s poured over the nodes idx[*at..N) as
- * fragments. */
-static zc_status_t zc_pour_nodes(zc_partitioner_t *pt, size_t s, const int *idx, int *at,
-                                 int *bin, int64_t *take)
-{
-    int m = zc_pour(pt->node_load, idx, pt->nnodes, at, (int64_t)pt->ppn * pt->capacity,
-                    pt->len[s], bin, take);
-
-    if (m < 0)
-        return zc_error(ZC_ERR_INTERNAL, "partition: no room left for sequence %zu", s);
-    for (int i = 0; i < m; i++)
-        ZC_CHECK(zc_frag_add(pt, s, bin[i], take[i], -1, 0));
-    return ZC_OK;
-}
-
-static zc_status_t zc_alg1(zc_partitioner_t *pt)
-{
-    int N = pt->nnodes, P = pt->ppn, at = 0;
-    int64_t cap = (int64_t)P * pt->capacity, sum2 = 0;
-    int *nodes = malloc((size_t)N * sizeof(*nodes));
-    int *chosen = malloc((size_t)N * sizeof(*chosen));
-    int64_t *frag = malloc((size_t)N * sizeof(*frag));
-    int *bin = malloc((size_t)N * sizeof(*bin));
-    size_t *deferred = malloc((pt->nseqs ? pt->nseqs : 1) * sizeof(*deferred));
-    size_t m = 0, nd = 0;
-    zc_status_t st = ZC_OK;
-
-    if (!nodes || !chosen || !frag || !bin || !deferred) {
-        st = zc_error(ZC_ERR_NO_MEMORY, "partition: cannot allocate %d nodes", N);
-        goto out;
-    }
-    pt->s1 = cap;
-    while (m < pt->nseqs && pt->len[pt->order[m]] >= pt->s1 && pt->len[pt->order[m]] > 0)
-        sum2 += pt->len[pt->order[m++]];
-    /* 1. z01 first, as they cannot stretch: whole on the least-loaded node
-     * where they fit */
-    zc_heap_build(nodes, N, pt->node_load);
-    for (size_t k = m; k < pt->nseqs; k++) {
-        size_t s = pt->order[k];
-        int n = nodes[0];
-
-        if (pt->len[s] + pt->node_load[n] > cap) {
-            deferred[nd++] = s;
-            continue;
-        }
-        ZC_CHECK_GOTO(zc_frag_add(pt, s, n, pt->len[s], -1, 0), st, out);
-        zc_heap_sift_down(nodes, N, 0, pt->node_load);
-    }
-    /* 2. z2: split each over ceil(|s| / s_avg) nodes, s_avg = sum(z2) / N;
-     * evenly where the k least-loaded nodes have room, else poured */
-    for (size_t k = 0; k < m; k++) {
-        size_t s = pt->order[k];
-        int64_t kk = zc_ceil_muldiv(pt->len[s], N, sum2);
-        int r = zc_place_inter(pt, s, (int)(kk < N ? kk : N), nodes, chosen, frag);
-
-        if (r < 0) {
-            st = ZC_ERR_NO_MEMORY;
-            goto out;
-        }
-        if (r == 0)
-            ZC_CHECK_GOTO(zc_pour_inter(pt, s, (int)(kk < N ? kk : N), nodes, bin, frag), st,
-                          out);
-    }
-    /* 3. fill: the rest poured over the nodes, most room first */
-    for (int i = 0; i < N; i++)
-        nodes[i] = i;
-    zc_sort_by_load(nodes, N, pt->node_load);
-    for (size_t k = 0; k < nd; k++) {
-        size_t s = deferred[k];
-
-        ZC_CHECK_GOTO(zc_pour_nodes(pt, s, nodes, &at, bin, frag), st, out);
-        if (pt->frag_n[s] > 1)
-            pt->cut[s] |= ZC_PLAN_SEQ_CUT_NODES;
-    }
-out:
-    free(nodes);
-    free(chosen);
-    free(frag);
-    free(bin);
-    free(deferred);
-    return st;
-}
-
-/* ---- Algorithm 2: intra-node --------------------------------------------- */
-
-/* Give n ring positions with shares share[0..n) (within one token of each
- * other) to the devices devs[0..n): the larger shares to the least-loaded
- * devices, each group in position order.  Adds the shares to `loads`
- * (indexed by rank), writes each position's rank, returns the largest
- * load. */
-static int64_t zc_give_positions(const int64_t *share, int n, int *devs, int64_t *loads,
-                                 int *rank)
-{
-    int64_t base = INT64_MAX, hi = 0;
-    int d = 0;
-
-    for (int p = 0; p < n; p++)
-        base = share[p] < base ? share[p] : base;
-    zc_sort_by_load(devs, n, loads);
-    for (int pass = 0; pass < 2; pass++) {
-        for (int p = 0; p < n; p++) {
-            if ((share[p] > base) != (pass == 0))
-                continue;
-            rank[p] = devs[d];
-            loads[devs[d]] += share[p];
-            hi = loads[devs[d]] > hi ? loads[devs[d]] : hi;
-            d++;
-        }
-    }
-    return hi;
-}
-
-static void zc_take_positions(const int64_t *share, int n, const int *rank, int64_t *loads)
-{
-    for (int p = 0; p < n; p++)
-        loads[rank[p]] -= share[p];
-}
-
-/* Alg. 2 line 4, case (j): a node's fragment of a z2 ring over all P devices;
- * an even ring keeps its zigzag shares, a poured one splits evenly. */
-static void zc_place_spread(zc_partitioner_t *pt, zc_frag_t *f, int *devs)
-{
-    int P = pt->ppn, node = f->node;
-    int64_t *share = pt->pos_share + f->pos;
-
-    for (int i = 0; i < P; i++) {
-        devs[i] = node * P + i;
-        if (f->block >= 0)
-            share[i] = zc_zigzag_share(pt->len[f->seq], pt->frag_n[f->seq] * P,
-                                       f->block * P + i);
-        else
-            share[i] = f->tokens / P + (i < f->tokens % P);
-    }
-    zc_give_positions(share, P, devs, pt->dev_load, pt->pos_rank + f->pos);
-    f->npos = P;
-}
-
-static void zc_place_one(zc_partitioner_t *pt, zc_frag_t *f, int rank, int64_t tokens)
-{
-    pt->pos_rank[f->pos + (size_t)f->npos] = rank;
-    pt->pos_share[f->pos + (size_t)f->npos] = tokens;
-    f->npos++;
-    pt->dev_load[rank] += tokens;
-}
-
-/* Alg. 2 for a z1 sequence, case (e): an even ring over g devices, round
- * robin from the cursor where they have room, else over the g devices with
- * most room; else a ring poured into the devices with most room, most room
- * first, over the fewest that hold it (ZC_PLAN_SEQ_UNEVEN).  Returns 1 when
- * placed. */
-static int zc_place_ring(zc_partitioner_t *pt, zc_frag_t *f, int g, int *cursor, int *devs,
-                         int *bin, int64_t *take)
-{
-    int P = pt->ppn, base = f->node * P;
-    int64_t *share = pt->pos_share + f->pos, *loads = pt->dev_load;
-    int *rank = pt->pos_rank + f->pos;
-
-    for (int i = 0; i < g; i++)
-        share[i] = zc_zigzag_share(f->tokens, g, i);
-    /* Alg. 2: fragments round robin from the cursor */
-    for (int i = 0; i < g; i++)
-        devs[i] = base + (*cursor + i) % P;
-    if (zc_give_positions(share, g, devs, loads, rank) <= pt->capacity) {
-        *cursor = (*cursor + g) % P;
-        f->npos = g;
-        return 1;
-    }
-    zc_take_positions(share, g, rank, loads);
-    for (int i = 0; i < P; i++)
-        devs[i] = base + i;
-    zc_sort_by_load(devs, P, loads);
-    if (zc_give_positions(share, g, devs, loads, rank) <= pt->capacity) {
-        f->npos = g;
-        return 1;
-    }
-    zc_take_positions(share, g, rank, loads);
-    for (int i = 0; i < P; i++)
-        devs[i] = base + i;
-    zc_sort_by_load(devs, P, loads);
-    for (; g <= P; g++) {
-        int at = 0, m = zc_pour(loads, devs, g, &at, pt->capacity, f->tokens, bin, take);
-
-        if (m < 0)
-            continue;
-        for (int i = 0; i < m; i++)
-            zc_place_one(pt, f, bin[i], take[i]);
-        pt->cut[f->seq] |= ZC_PLAN_SEQ_UNEVEN;
-        return 1;
-    }
-    return 0;
-}
-
-static int zc_frag_len_cmp(const void *a, const void *b)
-{
-    const zc_frag_t *x = *(zc_frag_t *const *)a, *y = *(zc_frag_t *const *)b;
-
-    if (x->tokens != y->tokens)
-        return x->tokens > y->tokens ? -1 : 1;
-    return (x->seq > y->seq) - (x->seq < y->seq);
-}
-
-/* A whole sequence of the node at or above s0: Alg. 2's z1. */
-static int zc_is_z1(const zc_partitioner_t *pt, const zc_frag_t *f, int64_t s0)
-{
-    return f->tokens >= s0 && f->tokens > 0 && pt->frag_n[f->seq] == 1;
-}
-
-/* One node: its z2 fragments over all devices, then its other fragments
- * (whole sequences and pieces of cut ones), longest first: z1 rings, z0
- * whole, and the fill step for the rest. */
-static zc_status_t zc_alg2_node(zc_partitioner_t *pt, int node, zc_frag_t **items, size_t ni,
-                                zc_frag_t **deferred, int *devs, int *bin, int64_t *take)
-{
-    int P = pt->ppn, cursor = 0, at = 0;
-    int64_t s0 = pt->capacity, *loads = pt->dev_load + node * P;
-    unsigned __int128 sumsq = 0;
-    size_t nd = 0, first = 0;
-
-    for (size_t k = 0; k < ni; k++)
-        if (items[k]->spread)
-            zc_place_spread(pt, items[k], devs);
-    /* the rest longest first */
-    for (size_t k = 0; k < ni; k++)
-        if (!items[k]->spread)
-            items[first++] = items[k];
-    ni = first;
-    qsort(items, ni, sizeof(*items), zc_frag_len_cmp);
-    for (size_t k = 0; k < ni; k++)
-        if (zc_is_z1(pt, items[k], s0))
-            sumsq += (unsigned __int128)items[k]->tokens * (unsigned __int128)items[k]->tokens;
-    /* z0 and pieces of cut sequences first, as they cannot stretch: whole
-     * on the least-loaded device where they fit */
-    for (size_t k = 0; k < ni; k++) {
-        zc_frag_t *f = items[k];
-        int d;
-
-        if (zc_is_z1(pt, f, s0))
-            continue;
-        d = zc_least_loaded(loads, P);
-        if (f->tokens + loads[d] > pt->capacity)
-            deferred[nd++] = f;
-        else
-            zc_place_one(pt, f, node * P + d, f->tokens);
-    }
-    /* z1: ceil(|s|^2 / c_avg) fragments, c_avg = sum(|s|^2) / P */
-    for (size_t k = 0; k < ni; k++) {
-        zc_frag_t *f = items[k];
-        unsigned __int128 sq = (unsigned __int128)f->tokens * (unsigned __int128)f->tokens;
-        int g;
-
-        if (!zc_is_z1(pt, f, s0))
-            continue;
-        g = (sq * (unsigned)P + sumsq - 1) / sumsq > (unsigned)P
-                ? P : (int)((sq * (unsigned)P + sumsq - 1) / sumsq);
-        if (!zc_place_ring(pt, f, g, &cursor, devs, bin, take))
-            deferred[nd++] = f;
-    }
-    /* fill: the rest poured over the devices, most room first */
-    for (int i = 0; i < P; i++)
-        devs[i] = node * P + i;
-    zc_sort_by_load(devs, P, pt->dev_load);
-    for (size_t k = 0; k < nd; k++) {
-        zc_frag_t *f = deferred[k];
-
-        int m = zc_pour(pt->dev_load, devs, P, &at, pt->capacity, f->tokens, bin, take);
-
-        if (m < 0)
-            return zc_error(ZC_ERR_INTERNAL, "partition: node %d has no room left for "
-                            "sequence %zu", node, f->seq);
-        for (int i = 0; i < m; i++)
-            zc_place_one(pt, f, bin[i], take[i]);
-        if (f->npos > 1)
-            pt->cut[f->seq] |= ZC_PLAN_SEQ_CUT_DEVICES;
-    }
-    pt->s0[node] = s0;
-    return ZC_OK;
-}
-
-/* Alg. 2 for every node, then each sequence's ring: its fragments'
- * positions in fragment order. */
-static zc_status_t zc_alg2(zc_partitioner_t *pt)
-{
-    int N = pt->nnodes, P = pt->ppn;
-    size_t nf = pt->nfrags;
-    zc_frag_t **items = malloc((nf ? nf : 1) * sizeof(*items));
-    zc_frag_t **deferred = malloc((nf ? nf : 1) * sizeof(*deferred));
-    size_t *first = calloc((size_t)N + 1, sizeof(*first));
-    size_t *fill = malloc((size_t)N * sizeof(*fill));
-    int *devs = malloc((size_t)P * sizeof(*devs));
-    int *bin = malloc((size_t)P * sizeof(*bin));
-    int64_t *take = malloc((size_t)P * sizeof(*take));
-    zc_status_t st = ZC_OK;
-
-    if (!items || !deferred || !first || !fill || !devs || !bin || !take) {
-        st = zc_error(ZC_ERR_NO_MEMORY, "partition: cannot allocate node lists");
-        goto out;
-    }
-    pt->pos_rank = malloc((nf ? nf : 1) * (size_t)P * sizeof(*pt->pos_rank));
-    pt->pos_share = malloc((nf ? nf : 1) * (size_t)P * sizeof(*pt->pos_share));
-    if (!pt->pos_rank || !pt->pos_share) {
-        st = zc_error(ZC_ERR_NO_MEMORY, "partition: cannot allocate %zu fragments", nf);
-        goto out;
-    }
-    /* the fragments of every node, in creation order: a counting sort */
-    for (size_t i = 0; i < nf; i++) {
-        pt->frags[i].pos = i * (size_t)P;
-        first[pt->frags[i].node + 1]++;
-    }
-    for (int n = 0; n < N; n++)
-        first[n + 1] += first[n];
-    memcpy(fill, first, (size_t)N * sizeof(*fill));
-    for (size_t i = 0; i < nf; i++)
-        items[fill[pt->frags[i].node]++] = &pt->frags[i];
-    for (int n = 0; n < N; n++)
-        ZC_CHECK_GOTO(zc_alg2_node(pt, n, items + first[n], first[n + 1] - first[n], deferred,
-                                   devs, bin, take), st, out);
-out:
-    free(items);
-    free(deferred);
-    free(first);
-    free(fill);
-    free(devs);
-    free(bin);
-    free(take);
-    return st;
-}
-
-/* The partition's result: each sequence's ring, its fragments' positions
- * concatenated, and its zone from the nodes and devices it spans. */
-static void zc_rings_out(zc_partitioner_t *pt, zc_part_t *part)
-{
-    size_t at = 0;
-
-    for (size_t s = 0; s < pt->nseqs; s++) {
-        zc_part_ring_t *pr = &part->seqs[s];
-        int g = 0;
-
-        pr->ranks = part->rank_pool + at;
-        pr->share = part->share_pool + at;
-        for (int i = 0; i < pt->frag_n[s]; i++) {
-            const zc_frag_t *f = &pt->frags[pt->frag_off[s] + (size_t)i];
-
-            memcpy(pr->ranks + g, pt->pos_rank + f->pos, (size_t)f->npos * sizeof(int));
-            memcpy(pr->share + g, pt->pos_share + f->pos, (size_t)f->npos * sizeof(int64_t));
-            g += f->npos;
-        }
-        pr->nranks = g;
-        pr->cut = pt->cut[s];
-        pr->zone = pt->frag_n[s] > 1 ? ZC_ZONE_INTER : g > 1 ? ZC_ZONE_INTRA : ZC_ZONE_LOCAL;
-        at += (size_t)g;
-        if (pt->cut[s])
-            pt->flags |= ZC_PLAN_CUT;
-    }
 }
 
 void zc_partition_free(zc_part_t *part)
@@ -794,79 +561,16 @@ void zc_partition_free(zc_part_t *part)
 zc_status_t zc_partition(int nnodes, int ppn, int64_t capacity, const int64_t *lengths,
                          size_t count, unsigned flags, zc_part_t *part)
 {
-    zc_partitioner_t pt = {
-        .nnodes = nnodes, .ppn = ppn, .capacity = capacity, .len = lengths, .nseqs = count,
-    };
-    size_t n = count ? count : 1, npos;
-    int nr = nnodes * ppn;
-    zc_status_t st = ZC_OK;
+    int placed;
 
     memset(part, 0, sizeof(*part));
-    pt.order = malloc(n * sizeof(*pt.order));
-    pt.frag_off = calloc(n, sizeof(*pt.frag_off));
-    pt.frag_n = calloc(n, sizeof(*pt.frag_n));
-    pt.cut = calloc(n, sizeof(*pt.cut));
-    pt.node_load = calloc((size_t)nnodes, sizeof(*pt.node_load));
-    pt.dev_load = calloc((size_t)nr, sizeof(*pt.dev_load));
-    pt.s0 = calloc((size_t)nnodes, sizeof(*pt.s0));
-    part->seqs = calloc(n, sizeof(*part->seqs));
-    if (!pt.order || !pt.frag_off || !pt.frag_n || !pt.cut || !pt.node_load || !pt.dev_load ||
-        !pt.s0 || !part->seqs) {
-        st = zc_error(ZC_ERR_NO_MEMORY, "partition: cannot allocate for %zu sequences", count);
-        goto out;
-    }
-    for (size_t i = 0; i < count; i++)
-        pt.order[i] = i;
-    zc_sort_lens = lengths;
-    qsort(pt.order, count, sizeof(*pt.order), zc_len_desc_cmp);
-
-    if (flags & ZC_PLAN_EVEN_SPLIT) {
-        npos = count * (size_t)nr;
-        part->rank_pool = malloc((npos ? npos : 1) * sizeof(*part->rank_pool));
-        part->share_pool = malloc((npos ? npos : 1) * sizeof(*part->share_pool));
-        if (!part->rank_pool || !part->share_pool) {
-            st = zc_error(ZC_ERR_NO_MEMORY, "partition: cannot allocate %zu ring positions",
-                          npos);
-            goto out;
-        }
-        for (size_t s = 0; s < count; s++) {
-            part->seqs[s].ranks = part->rank_pool + s * (size_t)nr;
-            part->seqs[s].share = part->share_pool + s * (size_t)nr;
-        }
-        ZC_CHECK_GOTO(zc_even_split(&pt, part), st, out);
-    } else {
-        ZC_CHECK_GOTO(zc_alg1(&pt), st, out);
-        ZC_CHECK_GOTO(zc_alg2(&pt), st, out);
-        npos = 0;
-        for (size_t i = 0; i < pt.nfrags; i++)
-            npos += (size_t)pt.frags[i].npos;
-        part->rank_pool = malloc((npos ? npos : 1) * sizeof(*part->rank_pool));
-        part->share_pool = malloc((npos ? npos : 1) * sizeof(*part->share_pool));
-        if (!part->rank_pool || !part->share_pool) {
-            st = zc_error(ZC_ERR_NO_MEMORY, "partition: cannot allocate %zu ring positions",
-                          npos);
-            goto out;
-        }
-        zc_rings_out(&pt, part);
-    }
-    for (size_t i = 0; i < count; i++)
-        part->seqs[i].seq = i;
-    part->s1 = pt.s1;
-    part->s0 = pt.s0;
-    pt.s0 = NULL;
-    part->flags = pt.flags;
-out:
-    if (st != ZC_OK)
-        zc_partition_free(part);
-    free(pt.order);
-    free(pt.frags);
-    free(pt.frag_off);
-    free(pt.frag_n);
-    free(pt.cut);
-    free(pt.pos_rank);
-    free(pt.pos_share);
-    free(pt.node_load);
-    free(pt.dev_load);
-    free(pt.s0);
-    return st;
+    if (flags & ZC_PLAN_EVEN_SPLIT)
+        return zc_even_split(nnodes, ppn, lengths, count, part);
+    ZC_CHECK(zc_partition_paper(nnodes, ppn, capacity, lengths, count, part, &placed));
+    if (placed)
+        return ZC_OK;
+    zc_log_info("partition: the paper's algorithms leave no room for %zu sequences on "
+                "%d x %d x %lld; the fill step places them", count, nnodes, ppn,
+                (long long)capacity);
+    return zc_partition_fill(nnodes, ppn, capacity, lengths, count, part);
 }

@@ -352,48 +352,47 @@ static void open_cases(void)
            "spread over both nodes (inter)");
         zc_plan_destroy(plan);
     }
-    /* (e) a z1 sequence whose even ring lacks room: a level-filled ring */
+    /* (e) round-robin device full: the fragment count grows */
     {
         int64_t len[] = {10, 9, 1};
-
-        plan = make(1, 2, 10, len, 3);
-        zc_plan_seq(plan, 0, &q);
-        zc_plan_ring(plan, q.ring, &ring);
-        zc_plan_info(plan, &info);
-        ok(plan && q.zone == ZC_ZONE_INTRA && ring.nranks == 2 &&
-           q.cut == ZC_PLAN_SEQ_UNEVEN && ring.tokens[0] + ring.tokens[1] == 10 &&
-           zone_of(plan, 1) == ZC_ZONE_LOCAL && zone_of(plan, 2) == ZC_ZONE_LOCAL &&
-           zc_plan_check(plan) == ZC_OK,
-           "(e) the whole sequences first, the z1 ring level-filled around them (%lld + %lld)",
-           plan ? (long long)ring.tokens[0] : -1, plan ? (long long)ring.tokens[1] : -1);
-        zc_plan_destroy(plan);
-    }
-    /* fill step: a sequence that fits whole on no device is cut over two */
-    {
-        int64_t len[] = {6, 6, 8};
 
         plan = make(1, 2, 10, len, 3);
         zc_plan_seq(plan, 1, &q);
         zc_plan_ring(plan, q.ring, &ring);
         zc_plan_info(plan, &info);
-        ok(plan && q.zone == ZC_ZONE_INTRA && ring.nranks == 2 &&
-           q.cut == ZC_PLAN_SEQ_CUT_DEVICES && (info.flags & ZC_PLAN_CUT) &&
-           zone_of(plan, 0) == ZC_ZONE_LOCAL && zone_of(plan, 2) == ZC_ZONE_LOCAL &&
+        ok(plan && q.zone == ZC_ZONE_INTRA && ring.nranks == 2 && !(info.flags & ZC_PLAN_CUT) &&
            zc_plan_check(plan) == ZC_OK,
-           "fill: the sequence that fits whole on no device is cut over two, the others whole");
+           "(e) a one-fragment sequence that overflows its device is spread over two");
         zc_plan_destroy(plan);
     }
-    /* fill step across nodes: N - 1 = 1 sequence crosses */
+    /* where the paper's algorithms give up: the fill partitioner */
     {
-        int64_t len[] = {7, 7, 6};
+        int64_t dev[] = {9, 9, 6, 6}, uneven[] = {11, 7, 7, 5}, node[] = {9, 7, 4};
 
-        plan = make(2, 1, 10, len, 3);
+        plan = make(1, 3, 10, uneven, 4);
+        zc_plan_seq(plan, 0, &q);
+        zc_plan_ring(plan, q.ring, &ring);
+        ok(plan && q.zone == ZC_ZONE_INTRA && q.cut == ZC_PLAN_SEQ_UNEVEN &&
+           zc_plan_check(plan) == ZC_OK && !plan_properties(plan, uneven, 4),
+           "fill: a z1 ring with no even room is poured into the devices with most room "
+           "(%d devices)", plan ? ring.nranks : -1);
+        zc_plan_destroy(plan);
+        plan = make(1, 3, 10, dev, 4);
+        zc_plan_seq(plan, 3, &q);
+        zc_plan_info(plan, &info);
+        ok(plan && q.zone == ZC_ZONE_INTRA && q.cut == ZC_PLAN_SEQ_CUT_DEVICES &&
+           (info.flags & ZC_PLAN_CUT) && zone_of(plan, 0) == ZC_ZONE_LOCAL &&
+           zc_plan_check(plan) == ZC_OK && !plan_properties(plan, dev, 4),
+           "fill: the sequence that fits whole on no device is cut over devices, the "
+           "longest stay whole");
+        zc_plan_destroy(plan);
+        plan = make(2, 1, 10, node, 3);
         zc_plan_seq(plan, 2, &q);
         zc_plan_ring(plan, q.ring, &ring);
         ok(plan && q.zone == ZC_ZONE_INTER && ring.nranks == 2 && ring.nnodes == 2 &&
            q.cut == ZC_PLAN_SEQ_CUT_NODES && zone_of(plan, 0) == ZC_ZONE_LOCAL &&
            zone_of(plan, 1) == ZC_ZONE_LOCAL && zc_plan_check(plan) == ZC_OK,
-           "fill: 7 + 7 + 6 on two nodes of 10: the 6 rings over exactly its two devices");
+           "fill: 9 + 7 + 4 on two nodes of 10: the 4 rings over exactly its two devices");
         zc_plan_destroy(plan);
     }
     /* (f) forced even split */
