@@ -7,9 +7,9 @@
  *   root -> rank   reply {status, reason, nranks, len} + nranks * len bytes
  *   rank -> root   round {magic, ZC_BS_BYE}                (in destroy)
  * A hello with the wrong secret gets a REFUSED reply and does not count;
- * ranks that disagree on nranks or len get MISMATCH; a rank that is missing
- * when the timeout expires turns into TIMEOUT for all, one that closes its
- * connection early into PEER_FAILED. */
+ * ranks that disagree on nranks or len get MISMATCH, all of them; a rank
+ * that is missing when the timeout expires turns into TIMEOUT for all, one
+ * that closes its connection early into PEER_FAILED. */
 #include "config.h"
 
 #include <errno.h>
@@ -116,8 +116,10 @@ static void zc_bs_root_fail(zc_bs_root_t *root, zc_status_t status, const char *
             zc_bs_reply(root->fds[r], status, root->nranks, 0, reason);
 }
 
-/* Check one hello; on success the connection becomes rank hello.rank. */
-static void zc_bs_root_hello(zc_bs_root_t *root, int fd, int64_t deadline)
+/* Check one hello; on success the connection becomes rank hello.rank.
+ * ZC_ERR_MISMATCH when it names another nranks: the root has told every
+ * rank and gives up. */
+static zc_status_t zc_bs_root_hello(zc_bs_root_t *root, int fd, int64_t deadline)
 {
     zc_bs_hello_t hello;
     char reason[112];
@@ -149,10 +151,21 @@ static void zc_bs_root_hello(zc_bs_root_t *root, int fd, int64_t deadline)
         root->timeout_ms = hello.timeout_ms > 0 ? hello.timeout_ms : 60000;
     }
     if (hello.nranks != root->nranks) {
+        /* No communicator can come out of this: tell the ranks already in
+         * as well, rather than leave them to time out.  That also keeps the
+         * outcome the same whoever came first: when the newcomer hosts the
+         * root (rank 0 made the id), it exits on its answer and takes the
+         * root along, so the others must have theirs before it.  Rank 0
+         * last, as in zc_bs_root_fail. */
         snprintf(reason, sizeof(reason), "rank %d says nranks=%d but others said %d", hello.rank,
                  hello.nranks, root->nranks);
-        zc_bs_reply(fd, ZC_ERR_MISMATCH, root->nranks, 0, reason);
-        goto out_close;
+        if (hello.rank != 0)
+            zc_bs_reply(fd, ZC_ERR_MISMATCH, root->nranks, 0, reason);
+        zc_bs_root_fail(root, ZC_ERR_MISMATCH, reason);
+        if (hello.rank == 0)
+            zc_bs_reply(fd, ZC_ERR_MISMATCH, root->nranks, 0, reason);
+        close(fd);
+        return ZC_ERR_MISMATCH;
     }
     if (hello.rank < 0 || hello.rank >= root->nranks || root->fds[hello.rank] >= 0) {
         snprintf(reason, sizeof(reason), "rank %d is out of range or already taken", hello.rank);
@@ -160,10 +173,11 @@ static void zc_bs_root_hello(zc_bs_root_t *root, int fd, int64_t deadline)
         goto out_close;
     }
     root->fds[hello.rank] = fd;
-    return;
+    return ZC_OK;
 
 out_close:
     close(fd);
+    return ZC_OK;
 }
 
 /* Gather every rank's hello.  The clock starts at the first valid one. */
@@ -189,7 +203,8 @@ static zc_status_t zc_bs_root_register(zc_bs_root_t *root)
         if (st != ZC_OK)
             return st;
         int had_nranks = root->nranks != 0;
-        zc_bs_root_hello(root, fd, deadline);
+        if (zc_bs_root_hello(root, fd, deadline) != ZC_OK)
+            return ZC_ERR_MISMATCH;
         if (!had_nranks && root->nranks != 0)
             deadline = zc_now_ms() + root->timeout_ms;
         joined = 0;
