@@ -1,5 +1,5 @@
 /* zc_ring_attn_fwd / zc_ring_attn_bwd: the attention engine of the
- * zeppelin paper (section 4.2) on a plan's zone queues.
+ * zeppelin paper (section 3.2) on a plan's zone queues.
  *
  * A call checks its arguments, agrees with every rank on the plan and the
  * attention shape (a fingerprint's minimum and maximum over all ranks; a
@@ -13,16 +13,15 @@
 #include "config.h"
 
 #include <math.h>
-#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "agree.h"
 #include "clock.h"
 #include "env.h"
 #include "hash.h"
 #include "kernels/attn_math.h"
 #include "memtype.h"
-#include "p2p.h"
 #include "plan.h"
 #include "ring_attn.h"
 #include "ring_attn_stream.h"
@@ -223,35 +222,10 @@ static uint64_t zc_ra_fingerprint(zc_plan_h plan, const zc_ring_attn_args_t *a, 
     return h | 1; /* 0 is the poisoned fingerprint of a rank that refused its arguments */
 }
 
-/* Minimum and maximum of every rank's fingerprint: dissemination rounds
- * (min and max are idempotent, so the overlapping partial results of a
- * non-power-of-two size do no harm). */
-static zc_status_t zc_ra_agree(zc_ra_ctx_t *ctx, uint64_t mine, uint64_t range[2])
+/* The agreement's messages, one per round. */
+static uint64_t zc_ra_agree_tag(const void *ctx, int sender, int round)
 {
-    zc_comm_h comm = ctx->comm;
-    int round = 0;
-
-    range[0] = range[1] = mine;
-    for (int k = 1; k < comm->size; k <<= 1, round++) {
-        uint64_t out[2] = {range[0], range[1]}, in[2];
-        zc_request_h reqs[2];
-        int to = (comm->rank + k) % comm->size, from = (comm->rank - k + comm->size) % comm->size;
-
-        ZC_CHECK(zc_p2p_post(comm, ZC_REQ_RECV, in, sizeof(in), from,
-                             zc_ra_tag(ctx, from, ZC_RA_KIND_CHECK, round, 0), ZC_RAIL_AUTO,
-                             &reqs[0]));
-        zc_status_t st = zc_p2p_post(comm, ZC_REQ_SEND, out, sizeof(out), to,
-                                     zc_ra_tag(ctx, comm->rank, ZC_RA_KIND_CHECK, round, 0),
-                                     ZC_RAIL_AUTO, &reqs[1]);
-        if (st != ZC_OK) {
-            zc_p2p_abandon(&reqs[0], st);
-            return st;
-        }
-        ZC_CHECK(zc_p2p_wait_all(reqs, 2));
-        range[0] = in[0] < range[0] ? in[0] : range[0];
-        range[1] = in[1] > range[1] ? in[1] : range[1];
-    }
-    return ZC_OK;
+    return zc_ra_tag(ctx, sender, ZC_RA_KIND_CHECK, round, 0);
 }
 
 /* ---- the call ------------------------------------------------------------- */
@@ -348,20 +322,16 @@ zc_status_t zc_ra_begin(zc_ra_ctx_t *ctx, zc_ra_engine_check_t engine, int on_st
     local = zc_ra_check_args(comm, ctx->plan, args, ctx->backward, engine, &ctx->tokens);
     ZC_CHECK(zc_env_get_int("ZC_RING_ATTN_CHECK", &check));
     if (check) {
-        char why[256];
-        uint64_t range[2];
+        zc_agree_range_t range;
 
-        snprintf(why, sizeof(why), "%s", zc_get_last_error());
-        ZC_CHECK(zc_ra_agree(ctx, local == ZC_OK ? zc_ra_fingerprint(ctx->plan, args,
-                                                                     ctx->backward,
-                                                                     on_streams) : 0,
-                             range));
         if (local != ZC_OK)
-            return zc_error(local, "%s", why);
-        if (range[0] != range[1])
+            return zc_agree_refuse(comm, local, zc_ra_agree_tag, ctx);
+        ZC_CHECK(zc_agree(comm, zc_ra_fingerprint(ctx->plan, args, ctx->backward, on_streams),
+                          zc_ra_agree_tag, ctx, &range));
+        if (range.lo != range.hi)
             return zc_error(ZC_ERR_MISMATCH, "plan: ranks disagree on the plan, the attention "
                             "arguments or the form (host or stream)%s",
-                            range[0] == 0 ? " (another rank refused its own)" : "");
+                            range.lo == 0 ? " (another rank refused its own)" : "");
     } else if (local != ZC_OK) {
         return local;
     }

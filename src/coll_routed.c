@@ -6,12 +6,15 @@
  * or d itself when they do: then that hop disappears).  Every slice moves
  * in chunks through a window of staging slots at the proxies, so dispatch,
  * wire and combine of different chunks overlap.  Every rank computes the
- * same routes from the same transfer list, so nobody needs to be told. */
+ * same routes from the same transfer list, so nobody needs to be told; the
+ * schedule first checks that the lists are the same (agree.h) and moves no
+ * data until every rank knows they are. */
 #include "config.h"
 
-
+#include "agree.h"
 #include "comm.h"
 #include "env.h"
+#include "hash.h"
 #include "memtype.h"
 #include "route.h"
 #include "sched.h"
@@ -28,9 +31,17 @@ static uint64_t zc_routed_tag(int sender, int stage, unsigned seq, int rail, int
     return ZC_TAG(sender, ZC_TAG_CLASS_ROUTED, low);
 }
 
+/* The agreement's messages: stage DIRECT with chunk 1 + round, which no
+ * direct transfer uses (they are all chunk 0). */
+static uint64_t zc_routed_agree_tag(const void *seq, int sender, int round)
+{
+    return zc_routed_tag(sender, ZC_ROUTED_DIRECT, *(const unsigned *)seq, 0, 1 + round, 0);
+}
+
 typedef struct {
     zc_comm_h comm;
     zc_sched_t *sched;
+    int gate;              /* op every data op waits for: the verdict, or NONE */
     unsigned seq;
     size_t elem;
     size_t chunk;          /* bytes per chunk, a multiple of elem */
@@ -69,7 +80,7 @@ static void zc_routed_slice(zc_routed_ctx_t *ctx, int x, const zc_transfer_t *t,
         if (me == t->src && p != t->src)
             zc_sched_p2p(s, ZC_REQ_SEND, (char *)sendbuf + coff, clen, p,
                          zc_routed_tag(me, ZC_ROUTED_DISPATCH, ctx->seq, k, c, x), ZC_RAIL_AUTO,
-                         ZC_SCHED_NONE, ZC_SCHED_NONE);
+                         ZC_SCHED_NONE, ctx->gate);
         /* wire: p -> q over rail k */
         if (me == p) {
             char *from = (char *)sendbuf + coff;
@@ -78,29 +89,29 @@ static void zc_routed_slice(zc_routed_ctx_t *ctx, int x, const zc_transfer_t *t,
                 from = slots_p + (size_t)slot * chunk;
                 got = zc_sched_p2p(s, ZC_REQ_RECV, from, clen, t->src,
                                    zc_routed_tag(t->src, ZC_ROUTED_DISPATCH, ctx->seq, k, c, x),
-                                   ZC_RAIL_AUTO, reuse_p, ZC_SCHED_NONE);
+                                   ZC_RAIL_AUTO, reuse_p, ctx->gate);
             }
             wire_send[c] = zc_sched_p2p(s, ZC_REQ_SEND, from, clen, q,
                                         zc_routed_tag(me, ZC_ROUTED_WIRE, ctx->seq, k, c, x), k,
-                                        got, ZC_SCHED_NONE);
+                                        got, ctx->gate);
         }
         /* combine: q -> d over shared memory */
         if (me == q) {
             char *into = q == t->dst ? recvbuf + coff : slots_q + (size_t)slot * chunk;
             int got = zc_sched_p2p(s, ZC_REQ_RECV, into, clen, p,
                                    zc_routed_tag(p, ZC_ROUTED_WIRE, ctx->seq, k, c, x), k,
-                                   reuse_q, ZC_SCHED_NONE);
+                                   reuse_q, ctx->gate);
             wire_recv_done[c] = got;
             if (q != t->dst)
                 wire_recv_done[c] = zc_sched_p2p(s, ZC_REQ_SEND, into, clen, t->dst,
                                                  zc_routed_tag(me, ZC_ROUTED_COMBINE, ctx->seq, k,
                                                                c, x),
-                                                 ZC_RAIL_AUTO, got, ZC_SCHED_NONE);
+                                                 ZC_RAIL_AUTO, got, ctx->gate);
         }
         if (me == t->dst && q != t->dst)
             zc_sched_p2p(s, ZC_REQ_RECV, recvbuf + coff, clen, q,
                          zc_routed_tag(q, ZC_ROUTED_COMBINE, ctx->seq, k, c, x), ZC_RAIL_AUTO,
-                         ZC_SCHED_NONE, ZC_SCHED_NONE);
+                         ZC_SCHED_NONE, ctx->gate);
     }
 }
 
@@ -114,18 +125,18 @@ static void zc_routed_transfer(zc_routed_ctx_t *ctx, int x, const zc_transfer_t 
 
     if (t->src == t->dst) {
         if (me == t->src)
-            zc_sched_copy(ctx->sched, recvbuf, sendbuf, bytes, ZC_SCHED_NONE, ZC_SCHED_NONE);
+            zc_sched_copy(ctx->sched, recvbuf, sendbuf, bytes, ZC_SCHED_NONE, ctx->gate);
         return;
     }
     if (!zc_route_is_split(comm, t, bytes, ctx->min_routed)) {
         if (me == t->src)
             zc_sched_p2p(ctx->sched, ZC_REQ_SEND, (void *)sendbuf, bytes, t->dst,
                          zc_routed_tag(me, ZC_ROUTED_DIRECT, ctx->seq, 0, 0, x), ZC_RAIL_AUTO,
-                         ZC_SCHED_NONE, ZC_SCHED_NONE);
+                         ZC_SCHED_NONE, ctx->gate);
         if (me == t->dst)
             zc_sched_p2p(ctx->sched, ZC_REQ_RECV, recvbuf, bytes, t->src,
                          zc_routed_tag(t->src, ZC_ROUTED_DIRECT, ctx->seq, 0, 0, x),
-                         ZC_RAIL_AUTO, ZC_SCHED_NONE, ZC_SCHED_NONE);
+                         ZC_RAIL_AUTO, ZC_SCHED_NONE, ctx->gate);
         return;
     }
     for (int k = 0; k < nrails; k++) {
@@ -139,32 +150,86 @@ static void zc_routed_transfer(zc_routed_ctx_t *ctx, int x, const zc_transfer_t 
 
 static zc_status_t zc_routed_check(const zc_transfer_t *transfers, int ntransfers,
                                    const void *sendbuf, void *recvbuf, zc_datatype_t dtype,
-                                   zc_memtype_t memtype, zc_comm_h comm)
+                                   zc_memtype_t memtype, zc_comm_h comm, zc_request_h *request,
+                                   int64_t *min_routed, int64_t *chunk)
 {
+    ZC_ARG_CHECK(request != NULL, "request: is NULL");
     ZC_CHECK(zc_route_check(transfers, ntransfers, sendbuf, recvbuf, dtype, comm));
     ZC_CHECK(zc_memtype_check_host_path(sendbuf, memtype, "sendbuf"));
     ZC_CHECK(zc_memtype_check_host_path(recvbuf, memtype, "recvbuf"));
-    return ZC_OK;
+    ZC_CHECK(zc_env_get_int("ZC_ROUTED_MIN_BYTES", min_routed));
+    return zc_env_get_int("ZC_ROUTED_CHUNK", chunk);
 }
 
-zc_status_t zc_routed_sendrecv(const zc_transfer_t *transfers, int ntransfers, const void *sendbuf,
-                               void *recvbuf, zc_datatype_t dtype, zc_memtype_t memtype,
-                               zc_comm_h comm, zc_request_h *request)
+/* What every rank must have alike: the list, the dtype and the settings
+ * that shape routes, chunks and tags. */
+static uint64_t zc_routed_fingerprint(const zc_transfer_t *transfers, int ntransfers,
+                                      zc_datatype_t dtype, int64_t min_routed, int64_t chunk)
 {
-    zc_routed_ctx_t ctx = {.comm = comm};
-    int64_t chunk;
+    int64_t head[4] = {ntransfers, (int64_t)dtype, min_routed, chunk};
+    uint64_t h = zc_fnv1a(ZC_FNV1A_INIT, head, sizeof(head));
 
-    ZC_ARG_CHECK(request != NULL, "request: is NULL");
-    ZC_CHECK(zc_routed_check(transfers, ntransfers, sendbuf, recvbuf, dtype, memtype, comm));
-    ZC_CHECK(zc_env_get_int("ZC_ROUTED_MIN_BYTES", &ctx.min_routed));
-    ZC_CHECK(zc_env_get_int("ZC_ROUTED_CHUNK", &chunk));
-    ctx.elem = zc_datatype_size(dtype);
+    for (int x = 0; x < ntransfers; x++) {
+        int64_t t[3] = {transfers[x].src, transfers[x].dst, transfers[x].count};
+        h = zc_fnv1a(h, t, sizeof(t));
+    }
+    return h | 1;  /* 0 is a rank that refused its arguments (agree.h) */
+}
+
+/* Runs once the agreement is done, before any data op. */
+static zc_status_t zc_routed_verdict(void *arg, int unused)
+{
+    const zc_agree_range_t *r = arg;
+
+    (void)unused;
+    if (r->lo == r->hi)
+        return ZC_OK;
+    if (r->lo == 0)
+        return zc_error(ZC_ERR_MISMATCH,
+                        "transfers: rank %lld refused its own arguments to this call; no data "
+                        "moved", (long long)r->lo_rank);
+    return zc_error(ZC_ERR_MISMATCH,
+                    "transfers: ranks %lld and %lld passed different transfer lists (or dtypes, "
+                    "ZC_ROUTED_MIN_BYTES or ZC_ROUTED_CHUNK); no data moved",
+                    (long long)r->lo_rank, (long long)r->hi_rank);
+}
+
+zc_status_t zc_routed_post(const zc_transfer_t *transfers, int ntransfers, const void *sendbuf,
+                           void *recvbuf, zc_datatype_t dtype, zc_memtype_t memtype,
+                           zc_comm_h comm, int agree, zc_request_h *request)
+{
+    zc_routed_ctx_t ctx = {.comm = comm, .gate = ZC_SCHED_NONE};
+    int64_t chunk;
+    zc_status_t st;
+
+    ZC_CHECK(zc_comm_check(comm));
     ctx.seq = comm->coll_seq++;
+    st = zc_routed_check(transfers, ntransfers, sendbuf, recvbuf, dtype, memtype, comm, request,
+                         &ctx.min_routed, &chunk);
+    if (st != ZC_OK)
+        return agree ? zc_agree_refuse(comm, st, zc_routed_agree_tag, &ctx.seq) : st;
+    ctx.elem = zc_datatype_size(dtype);
     ZC_CHECK(zc_sched_create(comm, &ctx.sched));
+    if (agree) {
+        zc_agree_range_t *range;
+        int agreed = zc_agree_sched(ctx.sched, comm,
+                                    zc_routed_fingerprint(transfers, ntransfers, dtype,
+                                                          ctx.min_routed, chunk),
+                                    zc_routed_agree_tag, &ctx.seq, &range);
+        ctx.gate = zc_sched_call(ctx.sched, zc_routed_verdict, range, 0, agreed, ZC_SCHED_NONE);
+    }
     for (int x = 0; x < ntransfers; x++) {
         /* Chunks of whole elements, few enough for the tag's chunk field. */
         ctx.chunk = zc_route_chunk((size_t)transfers[x].count * ctx.elem, ctx.elem, chunk);
         zc_routed_transfer(&ctx, x, &transfers[x], sendbuf, recvbuf);
     }
     return zc_sched_start(ctx.sched, request);
+}
+
+zc_status_t zc_routed_sendrecv(const zc_transfer_t *transfers, int ntransfers, const void *sendbuf,
+                               void *recvbuf, zc_datatype_t dtype, zc_memtype_t memtype,
+                               zc_comm_h comm, zc_request_h *request)
+{
+    return zc_routed_post(transfers, ntransfers, sendbuf, recvbuf, dtype, memtype, comm, 1,
+                          request);
 }

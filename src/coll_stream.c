@@ -20,6 +20,7 @@
 #include "comm.h"
 #include "device.h"
 #include "env.h"
+#include "memtype.h"
 #include "route.h"
 #include "status.h"
 
@@ -133,6 +134,9 @@ static zc_status_t zc_stream_p2p(const void *sendbuf, int64_t sendcount, int dst
     if (src != ZC_NO_SIDE)
         ZC_CHECK(zc_stream_side(recvbuf, recvcount, elem, src, optional, comm, rp,
                                 optional ? "src" : "peer", &rbytes));
+    /* Only zc_sendrecv_stream has both sides (the others have 0 bytes on
+     * one); addresses alone tell, no device needed. */
+    ZC_CHECK(zc_check_disjoint(sendbuf, sbytes, "sendbuf", recvbuf, rbytes, "recvbuf"));
     ZC_CHECK(zc_stream_begin(comm, sendbuf, optional ? "sendbuf" : "buf", recvbuf,
                              optional ? "recvbuf" : "buf", &dev));
     if (src >= 0)

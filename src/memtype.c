@@ -5,6 +5,7 @@
 #include "config.h"
 
 #include <pthread.h>
+#include <stdint.h>
 #include <ucp/api/ucp.h>
 
 #include "log.h"
@@ -112,4 +113,17 @@ zc_status_t zc_memtype_check_p2p(const void *buf, zc_memtype_t memtype, const ch
 zc_status_t zc_memtype_check_device(const void *buf, const char *arg)
 {
     return zc_memtype_device_ok(buf, arg);
+}
+
+zc_status_t zc_check_disjoint(const void *sendbuf, size_t send_bytes, const char *send_arg,
+                              const void *recvbuf, size_t recv_bytes, const char *recv_arg)
+{
+    uintptr_t s = (uintptr_t)sendbuf, r = (uintptr_t)recvbuf;
+
+    /* Empty ranges share no byte, wherever they point. */
+    if (send_bytes == 0 || recv_bytes == 0 || s + send_bytes <= r || r + recv_bytes <= s)
+        return ZC_OK;
+    return zc_error(ZC_ERR_INVALID_ARG,
+                    "%s, %s: the %zu bytes sent and the %zu bytes received overlap (no exchange "
+                    "in place: use separate buffers)", send_arg, recv_arg, send_bytes, recv_bytes);
 }

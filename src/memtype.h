@@ -1,7 +1,9 @@
 /* Checks that a buffer is the memory its caller says it is, and which
- * backend may move it. */
+ * backend may move it; that a call's send and receive buffers are apart. */
 #ifndef ZC_MEMTYPE_H
 #define ZC_MEMTYPE_H
+
+#include <stddef.h>
 
 #include "zcomm.h"
 
@@ -22,6 +24,14 @@ zc_status_t zc_memtype_check_p2p(const void *buf, zc_memtype_t memtype, const ch
  * device; ZC_ERR_INVALID_ARG for host memory.  NULL is accepted (empty
  * buffers). */
 zc_status_t zc_memtype_check_device(const void *buf, const char *arg);
+
+/* ZC_ERR_INVALID_ARG naming `send_arg` and `recv_arg` when the
+ * `send_bytes` at `sendbuf` and the `recv_bytes` at `recvbuf` share a byte:
+ * the network reads the one while it writes the other, in no defined order,
+ * so an exchange in place would send bytes already overwritten.  Plain
+ * address arithmetic, so it holds for device pointers too. */
+zc_status_t zc_check_disjoint(const void *sendbuf, size_t send_bytes, const char *send_arg,
+                              const void *recvbuf, size_t recv_bytes, const char *recv_arg);
 
 /* Number of CUDA devices (0 without CUDA or a driver), asked once. */
 int zc_cuda_devices(void);

@@ -132,6 +132,16 @@ static zc_status_t zc_p2p_check(const void *buf, int64_t count, zc_datatype_t dt
     return ZC_OK;
 }
 
+/* A checked public send or receive: P2P tags name the sender. */
+static zc_status_t zc_p2p_start(zc_comm_h comm, zc_request_kind_t kind, void *buf, size_t bytes,
+                                int peer, zc_request_h *request)
+{
+    int sender = kind == ZC_REQ_SEND ? comm->rank : peer;
+
+    return zc_p2p_post(comm, kind, buf, bytes, peer, ZC_TAG(sender, ZC_TAG_CLASS_P2P, 0),
+                       ZC_RAIL_AUTO, request);
+}
+
 zc_status_t zc_send(const void *buf, int64_t count, zc_datatype_t dtype, zc_memtype_t memtype,
                     int peer, zc_comm_h comm, zc_request_h *request)
 {
@@ -139,8 +149,7 @@ zc_status_t zc_send(const void *buf, int64_t count, zc_datatype_t dtype, zc_memt
 
     ZC_ARG_CHECK(request != NULL, "request: is NULL");
     ZC_CHECK(zc_p2p_check(buf, count, dtype, memtype, peer, comm, &bytes));
-    return zc_p2p_post(comm, ZC_REQ_SEND, (void *)buf, bytes, peer,
-                       ZC_TAG(comm->rank, ZC_TAG_CLASS_P2P, 0), ZC_RAIL_AUTO, request);
+    return zc_p2p_start(comm, ZC_REQ_SEND, (void *)buf, bytes, peer, request);
 }
 
 zc_status_t zc_recv(void *buf, int64_t count, zc_datatype_t dtype, zc_memtype_t memtype, int peer,
@@ -150,8 +159,7 @@ zc_status_t zc_recv(void *buf, int64_t count, zc_datatype_t dtype, zc_memtype_t 
 
     ZC_ARG_CHECK(request != NULL, "request: is NULL");
     ZC_CHECK(zc_p2p_check(buf, count, dtype, memtype, peer, comm, &bytes));
-    return zc_p2p_post(comm, ZC_REQ_RECV, buf, bytes, peer, ZC_TAG(peer, ZC_TAG_CLASS_P2P, 0),
-                       ZC_RAIL_AUTO, request);
+    return zc_p2p_start(comm, ZC_REQ_RECV, buf, bytes, peer, request);
 }
 
 static zc_status_t zc_request_check(zc_request_h *request)
@@ -190,10 +198,15 @@ zc_status_t zc_sendrecv(const void *sendbuf, int64_t sendcount, int dst, void *r
                         int64_t recvcount, int src, zc_datatype_t dtype, zc_memtype_t memtype,
                         zc_comm_h comm)
 {
+    size_t sbytes, rbytes;
     zc_request_h reqs[2];
 
-    ZC_CHECK(zc_recv(recvbuf, recvcount, dtype, memtype, src, comm, &reqs[0]));
-    zc_status_t st = zc_send(sendbuf, sendcount, dtype, memtype, dst, comm, &reqs[1]);
+    ZC_CHECK(zc_p2p_check(recvbuf, recvcount, dtype, memtype, src, comm, &rbytes));
+    ZC_CHECK(zc_p2p_check(sendbuf, sendcount, dtype, memtype, dst, comm, &sbytes));
+    /* Checked before anything is posted: a refused call sends nothing. */
+    ZC_CHECK(zc_check_disjoint(sendbuf, sbytes, "sendbuf", recvbuf, rbytes, "recvbuf"));
+    ZC_CHECK(zc_p2p_start(comm, ZC_REQ_RECV, recvbuf, rbytes, src, &reqs[0]));
+    zc_status_t st = zc_p2p_start(comm, ZC_REQ_SEND, (void *)sendbuf, sbytes, dst, &reqs[1]);
     if (st != ZC_OK) {
         zc_p2p_abandon(&reqs[0], st);
         return st;

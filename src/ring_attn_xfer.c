@@ -20,6 +20,7 @@
 #include "clock.h"
 #include "p2p.h"
 #include "ring_attn.h"
+#include "route.h"
 #include "status.h"
 
 /* A blocked wait sleeps on the transport's events at most this long, so a
@@ -78,8 +79,11 @@ static zc_status_t zc_ra_pump(zc_ra_ctx_t *ctx)
         zc_ra_routed_t *c = &ctx->routed[ctx->routed_next];
         zc_request_h req;
 
-        ZC_CHECK(zc_routed_sendrecv(c->transfers, c->ntransfers, c->sendbuf, c->recvbuf, ZC_BYTE,
-                                    ZC_MEM_HOST, ctx->comm, &req));
+        /* The lists come from the plan every rank agreed on (zc_ra_begin):
+         * no agreement per call, which would also hold each call until
+         * every rank has posted it. */
+        ZC_CHECK(zc_routed_post(c->transfers, c->ntransfers, c->sendbuf, c->recvbuf, ZC_BYTE,
+                                ZC_MEM_HOST, ctx->comm, 0, &req));
         ZC_CHECK(zc_ra_track(ctx, req, c->notify, ctx->routed_next));
         ctx->routed_inflight++;
         ctx->routed_next++;

@@ -2,6 +2,7 @@
  * transfer (see route.h). */
 #include "config.h"
 
+#include "memtype.h"
 #include "route.h"
 #include "status.h"
 
@@ -52,7 +53,7 @@ size_t zc_route_chunk(size_t bytes, size_t elem, int64_t chunk)
 zc_status_t zc_route_check(const zc_transfer_t *transfers, int ntransfers, const void *sendbuf,
                            const void *recvbuf, zc_datatype_t dtype, zc_comm_h comm)
 {
-    size_t elem = zc_datatype_size(dtype);
+    size_t elem = zc_datatype_size(dtype), send_bytes = 0, recv_bytes = 0;
     int sends = 0, recvs = 0;
 
     ZC_CHECK(zc_comm_check(comm));
@@ -72,11 +73,13 @@ zc_status_t zc_route_check(const zc_transfer_t *transfers, int ntransfers, const
         if (t->src == comm->rank) {
             ZC_ARG_CHECK(++sends == 1, "transfers: rank %d is the src of more than one", t->src);
             ZC_ARG_CHECK(sendbuf != NULL || t->count == 0, "sendbuf: is NULL");
+            send_bytes = (size_t)t->count * elem;
         }
         if (t->dst == comm->rank) {
             ZC_ARG_CHECK(++recvs == 1, "transfers: rank %d is the dst of more than one", t->dst);
             ZC_ARG_CHECK(recvbuf != NULL || t->count == 0, "recvbuf: is NULL");
+            recv_bytes = (size_t)t->count * elem;
         }
     }
-    return ZC_OK;
+    return zc_check_disjoint(sendbuf, send_bytes, "sendbuf", recvbuf, recv_bytes, "recvbuf");
 }

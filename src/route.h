@@ -1,4 +1,4 @@
-/* Routes of a routed transfer (zeppelin paper, section 4.3), computed the
+/* Routes of a routed transfer (zeppelin paper, section 3.3), computed the
  * same way by every rank and by both paths that execute them: the host
  * schedule (src/coll_routed.c) and the stream-ordered NCCL path
  * (src/coll_stream.c).  Slice k of a transfer from rank s (node A) to rank
@@ -16,9 +16,17 @@
 #define ZC_ROUTED_MAX_CHUNKS 1024
 
 /* Arguments of a routed call (the list, its counts, the buffers this rank
- * needs), the same for both paths; memory types are the caller's. */
+ * needs, which must not overlap), the same for both paths; memory types
+ * are the caller's. */
 zc_status_t zc_route_check(const zc_transfer_t *transfers, int ntransfers, const void *sendbuf,
                            const void *recvbuf, zc_datatype_t dtype, zc_comm_h comm);
+
+/* zc_routed_sendrecv, and with `agree` 0 without checking that every rank
+ * has the same list: for callers whose lists every rank derived from
+ * inputs they already agreed on (ring attention's plan). */
+zc_status_t zc_routed_post(const zc_transfer_t *transfers, int ntransfers, const void *sendbuf,
+                           void *recvbuf, zc_datatype_t dtype, zc_memtype_t memtype,
+                           zc_comm_h comm, int agree, zc_request_h *request);
 
 /* The rank of `end`'s node that forwards rail `rail` of a transfer whose
  * end on that node is `end`: `end` itself if it sits on the rail, else one

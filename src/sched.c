@@ -13,7 +13,7 @@
 /* How often a blocked wait looks for dead peers. */
 #define ZC_SCHED_SLICE_MS 100
 
-typedef enum { ZC_OP_P2P, ZC_OP_COPY } zc_op_kind_t;
+typedef enum { ZC_OP_P2P, ZC_OP_COPY, ZC_OP_CALL } zc_op_kind_t;
 typedef enum { ZC_OP_WAITING, ZC_OP_POSTED, ZC_OP_DONE } zc_op_state_t;
 
 typedef struct {
@@ -23,9 +23,10 @@ typedef struct {
     void *buf;
     const void *src;       /* copies */
     size_t bytes;
-    int peer;
+    int peer;              /* calls: their `i` */
     int rail;
     uint64_t tag;
+    zc_sched_fn_t fn;      /* calls, with `buf` as their `arg` */
     int dep[2];
     zc_request_h req;
 } zc_op_t;
@@ -87,6 +88,12 @@ int zc_sched_copy(zc_sched_t *s, void *dst, const void *src, size_t bytes, int d
 {
     zc_op_t op = {.kind = ZC_OP_COPY, .buf = dst, .src = src, .bytes = bytes,
                   .dep = {dep0, dep1}};
+    return zc_sched_add(s, &op);
+}
+
+int zc_sched_call(zc_sched_t *s, zc_sched_fn_t fn, void *arg, int i, int dep0, int dep1)
+{
+    zc_op_t op = {.kind = ZC_OP_CALL, .fn = fn, .buf = arg, .peer = i, .dep = {dep0, dep1}};
     return zc_sched_add(s, &op);
 }
 
@@ -158,6 +165,11 @@ static zc_status_t zc_sched_pass(zc_sched_t *s, int *moved)
         if (op->state == ZC_OP_WAITING && zc_op_ready(s, op)) {
             if (op->kind == ZC_OP_COPY) {
                 memmove(op->buf, op->src, op->bytes);
+                op->state = ZC_OP_DONE;
+            } else if (op->kind == ZC_OP_CALL) {
+                zc_status_t st = op->fn(op->buf, op->peer);
+                if (st != ZC_OK)
+                    return s->error = st;
                 op->state = ZC_OP_DONE;
             } else {
                 zc_status_t st = zc_p2p_post(s->comm, op->dir, op->buf, op->bytes, op->peer,

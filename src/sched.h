@@ -22,6 +22,12 @@ int zc_sched_p2p(zc_sched_t *sched, zc_request_kind_t kind, void *buf, size_t by
 /* A local memcpy, run once its dependencies are done. */
 int zc_sched_copy(zc_sched_t *sched, void *dst, const void *src, size_t bytes, int dep0,
                   int dep1);
+/* A local step run once its dependencies are done: fn(arg, i).  A status
+ * other than ZC_OK fails the schedule right there, so nothing that waits
+ * for this op is ever posted: how a collective that finds its ranks
+ * disagree stops before its data moves. */
+typedef zc_status_t (*zc_sched_fn_t)(void *arg, int i);
+int zc_sched_call(zc_sched_t *sched, zc_sched_fn_t fn, void *arg, int i, int dep0, int dep1);
 /* Staging memory freed with the schedule; NULL when out of memory. */
 void *zc_sched_buffer(zc_sched_t *sched, size_t bytes);
 /* Hand the schedule to a request (zc_test/zc_wait progress it); on

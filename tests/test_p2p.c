@@ -211,6 +211,144 @@ static int rank_bad_args(int rank, int nranks, void *arg)
     return 0;
 }
 
+/* Refused with ZC_ERR_INVALID_ARG, the detail naming both buffers. */
+#define EXPECT_OVERLAP(call)                                                  \
+    do {                                                                      \
+        zc_status_t st_ = (call);                                             \
+        MP_CHECK(st_ == ZC_ERR_INVALID_ARG && strstr(zc_get_last_error(), "sendbuf, recvbuf") && \
+                     strstr(zc_get_last_error(), "overlap"),                  \
+                 "%s gave %s", #call, zc_strerror(st_));                      \
+    } while (0)
+
+static uint64_t sent_so_far(zc_comm_h comm)
+{
+    uint64_t sent = 0, received;
+
+    (void)zc_comm_rail_bytes(comm, -1, &sent, &received);
+    return sent;
+}
+
+/* zc_sendrecv of 1 MiB in place (a swap with sendbuf == recvbuf, as the
+ * issue found: ZC_OK and wrong bytes), or overlapping by half or by one
+ * byte, is refused on both ranks before anything is posted; the next
+ * exchange between adjacent buffers then gets its own bytes, not a refused
+ * call's (they would match first: same tag). */
+static int rank_aliased_sendrecv(int rank, int nranks, void *arg)
+{
+    const int64_t n = 1 << 20;
+    int peer = 1 - rank;
+    zc_comm_h comm;
+    (void)arg;
+
+    if (init(rank, nranks, 30000, &comm))
+        return 1;
+    uint8_t *buf = malloc(2 * (size_t)n);
+    MP_CHECK(buf != NULL, "malloc");
+    pattern_fill(buf, 2 * (size_t)n, rank, 1);
+    uint64_t sent = sent_so_far(comm);
+    EXPECT_OVERLAP(zc_sendrecv(buf, n, peer, buf, n, peer, ZC_BYTE, ZC_MEM_HOST, comm));
+    EXPECT_OVERLAP(zc_sendrecv(buf, n, peer, buf + n / 2, n, peer, ZC_BYTE, ZC_MEM_HOST, comm));
+    EXPECT_OVERLAP(zc_sendrecv(buf + n - 1, n, peer, buf, n, peer, ZC_BYTE, ZC_MEM_HOST, comm));
+    EXPECT_OVERLAP(zc_sendrecv(buf, n / 4, peer, buf, n / 4, peer, ZC_FLOAT32, ZC_MEM_HOST,
+                               comm));
+    MP_CHECK(sent_so_far(comm) == sent, "refused calls sent %llu bytes",
+             (unsigned long long)(sent_so_far(comm) - sent));
+    MP_CHECK(pattern_first_wrong(buf, 2 * (size_t)n, rank, 1) == 2 * (size_t)n,
+             "refused calls left the buffer alone");
+    pattern_fill(buf, (size_t)n, rank, 2);
+    MP_CHECK(zc_sendrecv(buf, n, peer, buf + n, n, peer, ZC_BYTE, ZC_MEM_HOST, comm) == ZC_OK,
+             "adjacent buffers accepted");
+    MP_CHECK(pattern_first_wrong(buf + n, (size_t)n, peer, 2) == (size_t)n,
+             "the next exchange got its own bytes (wrong at %zu)",
+             pattern_first_wrong(buf + n, (size_t)n, peer, 2));
+    free(buf);
+    zc_comm_destroy(comm);
+    return 0;
+}
+
+/* Post a routed call and wait for it: the status of whichever failed. */
+static zc_status_t routed(const zc_transfer_t *t, int n, const void *send, void *recv,
+                          zc_comm_h comm)
+{
+    zc_request_h req = NULL;
+    zc_status_t st = zc_routed_sendrecv(t, n, send, recv, ZC_BYTE, ZC_MEM_HOST, comm, &req);
+
+    return st == ZC_OK ? zc_wait(&req) : st;
+}
+
+/* A transfer list that differs between ranks (the issue's: rank 0 says
+ * 0 -> 1, rank 1 says 0 -> 0, any third rank has none) fails on every rank
+ * with ZC_ERR_MISMATCH before the data moves, at every size (the issue saw
+ * ZC_OK with the message dropped at 1000 bytes, a timeout at 4 MiB); the
+ * same communicator then moves a list they agree on byte-exact. */
+static int rank_routed_disagree(int rank, int nranks, void *arg)
+{
+    const int64_t n = *(const int64_t *)arg;
+    zc_transfer_t mine[1] = {{0, rank == 0 ? 1 : 0, n}}, agreed = {0, 1, n};
+    zc_comm_h comm;
+
+    if (init(rank, nranks, 30000, &comm))
+        return 1;
+    uint8_t *send = malloc((size_t)n), *recv = malloc((size_t)n);
+    MP_CHECK(send && recv, "malloc");
+    pattern_fill(send, (size_t)n, rank, 1);
+    memset(recv, 0xee, (size_t)n);
+    uint64_t sent = sent_so_far(comm);
+    zc_status_t st = routed(mine, rank < 2 ? 1 : 0, send, recv, comm);
+    MP_CHECK(st == ZC_ERR_MISMATCH && strstr(zc_get_last_error(), "different transfer lists"),
+             "disagreeing lists gave %s", zc_strerror(st));
+    /* The agreement's own messages are a few dozen bytes. */
+    MP_CHECK(sent_so_far(comm) - sent < (uint64_t)n, "%llu bytes went out",
+             (unsigned long long)(sent_so_far(comm) - sent));
+    MP_CHECK(recv[0] == 0xee && recv[n - 1] == 0xee, "nothing received");
+    pattern_fill(send, (size_t)n, rank, 2);
+    MP_CHECK(routed(&agreed, 1, send, recv, comm) == ZC_OK, "the agreed list");
+    if (rank == 1)
+        MP_CHECK(pattern_first_wrong(recv, (size_t)n, 0, 2) == (size_t)n,
+                 "the agreed list's bytes (wrong at %zu)", pattern_first_wrong(recv, (size_t)n, 0, 2));
+    free(send);
+    free(recv);
+    zc_comm_destroy(comm);
+    return 0;
+}
+
+/* zc_routed_sendrecv of 3 MiB in place (a swap with sendbuf == recvbuf)
+ * is refused: on both ranks when both do it; when only rank 0 does, rank 0
+ * gets ZC_ERR_INVALID_ARG and rank 1, instead of waiting for data that
+ * never comes, ZC_ERR_MISMATCH naming rank 0.  Nothing moves, and the
+ * swap with separate buffers then works byte-exact. */
+static int rank_routed_aliased(int rank, int nranks, void *arg)
+{
+    const int64_t n = 3 << 20;
+    zc_transfer_t swap[2] = {{0, 1, n}, {1, 0, n}};
+    zc_comm_h comm;
+    (void)arg;
+
+    if (init(rank, nranks, 30000, &comm))
+        return 1;
+    uint8_t *send = malloc((size_t)n), *recv = malloc((size_t)n);
+    MP_CHECK(send && recv, "malloc");
+    pattern_fill(send, (size_t)n, rank, 1);
+    memset(recv, 0xee, (size_t)n);
+    EXPECT_OVERLAP(routed(swap, 2, send, send, comm));
+    if (rank == 0) {
+        EXPECT_OVERLAP(routed(swap, 2, send, send + n - 1, comm));
+    } else {
+        zc_status_t st = routed(swap, 2, send, recv, comm);
+        MP_CHECK(st == ZC_ERR_MISMATCH && strstr(zc_get_last_error(), "rank 0 refused"),
+                 "the peer of a refused call gave %s", zc_strerror(st));
+    }
+    MP_CHECK(pattern_first_wrong(send, (size_t)n, rank, 1) == (size_t)n, "sendbuf left alone");
+    MP_CHECK(recv[0] == 0xee && recv[n - 1] == 0xee, "nothing received");
+    MP_CHECK(routed(swap, 2, send, recv, comm) == ZC_OK, "the swap with separate buffers");
+    MP_CHECK(pattern_first_wrong(recv, (size_t)n, 1 - rank, 1) == (size_t)n,
+             "swapped bytes (wrong at %zu)", pattern_first_wrong(recv, (size_t)n, 1 - rank, 1));
+    free(send);
+    free(recv);
+    zc_comm_destroy(comm);
+    return 0;
+}
+
 /* Rank 1 dies; rank 0's pending receive (and a later send) must end with an
  * error within the timeout instead of hanging. */
 static int rank_killed_peer(int rank, int nranks, void *arg)
@@ -289,6 +427,19 @@ int main(void)
     }
     ok(run_case(2, rank_mismatch, NULL) == 0, "a receive of another size is ZC_ERR_MISMATCH");
     ok(run_case(2, rank_bad_args, NULL) == 0, "every bad argument returns its status and names it");
+    ok(run_case(2, rank_aliased_sendrecv, NULL) == 0,
+       "zc_sendrecv with overlapping buffers (1 MiB in place, half, one byte) is refused on both "
+       "ranks and sends nothing; adjacent buffers work");
+    static int64_t disagree_sizes[] = {1000, 4 << 20};
+    for (int i = 0; i < 2; i++)
+        ok(run_case(2, rank_routed_disagree, &disagree_sizes[i]) == 0,
+           "zc_routed_sendrecv lists that disagree (%lld B): ZC_ERR_MISMATCH on both ranks, "
+           "nothing moved; an agreed list then works", (long long)disagree_sizes[i]);
+    ok(run_case(3, rank_routed_disagree, &disagree_sizes[0]) == 0,
+       "zc_routed_sendrecv: a third rank with no list fails the call on all 3 ranks");
+    ok(run_case(2, rank_routed_aliased, NULL) == 0,
+       "zc_routed_sendrecv of 3 MiB in place is refused; a peer that passed separate buffers "
+       "gets ZC_ERR_MISMATCH naming the refusing rank; nothing moves");
     mp_killed_rank = 1;
     ok(run_case(2, rank_killed_peer, NULL) == 0, "a killed peer (shared memory) gives an error");
     ok(run_case(2, rank_killed_peer, "tcp") == 0, "a killed peer (tcp) gives an error");
