@@ -66,7 +66,8 @@ static int zc_p2p_settled(zc_request_h req)
     if (zc_comm_peer_failed(comm, req->peer)) {
         comm->host_ops->abandon(comm->host, req,
                                 zc_error(ZC_ERR_PEER_FAILED, "rank %d failed during a %s",
-                                         req->peer, req->kind == ZC_REQ_SEND ? "send" : "receive"));
+                                         req->peer, req->kind == ZC_REQ_SEND ? "send to it"
+                                                                             : "receive from it"));
         return 1;
     }
     return 0;
@@ -85,10 +86,12 @@ zc_status_t zc_p2p_wait(zc_request_h *req)
     while (!zc_p2p_settled(*req)) {
         int left = zc_ms_left(deadline);
         if (left == 0) {
+            /* Named from this rank's side: the peer is who it waits for. */
             zc_status_t st = zc_error(ZC_ERR_TIMEOUT,
-                                      "rank %d did not complete a %s of %zu bytes within %d ms",
-                                      (*req)->peer, (*req)->kind == ZC_REQ_SEND ? "send" : "receive",
-                                      (*req)->bytes, comm->timeout_ms);
+                                      "a %s of %zu bytes %s rank %d did not complete within %d ms",
+                                      (*req)->kind == ZC_REQ_SEND ? "send" : "receive",
+                                      (*req)->bytes, (*req)->kind == ZC_REQ_SEND ? "to" : "from",
+                                      (*req)->peer, comm->timeout_ms);
             zc_p2p_abandon(req, st);
             return st;
         }

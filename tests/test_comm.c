@@ -3,6 +3,7 @@
  * arguments. */
 #include "config.h"
 
+#include <fcntl.h>
 #include <netinet/in.h>
 #include <pthread.h>
 #include <string.h>
@@ -324,6 +325,28 @@ static int rank_query_args(int rank, int nranks, void *arg)
     return 0;
 }
 
+/* A UCX_TLS that names no transport here (UCX takes the name and fails
+ * only in ucp_init, "No such device") is a setting refused, naming it, not
+ * a transport failure. */
+static int rank_bogus_tls(int rank, int nranks, void *arg)
+{
+    zc_comm_h comm;
+    (void)nranks, (void)arg;
+
+    setenv("UCX_TLS", "bogus", 1);
+    CASE_ID(rank);
+    /* UCX prints its own complaint, expected here, to stdout: hidden. */
+    int saved = dup(1), devnull = open("/dev/null", O_WRONLY);
+    dup2(devnull, 1);
+    zc_status_t st = zc_comm_init_rank(&comm, 1, &the_id, 0, NULL);
+    dup2(saved, 1);
+    close(saved);
+    close(devnull);
+    MP_CHECK(st == ZC_ERR_INVALID_ARG && strstr(zc_get_last_error(), "UCX_TLS=bogus rejected"),
+             "UCX_TLS=bogus gave %s", zc_strerror(st));
+    return 0;
+}
+
 static int rank_use_after_destroy(int rank, int nranks, void *arg)
 {
     zc_comm_h comm;
@@ -380,6 +403,8 @@ int main(void)
         ok(mismatch_case(first) == 0,
            "ranks that disagree on nranks get ZC_ERR_MISMATCH, both (rank %d knocks first)",
            first);
+    ok(mp_run(1, CASE_TIMEOUT_S, rank_bogus_tls, NULL) == 0,
+       "UCX_TLS naming no available transport is ZC_ERR_INVALID_ARG naming the setting");
     ok(mp_run(1, CASE_TIMEOUT_S, rank_use_after_destroy, NULL) == 0,
        "calls on a destroyed communicator are refused");
     ok(mp_run(1, CASE_TIMEOUT_S, rank_query_args, NULL) == 0,

@@ -349,6 +349,29 @@ static int rank_routed_aliased(int rank, int nranks, void *arg)
     return 0;
 }
 
+/* A receive that times out says which rank it waited for, from this
+ * rank's side ("a receive of N bytes from rank R"), not as if the peer
+ * were the receiver.  One rank receiving from itself what it never sends:
+ * it can only time out, so the short timeout decides nothing but the
+ * case's length. */
+static int rank_timeout_detail(int rank, int nranks, void *arg)
+{
+    uint8_t buf[64];
+    zc_comm_h comm;
+    zc_request_h req;
+    (void)arg;
+
+    if (init(rank, nranks, 200, &comm))
+        return 1;
+    MP_CHECK(zc_recv(buf, sizeof(buf), ZC_BYTE, ZC_MEM_HOST, 0, comm, &req) == ZC_OK, "recv");
+    zc_status_t st = zc_wait(&req);
+    MP_CHECK(st == ZC_ERR_TIMEOUT &&
+                 strstr(zc_get_last_error(), "a receive of 64 bytes from rank 0 did not complete"),
+             "an unmatched receive gave %s", zc_strerror(st));
+    zc_comm_destroy(comm);
+    return 0;
+}
+
 /* Rank 1 dies; rank 0's pending receive (and a later send) must end with an
  * error within the timeout instead of hanging. */
 static int rank_killed_peer(int rank, int nranks, void *arg)
@@ -440,6 +463,8 @@ int main(void)
     ok(run_case(2, rank_routed_aliased, NULL) == 0,
        "zc_routed_sendrecv of 3 MiB in place is refused; a peer that passed separate buffers "
        "gets ZC_ERR_MISMATCH naming the refusing rank; nothing moves");
+    ok(run_case(1, rank_timeout_detail, NULL) == 0,
+       "a receive that times out names the rank it waited for, from this rank's side");
     mp_killed_rank = 1;
     ok(run_case(2, rank_killed_peer, NULL) == 0, "a killed peer (shared memory) gives an error");
     ok(run_case(2, rank_killed_peer, "tcp") == 0, "a killed peer (tcp) gives an error");

@@ -67,6 +67,15 @@ zc_status_t zc_ucx_lane_open(zc_ucx_lane_t *lane, const char *name, const char *
     params.estimated_num_eps = (size_t)nranks;
     us = ucp_init(&params, config, &lane->context);
     ucp_config_release(config);
+    /* UCX accepts any transport name and only finds at init that none of
+     * them is here (UCX_TLS=bogus): that is a setting refused, like one
+     * ucp_config_modify rejects, not a transport that failed. */
+    if (us == UCS_ERR_NO_DEVICE && (tls || getenv("UCX_TLS")))
+        return zc_error(ZC_ERR_INVALID_ARG,
+                        "ucx: %s lane: UCX_TLS=%s%s%s rejected: nothing it names is available "
+                        "here (ucp_init: %s)", name, tls ? tls : getenv("UCX_TLS"),
+                        devices ? ", UCX_NET_DEVICES=" : "", devices ? devices : "",
+                        ucs_status_string(us));
     if (us != UCS_OK)
         return zc_error(ZC_ERR_TRANSPORT, "ucx: %s lane: ucp_init failed: %s", name,
                         ucs_status_string(us));
