@@ -46,6 +46,11 @@
  *      inside a node has one device, so (d) and (g) make it local.
  *  (i) zero-length sequences are local on the least-loaded device and hold
  *      no piece.
+ *  (k) each lowering of s1 restarts Alg. 1, O(z2 N) per round: after
+ *      ZC_PAPER_MAX_ROUNDS rounds, beyond ZC_PAPER_MAX_NODES nodes, and for
+ *      a batch that fills every device (where the lowering always ends in
+ *      case f), the fill partitioner places the batch directly.  At 16384
+ *      GPUs the paper's order takes hundreds of rounds and seconds.
  * Inside a ring, the positions holding one token more (remainders of the
  * 2G-chunk cut) always go to the least-loaded devices, so that a node's or a
  * cluster's even split is never more than one token above its mean.
@@ -55,6 +60,9 @@
  * per z2 sequence (O(N log N) when it needs more nodes than Alg. 1 asked
  * for), O(n_v P log P) per node; there are at most as many lowerings as
  * distinct lengths, few in practice. */
+#define ZC_PAPER_MAX_ROUNDS 64
+#define ZC_PAPER_MAX_NODES 128
+
 typedef struct {
     int nnodes, ppn;
     int64_t capacity;
@@ -225,11 +233,13 @@ static int zc_alg1(zc_partitioner_t *pt)
         goto out;
     }
     pt->s1 = cap;
-    for (;;) {
+    for (int round = 0;; round++) {
         size_t m = 0;
         int64_t sum2 = 0;
         int again = 0;
 
+        if (round == ZC_PAPER_MAX_ROUNDS)
+            goto out_fill; /* case (k) */
         pt->pool_len = 0;
         memset(pt->node_load, 0, (size_t)N * sizeof(*pt->node_load));
         while (m < pt->nseqs && pt->len[pt->order[m]] >= pt->s1 && pt->len[pt->order[m]] > 0)
@@ -240,10 +250,12 @@ static int zc_alg1(zc_partitioner_t *pt)
             int64_t kk = zc_ceil_muldiv(pt->len[s], N, sum2);
             int r = zc_place_inter(pt, s, (int)(kk < N ? kk : N), nodes, frag);
 
-            if (r <= 0) {
-                rc = r < 0 ? zc_error(ZC_ERR_NO_MEMORY, "partition: out of memory") : 0;
+            if (r < 0) {
+                rc = zc_error(ZC_ERR_NO_MEMORY, "partition: out of memory");
                 goto out;
             }
+            if (r == 0)
+                goto out_fill; /* case (f) */
             pt->seq_node[s] = -1;
         }
         /* z01: least-loaded node; a sequence that does not fit lowers s1 */
@@ -269,6 +281,9 @@ out:
     free(nodes);
     free(frag);
     return rc;
+out_fill:
+    rc = 0;
+    goto out;
 }
 
 /* ---- Algorithm 2: intra-node --------------------------------------------- */
@@ -561,16 +576,19 @@ void zc_partition_free(zc_part_t *part)
 zc_status_t zc_partition(int nnodes, int ppn, int64_t capacity, const int64_t *lengths,
                          size_t count, unsigned flags, zc_part_t *part)
 {
-    int placed;
+    int placed = 0;
+    int64_t total = 0;
 
     memset(part, 0, sizeof(*part));
     if (flags & ZC_PLAN_EVEN_SPLIT)
         return zc_even_split(nnodes, ppn, lengths, count, part);
-    ZC_CHECK(zc_partition_paper(nnodes, ppn, capacity, lengths, count, part, &placed));
+    for (size_t i = 0; i < count; i++)
+        total += lengths[i];
+    if (nnodes <= ZC_PAPER_MAX_NODES && total < (int64_t)nnodes * ppn * capacity)
+        ZC_CHECK(zc_partition_paper(nnodes, ppn, capacity, lengths, count, part, &placed));
     if (placed)
         return ZC_OK;
-    zc_log_info("partition: the paper's algorithms leave no room for %zu sequences on "
-                "%d x %d x %lld; the fill step places them", count, nnodes, ppn,
-                (long long)capacity);
+    zc_log_debug("partition: %zu sequences on %d x %d x %lld: the fill partitioner", count,
+                 nnodes, ppn, (long long)capacity);
     return zc_partition_fill(nnodes, ppn, capacity, lengths, count, part);
 }

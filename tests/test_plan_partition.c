@@ -354,7 +354,7 @@ static void open_cases(void)
     }
     /* (e) round-robin device full: the fragment count grows */
     {
-        int64_t len[] = {10, 9, 1};
+        int64_t len[] = {10, 8, 1};
 
         plan = make(1, 2, 10, len, 3);
         zc_plan_seq(plan, 1, &q);
