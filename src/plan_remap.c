@@ -289,9 +289,16 @@ zc_status_t zc_remap_balanced(int nranks, const int64_t *before, int64_t *after)
 static zc_status_t zc_lpieces_append(struct zc_plan *plan, int r, int64_t a, int64_t b,
                                      size_t *n, size_t *cap)
 {
+    size_t first = plan->piece_off[r], n_r = plan->piece_off[r + 1] - first;
     int64_t off = 0;
 
-    for (size_t k = plan->piece_off[r]; k < plan->piece_off[r + 1] && off < b; k++) {
+    /* a rank that keeps its whole buffer (every rank of a full batch): copy */
+    if (a == 0 && b >= plan->before[r] && *n + n_r <= *cap) {
+        memcpy(plan->lpieces + *n, plan->pieces + first, n_r * sizeof(*plan->pieces));
+        *n += n_r;
+        return ZC_OK;
+    }
+    for (size_t k = first; k < plan->piece_off[r + 1] && off < b; k++) {
         const zc_plan_piece_t *p = &plan->pieces[k];
         int64_t len = p->end - p->begin, lo = a > off ? a : off, hi = b < off + len ? b : off + len;
 

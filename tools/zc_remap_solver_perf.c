@@ -30,7 +30,7 @@ static void usage(FILE *f)
 
 int main(int argc, char **argv)
 {
-    static const int gpus[] = {16, 64, 128, 256, 1024, 16384};
+    static const int gpus[] = {16, 32, 64, 128, 256, 1024, 2048, 4096, 8192, 16384};
     int iters = 20, ds = 0, glpk_max = 1024, headroom = 125, opt, wrong = 0;
     unsigned long long seed = 1;
 
