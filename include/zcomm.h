@@ -276,15 +276,24 @@ typedef enum {
 #define ZC_PLAN_SEQ_UNEVEN      (1u << 2) /* longer than a node, no even split over nodes fit:
                                             poured into the nodes with most room */
 
+#define ZC_PLAN_MAX_RAILS 16   /* rails a communicator or a plan uses, at most */
+
 typedef struct {
     size_t size;        /* sizeof(zc_plan_opts_t), for compatibility */
     double b_intra;     /* cost of moving one token inside a node (inverse bandwidth) */
     double b_inter;     /* cost of moving one token between nodes; >= b_intra */
     unsigned flags;     /* ZC_PLAN_EVEN_SPLIT */
+    /* Newer than the first layout (size 32; now 40): a caller built
+     * against it passes size 32 and gets these fields' defaults. */
+    int rails;          /* NIC rails of a node that routed hops split over, 1..ZC_PLAN_MAX_RAILS:
+                           zc_comm_rail_count of the communicator that runs the plan, or the
+                           cluster's nics_per_node for zc_plan_cost; 0: one rail per GPU
+                           (gpus_per_node, at most ZC_PLAN_MAX_RAILS) */
+    int reserved;       /* 0 */
 } zc_plan_opts_t;
 
 /* Token costs in the paper's 10:1 ratio; only their ratio changes a plan. */
-#define ZC_PLAN_OPTS_INITIALIZER { sizeof(zc_plan_opts_t), 1.0, 10.0, 0u }
+#define ZC_PLAN_OPTS_INITIALIZER { sizeof(zc_plan_opts_t), 1.0, 10.0, 0u, 0, 0 }
 
 typedef struct {
     int nnodes;
@@ -335,17 +344,25 @@ typedef struct {
     int64_t s0;             /* final intra-node threshold of its node (Alg. 2) */
 } zc_plan_rank_t;
 
-/* One inter-node hop of a ring, with its routing proxies (section 3.3):
- * slice k of the n tokens goes src_rank -> send_proxies[k] (intra-node),
- * send_proxies[k] -> recv_proxies[k] (rail k: both have the same device
- * index), recv_proxies[k] -> dst_rank (intra-node); see zc_plan_slice(). */
+/* One inter-node hop of a ring, with its routes (section 3.3) as
+ * zc_routed_sendrecv and the ring attention engine run them: the hop's
+ * payload of n elements is cut into one slice per rail (zc_plan_slice(n,
+ * x_send, k): the remainder one element each to the first rails), and
+ * slice k goes src_rank -> send_proxies[k] (inside the node; no move when
+ * they are the same rank) -> recv_proxies[k] (over rail k) -> dst_rank
+ * (inside the node; no move when the same).  The proxies are the ones the
+ * runtime picks (the rank itself when it sits on rail k, else the node's
+ * ranks on rail k taken in turn by src_rank + k) for a communicator that
+ * places rank r on node r / gpus_per_node and its GPU g = r % gpus_per_node
+ * on rail g * rails / gpus_per_node (zc_plan_opts_t.rails), the cost
+ * model's NIC sharing.  zc_plan_slice(3) says where a run can differ. */
 typedef struct {
     int src_rank, dst_rank;
     int src_node, dst_node;
-    int x_send;             /* x1 = min(ring GPUs on src node, on dst node) */
-    int x_recv;             /* x2 = min(ring GPUs on dst node, on src node) */
-    const int *send_proxies;
-    const int *recv_proxies;
+    int x_send;             /* slices: the plan's rails (zc_plan_opts_t.rails) */
+    int x_recv;             /* the same: each slice arrives on the rail it left on */
+    const int *send_proxies; /* [x_send]: rank of src_node that sends slice k on rail k */
+    const int *recv_proxies; /* [x_recv]: rank of dst_node that receives it */
 } zc_plan_hop_t;
 
 typedef struct {
@@ -379,7 +396,8 @@ ZC_API zc_status_t zc_plan_rank_linear_pieces(zc_plan_h plan, int rank,
                                               const zc_plan_piece_t **pieces, size_t *count);
 ZC_API zc_status_t zc_plan_ring_hops(zc_plan_h plan, int ring,
                                      const zc_plan_hop_t **hops, size_t *count);
-/* Slice k of n tokens routed over x proxies: [n*k/x, n*(k+1)/x). */
+/* Slice k of n elements routed over x rails, the runtime's rule: n / x
+ * each, the remainder n % x one element each to slices 0..n%x-1. */
 ZC_API zc_status_t zc_plan_slice(int64_t n, int x, int k, int64_t *offset, int64_t *length);
 /* The remap's transfer matrix M as its nonzero entries, ordered by (from, to). */
 ZC_API zc_status_t zc_plan_remap_transfers(zc_plan_h plan, const zc_plan_transfer_t **transfers,
@@ -427,7 +445,8 @@ typedef struct {
 ZC_API zc_status_t zc_cluster_load(const char *path, zc_cluster_t *cluster);
 ZC_API const char *zc_cost_method_name(zc_cost_method_t method);
 /* Price the plan's batch with `method` on `cluster` (its gpus_per_node
- * must match the plan's). */
+ * must match the plan's, its nics_per_node the plan's rails): routed hops
+ * are priced over the routes zc_plan_ring_hops names. */
 ZC_API zc_status_t zc_plan_cost(zc_plan_h plan, const zc_cluster_t *cluster,
                                 zc_cost_method_t method, zc_cost_t *cost);
 

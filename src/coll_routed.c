@@ -55,7 +55,7 @@ static void zc_routed_slice(zc_routed_ctx_t *ctx, int x, const zc_transfer_t *t,
     zc_comm_h comm = ctx->comm;
     zc_sched_t *s = ctx->sched;
     int me = comm->rank;
-    int p = zc_route_proxy(comm, t->src, k, x), q = zc_route_proxy(comm, t->dst, k, x);
+    int p = zc_route_proxy(comm, t, t->src, k), q = zc_route_proxy(comm, t, t->dst, k);
     size_t chunk = ctx->chunk;
     int nchunks = (int)((len + chunk - 1) / chunk);
     char *slots_p = NULL, *slots_q = NULL;

@@ -170,7 +170,7 @@ zc_status_t zc_sendrecv_stream(const void *sendbuf, int64_t sendcount, int dst, 
 
 typedef struct {
     const zc_transfer_t *t;
-    int x, k;              /* transfer index (proxy salt), rail */
+    int k;                 /* rail */
     int p, q;              /* proxies of the source and destination node */
     size_t off, len;       /* bytes of the transfer in this slice */
     size_t chunk;
@@ -222,11 +222,11 @@ static zc_status_t zc_routed_plan(zc_routed_plan_t *rp, const zc_transfer_t *tra
             int64_t off, len;
 
             zc_route_slice(t->count, comm->nrails, k, &off, &len);
-            *s = (zc_slice_t){.t = t, .x = x, .k = k, .off = (size_t)off * elem,
+            *s = (zc_slice_t){.t = t, .k = k, .off = (size_t)off * elem,
                               .len = (size_t)len * elem,
                               .chunk = zc_route_chunk(bytes, elem, chunk)};
-            s->p = zc_route_proxy(comm, t->src, k, x);
-            s->q = zc_route_proxy(comm, t->dst, k, x);
+            s->p = zc_route_proxy(comm, t, t->src, k);
+            s->q = zc_route_proxy(comm, t, t->dst, k);
             if (len == 0 || (me != t->src && me != t->dst && me != s->p && me != s->q))
                 continue;
             s->nchunks = (int)((s->len + s->chunk - 1) / s->chunk);

@@ -7,6 +7,13 @@
 
 #include "zcomm.h"
 
+/* ZC_ROUTED_MIN_BYTES when unset (the table's default in env.c, which
+ * tests/test_plan_args checks against this): transfers between nodes
+ * smaller than this go direct.  A number here so that the cost model
+ * (plan_cost.c), which reads no environment, prices small hops as they run
+ * by default. */
+#define ZC_ROUTED_MIN_BYTES_DEFAULT 65536
+
 /* The variable's value, or its table default (NULL if it has none). */
 const char *zc_env_get(const char *name);
 /* Integer value; a malformed value is ZC_ERR_INVALID_ARG naming the variable. */

@@ -30,7 +30,10 @@ static zc_status_t zc_plan_check_args(int nnodes, int ppn, int64_t capacity,
                  (long long)capacity);
     ZC_ARG_CHECK(count == 0 || lengths != NULL, "lengths: NULL with count %zu", count);
     if (opts) {
-        ZC_ARG_CHECK(opts->size >= sizeof(*opts),
+        /* The first layout ended after flags (size ZC_PLAN_OPTS_SIZE_V1):
+         * callers built against it keep working, with the newer fields'
+         * defaults; zc_plan_create copies only the caller's size. */
+        ZC_ARG_CHECK(opts->size == ZC_PLAN_OPTS_SIZE_V1 || opts->size >= sizeof(*opts),
                      "opts: size %zu, initialise it with ZC_PLAN_OPTS_INITIALIZER", opts->size);
         ZC_ARG_CHECK(opts->b_intra > 0, "opts->b_intra: %g, must be positive", opts->b_intra);
         ZC_ARG_CHECK(opts->b_inter >= opts->b_intra,
@@ -38,6 +41,12 @@ static zc_status_t zc_plan_check_args(int nnodes, int ppn, int64_t capacity,
                      opts->b_inter, opts->b_intra);
         ZC_ARG_CHECK((opts->flags & ~ZC_PLAN_KNOWN_FLAGS) == 0, "opts->flags: unknown bits 0x%x",
                      opts->flags & ~ZC_PLAN_KNOWN_FLAGS);
+        if (opts->size >= sizeof(*opts)) {
+            ZC_ARG_CHECK(opts->rails >= 0 && opts->rails <= ZC_PLAN_MAX_RAILS,
+                         "opts->rails: %d is out of range 0..%d (0: one per GPU)", opts->rails,
+                         ZC_PLAN_MAX_RAILS);
+            ZC_ARG_CHECK(opts->reserved == 0, "opts->reserved: %d, must be 0", opts->reserved);
+        }
     }
     for (size_t i = 0; i < count; i++) {
         ZC_ARG_CHECK(lengths[i] >= 0, "lengths[%zu]: %lld is negative", i, (long long)lengths[i]);
@@ -137,7 +146,16 @@ zc_status_t zc_plan_create(int nnodes, int gpus_per_node, int64_t capacity,
     plan->capacity = capacity;
     plan->nseqs = count;
     plan->total = total;
-    plan->opts = opts ? *opts : defaults;
+    plan->opts = defaults;
+    if (opts)
+        /* the first layout's padding after flags is where rails lies now:
+         * from such a caller, read nothing past flags */
+        memcpy(&plan->opts, opts,
+               opts->size < sizeof(*opts) ? offsetof(zc_plan_opts_t, rails) : sizeof(*opts));
+    plan->opts.size = sizeof(plan->opts);
+    plan->rails = plan->opts.rails ? plan->opts.rails
+                                   : (gpus_per_node < ZC_PLAN_MAX_RAILS ? gpus_per_node
+                                                                        : ZC_PLAN_MAX_RAILS);
     plan->lengths = malloc((count ? count : 1) * sizeof(*plan->lengths));
     if (!plan->lengths) {
         st = zc_error(ZC_ERR_NO_MEMORY, "plan: cannot copy %zu lengths", count);

@@ -3,9 +3,16 @@
 #ifndef ZC_PLAN_H
 #define ZC_PLAN_H
 
+#include <stddef.h>
 #include <stdint.h>
 
 #include "zcomm.h"
+
+/* sizeof(zc_plan_opts_t) of the first layout, which ended before rails
+ * (size, b_intra, b_inter, flags and the padding after them: 32 on LP64). */
+#define ZC_PLAN_OPTS_SIZE_V1                                                         \
+    ((offsetof(zc_plan_opts_t, rails) + _Alignof(zc_plan_opts_t) - 1) /              \
+     _Alignof(zc_plan_opts_t) * _Alignof(zc_plan_opts_t))
 
 /* One ring (or one local sequence) as the partitioner decides it: the ranks
  * in ring order and the tokens each holds.  A local sequence is a "ring" of
@@ -35,7 +42,8 @@ struct zc_plan {
     size_t nseqs;
     int64_t *lengths;        /* copy of the input */
     int64_t total;
-    zc_plan_opts_t opts;
+    zc_plan_opts_t opts;     /* the caller's, completed with defaults to the full size */
+    int rails;               /* opts.rails resolved: the routed hops' slices */
     zc_part_t part;
 
     int nrings;
@@ -104,6 +112,13 @@ int zc_int_cmp(const void *a, const void *b);
 int64_t zc_ceil_muldiv(int64_t a, int64_t b, int64_t c);
 /* Tokens of block b (positions [b*ppn, b*ppn+ppn)) of an even ring of g. */
 int64_t zc_block_tokens(int64_t len, int g, int ppn, int b);
+/* An even ring of a sequence of len over the k nodes chosen[0..k)
+ * (chosen[0] the least loaded): sorts chosen by index, writes each block's
+ * tokens to frag[0..k) and the rotation *rot (block b on node
+ * chosen[(*rot + b) % k]) that gives the lowest peak node load, which it
+ * returns. */
+int64_t zc_even_ring_nodes(const int64_t *loads, int *chosen, int k, int64_t len, int ppn,
+                           int64_t *frag, int *rot);
 /* Give n ring positions of shares share[0..n) (within one token of each
  * other) to the devices devs[0..n), the larger shares to the least loaded;
  * adds them to loads (by rank), writes each position's rank, returns the
@@ -112,7 +127,12 @@ int64_t zc_give_positions(const int64_t *share, int n, int *devs, int64_t *loads
 void zc_take_positions(const int64_t *share, int n, const int *rank, int64_t *loads);
 
 /* ---- proxies (plan_proxy.c) ---- */
+/* The hops of every inter-node ring with the routes the runtime takes
+ * (zc_route_pick, zc_route_slice in route.h) over plan->rails rails. */
 zc_status_t zc_plan_proxies(struct zc_plan *plan);
+/* Rail of device `local` of a node with `ppn` devices and `rails` rails:
+ * local * rails / ppn, the cost model's NIC sharing (zc_cluster_t). */
+int zc_plan_rail_of(int local, int ppn, int rails);
 
 /* ---- remap (plan_remap.c) ---- */
 /* Bottleneck transportation: from `before` to `after` (equal sums) on

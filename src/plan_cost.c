@@ -9,8 +9,13 @@
  *    max(compute, slowest hop); rings on a device run one after the other,
  *    inter, intra, then local (the attention engine's order);
  *  - a hop inside a node moves at intra_gbytes; a direct inter-node hop at
- *    one NIC's rate; a routed hop by Eq. (1) with x proxies spread over the
- *    distinct NICs they use: b_intra*n(x-1)/x twice plus n / (NICs * rate);
+ *    one NIC's rate; a routed hop (the plan's hops, below
+ *    ZC_ROUTED_MIN_BYTES direct as the runtime sends it) by Eq. (1) over
+ *    exactly the routes the runtime takes (zc_plan_ring_hops): its bytes
+ *    cut per rail by zc_route_slice, the slices whose send proxy is not the
+ *    source dispatched over NVLink, each slice on its own rail's NIC (the
+ *    rails run in parallel: the largest slice), the slices whose receive
+ *    proxy is not the destination combined over NVLink;
  *  - linear modules: 2 * (4 * hidden * heads * head_dim + 3 * hidden *
  *    ffn_hidden) FLOPs per token forward, 3x with backward, at
  *    linear_tflops, on the busiest rank's tokens;
@@ -23,7 +28,9 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "env.h"
 #include "plan.h"
+#include "route.h"
 #include "status.h"
 
 typedef struct {
@@ -47,11 +54,6 @@ static double zc_attn_seconds(const zc_pricer_t *pr, double pairs)
     return pairs * pr->pair_flops / (pr->c->attn_tflops * 1e12);
 }
 
-static int zc_nic_of(const zc_pricer_t *pr, int local)
-{
-    return local * pr->c->nics_per_node / pr->ppn;
-}
-
 /* The busiest ring position's causal pairs (zigzag keeps them within a
  * few tokens' worth of each other). */
 static double zc_ring_max_pairs(int64_t len, int g)
@@ -66,26 +68,26 @@ static double zc_ring_max_pairs(int64_t len, int g)
     return pairs;
 }
 
-/* Seconds of one hop moving `bytes`: routed over the hop's proxies or direct. */
-static double zc_hop_seconds(zc_pricer_t *pr, int a, int b, double bytes, const zc_plan_hop_t *hop)
+/* Seconds of one hop moving `bytes` from a to b: inside the node, direct,
+ * or routed over `hop`'s slices and proxies (Eq. (1): dispatch, multi-NIC
+ * transfer, combine, one after the other). */
+static double zc_hop_seconds(zc_pricer_t *pr, int a, int b, int64_t bytes, const zc_plan_hop_t *hop)
 {
-    int nics[64], nn = 0;
+    double dispatch = 0, wire = 0, combine = 0;
 
     if (a / pr->ppn == b / pr->ppn)
-        return bytes / pr->intra_bps;
-    if (!hop)
-        return bytes / pr->nic_bps;
+        return (double)bytes / pr->intra_bps;
+    if (!hop || bytes < ZC_ROUTED_MIN_BYTES_DEFAULT)
+        return (double)bytes / pr->nic_bps;
     for (int k = 0; k < hop->x_send; k++) {
-        int nic = zc_nic_of(pr, hop->send_proxies[k] % pr->ppn), seen = 0;
+        int64_t off, len;
 
-        for (int i = 0; i < nn; i++)
-            seen |= nics[i] == nic;
-        if (!seen && nn < 64)
-            nics[nn++] = nic;
+        zc_route_slice(bytes, hop->x_send, k, &off, &len);
+        dispatch += hop->send_proxies[k] != a ? (double)len : 0;
+        combine += hop->recv_proxies[k] != b ? (double)len : 0;
+        wire = (double)len > wire ? (double)len : wire;
     }
-    /* Eq. (1): dispatch, multi-NIC transfer, combine */
-    return 2 * bytes * (hop->x_send - 1) / hop->x_send / pr->intra_bps +
-           bytes / ((nn ? nn : 1) * pr->nic_bps);
+    return (dispatch + combine) / pr->intra_bps + wire / pr->nic_bps;
 }
 
 /* Price one ring of G ranks holding share[i] tokens each (even or cut by
@@ -105,10 +107,13 @@ static void zc_price_ring(zc_pricer_t *pr, int g, const int *ranks, const int64_
     cr = zc_attn_seconds(pr, most) / g;
     for (int i = 0; i < g && g > 1; i++) {
         int a = ranks[i], b = ranks[(i + 1) % g];
-        double bytes = (double)share[i] * pr->kv_bytes, s;
+        /* whole bytes: the runtime slices bytes (ring attention's routed
+         * calls are ZC_BYTE), so the cost model does too */
+        int64_t nbytes = share[i] * (int64_t)pr->kv_bytes;
+        double bytes = (double)nbytes, s;
         int inter = a / pr->ppn != b / pr->ppn;
 
-        s = zc_hop_seconds(pr, a, b, bytes, inter && hops ? &hops[h] : NULL);
+        s = zc_hop_seconds(pr, a, b, nbytes, inter && hops ? &hops[h] : NULL);
         h += inter;
         comm = s > comm ? s : comm;
         *(inter ? &pr->bytes_inter : &pr->bytes_intra) += bytes * (g - 1) * (1 + ZC_BWD_COMM);
@@ -225,7 +230,7 @@ const char *zc_cost_method_name(zc_cost_method_t method)
     return (unsigned)method < ZC_COST_METHOD_COUNT ? names[method] : "unknown";
 }
 
-static zc_status_t zc_cluster_check(const zc_cluster_t *c, int ppn)
+static zc_status_t zc_cluster_check(const zc_cluster_t *c, int ppn, int rails)
 {
     ZC_ARG_CHECK(c != NULL, "cluster: NULL");
     ZC_ARG_CHECK(c->size >= sizeof(*c), "cluster: size %zu, load it with zc_cluster_load",
@@ -237,6 +242,11 @@ static zc_status_t zc_cluster_check(const zc_cluster_t *c, int ppn)
                  c->hidden >= 1 && c->heads >= 1 && c->head_dim >= 1 && c->kv_heads >= 1 &&
                  c->ffn_hidden >= 1 && c->bytes_per_elem >= 1,
                  "cluster: every rate and model dimension must be positive");
+    /* The plan's hops are cut per rail; priced on other NICs they would be
+     * routes that never run. */
+    ZC_ARG_CHECK(c->nics_per_node == rails,
+                 "cluster: %d NICs per node, the plan routes over %d rails (create it with "
+                 "zc_plan_opts_t.rails = %d)", c->nics_per_node, rails, c->nics_per_node);
     return ZC_OK;
 }
 
@@ -252,7 +262,7 @@ zc_status_t zc_plan_cost(zc_plan_h plan, const zc_cluster_t *c, zc_cost_method_t
 
     zc_error_clear();
     ZC_ARG_CHECK(plan != NULL, "plan: NULL");
-    ZC_CHECK(zc_cluster_check(c, plan->ppn));
+    ZC_CHECK(zc_cluster_check(c, plan->ppn, plan->rails));
     ZC_ARG_CHECK((unsigned)method < ZC_COST_METHOD_COUNT, "method: %d is unknown", (int)method);
     ZC_ARG_CHECK(cost != NULL, "cost: NULL");
     memset(&pr, 0, sizeof(pr));

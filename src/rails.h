@@ -5,7 +5,7 @@
 
 #include "zcomm.h"
 
-#define ZC_MAX_RAILS 16
+#define ZC_MAX_RAILS ZC_PLAN_MAX_RAILS  /* public: a plan routes over as many */
 #define ZC_RAIL_DEVICES_LEN 160
 
 typedef struct {

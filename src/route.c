@@ -6,26 +6,31 @@
 #include "route.h"
 #include "status.h"
 
-int zc_route_proxy(zc_comm_h comm, int end, int rail, int salt)
+int zc_route_pick(const int *node_of, const int *rail_of, int n, int end, int rail, int salt)
 {
-    int node = comm->rank_node[end], on_rail = 0, on_node = 0, pick;
+    int node = node_of[end], on_rail = 0, on_node = 0, pick;
 
-    if (comm->rank_rail[end] == rail)
+    if (rail_of[end] == rail)
         return end;
-    for (int r = 0; r < comm->size; r++) {
-        if (comm->rank_node[r] != node)
+    for (int r = 0; r < n; r++) {
+        if (node_of[r] != node)
             continue;
         on_node++;
-        on_rail += comm->rank_rail[r] == rail;
+        on_rail += rail_of[r] == rail;
     }
     pick = (salt + rail) % (on_rail ? on_rail : on_node);
-    for (int r = 0; r < comm->size; r++) {
-        if (comm->rank_node[r] != node || (on_rail && comm->rank_rail[r] != rail))
+    for (int r = 0; r < n; r++) {
+        if (node_of[r] != node || (on_rail && rail_of[r] != rail))
             continue;
         if (pick-- == 0)
             return r;
     }
     return end;  /* not reached: `end` is on its own node */
+}
+
+int zc_route_proxy(zc_comm_h comm, const zc_transfer_t *t, int end, int rail)
+{
+    return zc_route_pick(comm->rank_node, comm->rank_rail, comm->size, end, rail, t->src);
 }
 
 int zc_route_is_split(zc_comm_h comm, const zc_transfer_t *t, size_t bytes, int64_t min_routed)

@@ -63,6 +63,7 @@ static void run_mode(zc_comm_h comm, const rad_batch_t *ref, int nnodes, int ppn
     zc_status_t st;
 
     opts.flags = m->plan_flags;
+    opts.rails = nrails; /* the plan's hops are this communicator's routes (0: no rails) */
     st = zc_plan_create(nnodes, ppn, capacity, ref->lengths, ref->nseqs, &opts, &plan);
     MN_CHECK(st == ZC_OK, "zc_plan_create: %s", zc_strerror(st));
     if (st != ZC_OK)

@@ -118,6 +118,82 @@ int main(void)
         mn_report(comm, "8 MiB routed: every rail of the sending node carries its share");
     }
 
+    /* The plan's routes are the run's: a plan over this cluster's shape and
+     * rails names, for each inter-node hop of its ring, the rank that sends
+     * and the rank that receives each rail's slice, and zc_plan_slice its
+     * size.  Every rank checks its own rail counters against that, exactly:
+     * the bytes it sent and received on each rail during the call, less
+     * those of the same call moving nothing (the list agreement's). */
+    if (nrails > 0 && nnodes > 1 && mn_size % nnodes == 0 && nnodes <= 16) {
+        int ppn = mn_size / nnodes, layout_ok = 1;
+        int64_t seq = (int64_t)mn_size * 100;
+        zc_plan_opts_t opts = ZC_PLAN_OPTS_INITIALIZER;
+        zc_plan_h plan = NULL;
+        const zc_plan_hop_t *hops = NULL;
+        size_t nh = 0;
+
+        /* the communicator the plan assumes: rank r on node r / ppn, its
+         * GPU r % ppn on rail (r % ppn) * rails / ppn */
+        for (int r = 0; r < mn_size; r++) {
+            int node = -1, rail = -2;
+            zc_comm_rank_node(comm, r, &node);
+            zc_comm_rank_rail(comm, r, &rail);
+            layout_ok &= node == r / ppn && rail == (r % ppn) * nrails / ppn;
+        }
+        /* elsewhere (the topology put ranks on other rails) the plan's
+         * hops are not this run's routes (zc_plan_ring_hops(3)) */
+        if (!layout_ok && mn_rank == 0)
+            printf("# ranks are not on the nodes and rails a plan assumes: the plan's routes "
+                   "are not compared with the run\n");
+        opts.flags = ZC_PLAN_EVEN_SPLIT;
+        opts.rails = nrails;
+        MN_CHECK(zc_plan_create(nnodes, ppn, 100, &seq, 1, &opts, &plan) == ZC_OK &&
+                     zc_plan_ring_hops(plan, 0, &hops, &nh) == ZC_OK && nh == (size_t)nnodes,
+                 "plan of one sequence on the even ring: %zu hops", nh);
+        if (layout_ok && nh == (size_t)nnodes) {
+            zc_transfer_t hop_list[16], none[16];
+            uint64_t s[3][ZC_PLAN_MAX_RAILS], r[3][ZC_PLAN_MAX_RAILS];
+            uint64_t want_s[ZC_PLAN_MAX_RAILS] = {0}, want_r[ZC_PLAN_MAX_RAILS] = {0};
+            size_t elem = zc_datatype_size(ZC_FLOAT32);
+
+            /* one routed call with every hop of the ring, as ring attention
+             * posts them; counts that do not divide by the rails */
+            for (size_t h = 0; h < nh; h++) {
+                hop_list[h] = (zc_transfer_t){hops[h].src_rank, hops[h].dst_rank,
+                                              (1 << 20) + 1 + (int64_t)h};
+                none[h] = (zc_transfer_t){hops[h].src_rank, hops[h].dst_rank, 0};
+                MN_CHECK(hops[h].x_send == nrails && hops[h].x_recv == nrails,
+                         "hop %zu: %d slices for %d rails", h, hops[h].x_send, nrails);
+                for (int k = 0; k < nrails && k < hops[h].x_send; k++) {
+                    int64_t off, len;
+                    zc_plan_slice(hop_list[h].count, hops[h].x_send, k, &off, &len);
+                    want_s[k] += hops[h].send_proxies[k] == mn_rank ? (uint64_t)len * elem : 0;
+                    want_r[k] += hops[h].recv_proxies[k] == mn_rank ? (uint64_t)len * elem : 0;
+                }
+            }
+            for (int k = 0; k < nrails; k++)
+                zc_comm_rail_bytes(comm, k, &s[0][k], &r[0][k]);
+            run_transfers(comm, none, (int)nh, ZC_FLOAT32);
+            for (int k = 0; k < nrails; k++)
+                zc_comm_rail_bytes(comm, k, &s[1][k], &r[1][k]);
+            run_transfers(comm, hop_list, (int)nh, ZC_FLOAT32);
+            for (int k = 0; k < nrails; k++) {
+                zc_comm_rail_bytes(comm, k, &s[2][k], &r[2][k]);
+                uint64_t sent = (s[2][k] - s[1][k]) - (s[1][k] - s[0][k]);
+                uint64_t got = (r[2][k] - r[1][k]) - (r[1][k] - r[0][k]);
+                MN_CHECK(sent == want_s[k] && got == want_r[k],
+                         "rail %d: sent %llu and received %llu bytes, the plan says %llu and "
+                         "%llu", k, (unsigned long long)sent, (unsigned long long)got,
+                         (unsigned long long)want_s[k], (unsigned long long)want_r[k]);
+            }
+        }
+        zc_plan_destroy(plan);
+        if (layout_ok)
+            mn_report(comm, "the plan's hops are the run's routes: each rank sends and "
+                      "receives on each rail exactly the slices zc_plan_ring_hops and "
+                      "zc_plan_slice name");
+    }
+
     /* Lists that differ at one rank only (rank 1, a proxy of the split
      * transfer, says one byte more): every rank fails with ZC_ERR_MISMATCH
      * before any data moves, small or split over the rails; the agreed

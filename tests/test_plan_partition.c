@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "src/plan.h"
+#include "src/route.h"
 #include "src/status.h"
 #include "tap.h"
 #include "tools/zc_plan_dataset.h"
@@ -20,8 +21,10 @@
  *    chunks i and 2G-1-i of the sizes its tokens[i] gives;
  *  - the fill step's bounds: at most N - 1 sequences shorter than s1 cross
  *    nodes, at most P - 1 sequences are cut over the devices of one node;
- *  - one routed hop per node crossing, x = min(ring GPUs of both nodes),
- *    proxies rail-aligned. */
+ *  - one routed hop per node crossing, cut into one slice per rail (the
+ *    default rails: one per GPU, at most 16); slice k leaves and arrives
+ *    on rail k (device g sits on rail g * rails / P), through the hop's own
+ *    end where that end sits on rail k. */
 static const char *plan_properties(zc_plan_h plan, const int64_t *len, size_t n)
 {
     static char why[256];
@@ -120,7 +123,7 @@ static const char *plan_properties(zc_plan_h plan, const int64_t *len, size_t n)
                 return why;
             }
         }
-        /* proxies: one hop per node boundary, x = min ring GPUs of both nodes */
+        /* routes: one hop per node boundary, one slice per rail */
         for (int i = 0; i < ring.nranks; i++)
             ncross += ring.ranks[i] / info.gpus_per_node !=
                       ring.ranks[(i + 1) % ring.nranks] / info.gpus_per_node;
@@ -132,28 +135,28 @@ static const char *plan_properties(zc_plan_h plan, const int64_t *len, size_t n)
             return why;
         }
         for (size_t h = 0; h < nh; h++) {
-            int gs = 0, gd = 0;
+            int P = info.gpus_per_node, R = P < ZC_PLAN_MAX_RAILS ? P : ZC_PLAN_MAX_RAILS;
+            int src = hops[h].src_rank, dst = hops[h].dst_rank;
 
-            for (int i = 0; i < ring.nranks; i++) {
-                gs += ring.ranks[i] / info.gpus_per_node == hops[h].src_node;
-                gd += ring.ranks[i] / info.gpus_per_node == hops[h].dst_node;
-            }
-            if (hops[h].x_send != (gs < gd ? gs : gd) || hops[h].x_recv != hops[h].x_send) {
-                snprintf(why, sizeof(why), "ring %d hop %zu: x %d/%d for %d/%d GPUs", r, h,
-                         hops[h].x_send, hops[h].x_recv, gs, gd);
+            if (hops[h].x_send != R || hops[h].x_recv != R) {
+                snprintf(why, sizeof(why), "ring %d hop %zu: x %d/%d for %d rails", r, h,
+                         hops[h].x_send, hops[h].x_recv, R);
                 free(dev_cuts);
                 return why;
             }
-            for (int k = 0; k < hops[h].x_send; k++)
-                if (hops[h].send_proxies[k] / info.gpus_per_node != hops[h].src_node ||
-                    hops[h].recv_proxies[k] / info.gpus_per_node != hops[h].dst_node ||
-                    hops[h].send_proxies[k] % info.gpus_per_node !=
-                        hops[h].recv_proxies[k] % info.gpus_per_node) {
-                    snprintf(why, sizeof(why), "ring %d hop %zu slice %d not rail aligned", r,
-                             h, k);
+            for (int k = 0; k < R; k++) {
+                int sp = hops[h].send_proxies[k], rp = hops[h].recv_proxies[k];
+
+                if (sp / P != hops[h].src_node || rp / P != hops[h].dst_node ||
+                    sp / P != src / P || rp / P != dst / P || (sp % P) * R / P != k ||
+                    (rp % P) * R / P != k || ((src % P) * R / P == k && sp != src) ||
+                    ((dst % P) * R / P == k && rp != dst)) {
+                    snprintf(why, sizeof(why), "ring %d hop %d->%d slice %d: %d->%d is not "
+                             "on rail %d", r, src, dst, k, sp, rp, k);
                     free(dev_cuts);
                     return why;
                 }
+            }
         }
     }
     for (int v = 0; v < info.nnodes; v++)
@@ -612,6 +615,87 @@ static void full_adversarial(void)
     }
 }
 
+/* The routes of a plan's hops, worked by hand from the runtime's rule
+ * (src/route.c: a rank on the rail forwards its own slice, else the node's
+ * ranks on rail k in turn by src + k, else any rank of the node), and the
+ * slice rule (remainder to the first rails, as zc_route_slice cuts). */
+static int same(const int *got, const int *want, int n)
+{
+    for (int i = 0; i < n; i++)
+        if (got[i] != want[i])
+            return 0;
+    return 1;
+}
+
+static void route_cases(void)
+{
+    zc_plan_opts_t opts = ZC_PLAN_OPTS_INITIALIZER;
+    const zc_plan_hop_t *hops;
+    zc_plan_ring_t ring;
+    zc_plan_h plan = NULL;
+    size_t nh = 0;
+    int64_t off[4], len[4], one = 1600, two = 40;
+    int slices_ok = 1;
+
+    /* Cluster A's shape: 8 GPUs, 4 NICs (GPU g on rail g / 2); one sequence
+     * on the even ring 0..15: hops 7 -> 8 and 15 -> 0. */
+    opts.flags = ZC_PLAN_EVEN_SPLIT;
+    opts.rails = 4;
+    ok(zc_plan_create(2, 8, 100, &one, 1, &opts, &plan) == ZC_OK &&
+           zc_plan_ring(plan, 0, &ring) == ZC_OK && ring.nranks == 16 &&
+           zc_plan_ring_hops(plan, 0, &hops, &nh) == ZC_OK && nh == 2,
+       "8 GPUs x 4 rails: the even ring has two inter-node hops");
+    if (nh == 2) {
+        static const int s0[] = {1, 2, 5, 7}, r0[] = {8, 10, 13, 14};
+        static const int s1[] = {9, 10, 13, 15}, r1[] = {0, 2, 5, 6};
+
+        ok(hops[0].src_rank == 7 && hops[0].dst_rank == 8 && hops[0].x_send == 4 &&
+               hops[0].x_recv == 4 && same(hops[0].send_proxies, s0, 4) &&
+               same(hops[0].recv_proxies, r0, 4),
+           "hop 7 -> 8: 4 slices (not x = 8), proxies 1,2,5,7 -> 8,10,13,14 (salt 7)");
+        ok(hops[1].src_rank == 15 && hops[1].dst_rank == 0 && same(hops[1].send_proxies, s1, 4) &&
+               same(hops[1].recv_proxies, r1, 4),
+           "hop 15 -> 0: proxies 9,10,13,15 -> 0,2,5,6 (salt 15)");
+    }
+    zc_plan_destroy(plan);
+    plan = NULL;
+    nh = 0;
+
+    /* More rails than GPUs: 2 GPUs on rails 0 and 2 of 4; rails 1 and 3
+     * have no rank, any rank of the node forwards them (by src + k). */
+    ok(zc_plan_create(2, 2, 10, &two, 1, &opts, &plan) == ZC_OK &&
+           zc_plan_ring_hops(plan, 0, &hops, &nh) == ZC_OK && nh == 2,
+       "2 GPUs x 4 rails: two hops");
+    if (nh == 2) {
+        static const int s0[] = {0, 0, 1, 0}, r0[] = {2, 2, 3, 2};
+
+        ok(hops[0].src_rank == 1 && hops[0].dst_rank == 2 && hops[0].x_send == 4 &&
+               same(hops[0].send_proxies, s0, 4) && same(hops[0].recv_proxies, r0, 4),
+           "hop 1 -> 2 over 4 rails: proxies 0,0,1,0 -> 2,2,3,2");
+    }
+    zc_plan_destroy(plan);
+
+    /* The slice rule: 10 over 3 is 4,3,3 (the runtime's; was 3,3,4), and
+     * zc_plan_slice is zc_route_slice for every count and rail count. */
+    for (int k = 0; k < 3; k++)
+        zc_plan_slice(10, 3, k, &off[k], &len[k]);
+    ok(off[0] == 0 && len[0] == 4 && off[1] == 4 && len[1] == 3 && off[2] == 7 && len[2] == 3,
+       "zc_plan_slice: 10 elements over 3 rails are 4, 3, 3");
+    for (int64_t n = 0; n < 200; n++)
+        for (int x = 1; x <= ZC_PLAN_MAX_RAILS; x++)
+            for (int k = 0, end = 0; k < x; k++) {
+                int64_t o, l, ro, rl;
+
+                slices_ok &= zc_plan_slice(n, x, k, &o, &l) == ZC_OK;
+                zc_route_slice(n, x, k, &ro, &rl);
+                slices_ok &= o == ro && l == rl && o == end && l >= n / x && l <= n / x + 1 &&
+                             (k + 1 < x || o + l == n);
+                end = (int)(o + l);
+            }
+    ok(slices_ok, "zc_plan_slice equals zc_route_slice: contiguous, n / x or one more, "
+       "covering n (n < 200, 1..16 rails)");
+}
+
 int main(void)
 {
     random_batches();
@@ -620,5 +704,6 @@ int main(void)
     exhaustive_small();
     open_cases();
     adversarial();
+    route_cases();
     return tap_done();
 }

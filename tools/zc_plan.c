@@ -3,6 +3,7 @@
 
 #include <errno.h>
 #include <getopt.h>
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -18,7 +19,7 @@ static void usage(FILE *f)
             "usage: zc_plan --nodes N --gpus-per-node P --capacity L\n"
             "               [--lengths FILE|-] [--dataset arxiv|github|prolong64k --total TOKENS"
             " [--seed S]]\n"
-            "               [--cluster FILE] [--json] [--compare] [LENGTH...]\n");
+            "               [--cluster FILE] [--rails R] [--json] [--compare] [LENGTH...]\n");
 }
 
 static int parse_int(const char *opt, const char *s, long long min, long long *v)
@@ -147,16 +148,16 @@ static void print_text(zc_plan_h plan, const zc_plan_info_t *in)
         printf("%s\n", ring.nranks > 16 ? ",..." : "");
     }
     print_cuts(plan, in);
-    printf("\n# routing proxies (inter-node hops)\n");
+    printf("\n# routes of the inter-node hops: one slice per rail (zc_plan_slice of the "
+           "hop's bytes), send proxy -> receive proxy on that rail\n");
     for (int r = 0; r < in->nrings; r++) {
         const zc_plan_hop_t *h;
         size_t nh;
 
         zc_plan_ring_hops(plan, r, &h, &nh);
         for (size_t k = 0; k < nh; k++) {
-            printf("ring %d: %d (node %d) -> %d (node %d): x1 = %d, x2 = %d, proxies", r,
-                   h[k].src_rank, h[k].src_node, h[k].dst_rank, h[k].dst_node, h[k].x_send,
-                   h[k].x_recv);
+            printf("ring %d: %d (node %d) -> %d (node %d): %d rails:", r, h[k].src_rank,
+                   h[k].src_node, h[k].dst_rank, h[k].dst_node, h[k].x_send);
             for (int x = 0; x < h[k].x_send; x++)
                 printf(" %d->%d", h[k].send_proxies[x], h[k].recv_proxies[x]);
             printf("\n");
@@ -176,8 +177,9 @@ static void print_json(zc_plan_h plan, const zc_plan_info_t *in, const zc_plan_o
     size_t nt;
 
     printf("{\"cluster\": {\"nodes\": %d, \"gpus_per_node\": %d, \"capacity\": %lld, "
-           "\"b_intra\": %.9g, \"b_inter\": %.9g%s%s%s},\n", in->nnodes, in->gpus_per_node,
-           (long long)in->capacity, opts->b_intra, opts->b_inter, cl ? ", \"name\": \"" : "",
+           "\"b_intra\": %.9g, \"b_inter\": %.9g, \"rails\": %d%s%s%s},\n", in->nnodes,
+           in->gpus_per_node, (long long)in->capacity, opts->b_intra, opts->b_inter, opts->rails,
+           cl ? ", \"name\": \"" : "",
            cl ? cl->name : "", cl ? "\"" : "");
     printf(" \"s1\": %lld, \"cut\": %s,\n \"sequences\": [", (long long)in->s1,
            in->flags & ZC_PLAN_CUT ? "true" : "false");
@@ -282,12 +284,13 @@ int main(int argc, char **argv)
         {"total", required_argument, NULL, 't'},
         {"seed", required_argument, NULL, 's'},
         {"cluster", required_argument, NULL, 'c'},
+        {"rails", required_argument, NULL, 'R'},
         {"json", no_argument, NULL, 'j'},
         {"compare", no_argument, NULL, 'C'},
         {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0},
     };
-    long long nodes = 0, gpus = 0, cap = 0, total = 0, seed = 1, v;
+    long long nodes = 0, gpus = 0, cap = 0, total = 0, seed = 1, rails = 0, v;
     const char *lengths_file = NULL, *cluster_file = NULL;
     int dataset = -1, json = 0, cmp = 0, opt, rc = 1;
     int64_t *len = NULL;
@@ -316,6 +319,7 @@ int main(int argc, char **argv)
         case 's': if (parse_int("--seed", optarg, 0, &seed)) return 2; break;
         case 'l': lengths_file = optarg; break;
         case 'c': cluster_file = optarg; break;
+        case 'R': if (parse_int("--rails", optarg, 1, &rails)) return 2; break;
         case 'j': json = 1; break;
         case 'C': cmp = 1; break;
         case 'd':
@@ -394,6 +398,14 @@ int main(int argc, char **argv)
             goto out;
         }
         /* remap costs per token: intra link, and a GPU's share of the NICs */
+        /* the plan's hops split over the cluster's NICs, as the runtime's
+         * routes do over the communicator's rails */
+        if (rails && rails != cl.nics_per_node) {
+            fprintf(stderr, "zc_plan: --rails %lld, but --cluster %s has %d NICs per node\n",
+                    rails, cluster_file, cl.nics_per_node);
+            goto out;
+        }
+        rails = cl.nics_per_node;
         opts.b_intra = 1.0 / (cl.intra_gbytes * 1e9);
         opts.b_inter = 1.0 / (cl.nic_gbps * 1e9 / 8 * cl.nics_per_node / cl.gpus_per_node);
         if (opts.b_inter < opts.b_intra)
@@ -402,6 +414,7 @@ int main(int argc, char **argv)
         fprintf(stderr, "zc_plan: --compare needs --cluster FILE\n");
         goto out;
     }
+    opts.rails = rails > INT_MAX ? INT_MAX : (int)rails; /* zc_plan_create checks the range */
     if (zc_plan_create((int)nodes, (int)gpus, cap, len, n, &opts, &plan) != ZC_OK) {
         fprintf(stderr, "zc_plan: %s\n", zc_get_last_error());
         goto out;

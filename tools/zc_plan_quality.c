@@ -32,10 +32,12 @@ static int measure(const zc_cluster_t *cl, int gpus, int64_t L, const int64_t *l
     zc_plan_h full = NULL, head = NULL;
     zc_cost_t c;
     zc_plan_info_t info;
+    zc_plan_opts_t opts = ZC_PLAN_OPTS_INITIALIZER;
     int rc = -1;
 
-    if (zc_plan_create(N, P, L, len, n, NULL, &full) != ZC_OK ||
-        zc_plan_create(N, P, L + L / 4, len, n, NULL, &head) != ZC_OK)
+    opts.rails = cl->nics_per_node; /* hops split over the NICs zc_plan_cost prices */
+    if (zc_plan_create(N, P, L, len, n, &opts, &full) != ZC_OK ||
+        zc_plan_create(N, P, L + L / 4, len, n, &opts, &head) != ZC_OK)
         goto out;
     if (zc_plan_cost(full, cl, ZC_COST_ZEPPELIN, &c) != ZC_OK)
         goto out;

@@ -147,6 +147,8 @@ static void mode_setup(zc_comm_h comm, const ra_opts_t *o, const rad_batch_t *b,
     zc_comm_size(comm, &size);
     zc_comm_node_count(comm, &nnodes);
     popts.flags = modes[m].plan_flags;
+    /* the plan's hops then name the routes this communicator runs */
+    zc_comm_rail_count(comm, &popts.rails);
     st = zc_plan_create(nnodes, size / nnodes, capacity, lengths, count, &popts, &run->plan);
     if (st != ZC_OK)
         zc_perf_die(TOOL, "zc_plan_create", st);

@@ -85,7 +85,8 @@ def call(name, *args):
 
 class PlanOpts(ctypes.Structure):
     _fields_ = [("size", ctypes.c_size_t), ("b_intra", ctypes.c_double),
-                ("b_inter", ctypes.c_double), ("flags", ctypes.c_uint)]
+                ("b_inter", ctypes.c_double), ("flags", ctypes.c_uint),
+                ("rails", ctypes.c_int), ("reserved", ctypes.c_int)]
 
 
 class PlanInfo(ctypes.Structure):

@@ -25,10 +25,11 @@ class Plan(_lib.Handle):
     _destroy, _what = "zc_plan_destroy", "plan"
 
     def __init__(self, lengths, nnodes, gpus_per_node, capacity, even_split=False,
-                 b_intra=1.0, b_inter=10.0):
+                 b_intra=1.0, b_inter=10.0, rails=0):
         self.lengths = [int(n) for n in lengths]
+        # rails: the communicator's zc_comm_rail_count (0: one per GPU)
         opts = _lib.PlanOpts(ctypes.sizeof(_lib.PlanOpts), b_intra, b_inter,
-                             EVEN_SPLIT if even_split else 0)
+                             EVEN_SPLIT if even_split else 0, int(rails), 0)
         handle = ctypes.c_void_p()
         call("zc_plan_create", ctypes.c_int(nnodes), ctypes.c_int(gpus_per_node),
              ctypes.c_int64(capacity), _lib.int64_array(self.lengths),
