@@ -273,8 +273,8 @@ typedef enum {
 #define ZC_PLAN_SEQ_CUT_NODES   (1u << 0) /* fit whole in no node: cut over consecutive nodes */
 #define ZC_PLAN_SEQ_CUT_DEVICES (1u << 1) /* fit whole (or on an even ring) in no device of a
                                             node: cut over consecutive devices */
-#define ZC_PLAN_SEQ_UNEVEN      (1u << 2) /* longer than a node, no even split over nodes fit:
-                                            poured into the nodes with most room */
+#define ZC_PLAN_SEQ_UNEVEN      (1u << 2) /* a ring whose even split had no room: poured into
+                                            the nodes (z2) or devices (z1) with most room */
 
 #define ZC_PLAN_MAX_RAILS 16   /* rails a communicator or a plan uses, at most */
 

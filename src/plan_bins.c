@@ -177,3 +177,38 @@ void zc_take_positions(const int64_t *share, int n, const int *rank, int64_t *lo
         loads[rank[p]] -= share[p];
 }
 
+
+int64_t zc_even_ring_nodes(const int64_t *loads, int *chosen, int k, int64_t len, int ppn,
+                           int64_t *frag, int *rot)
+{
+    int g = k * ppn, first = chosen[0], best = 0, home = 0;
+    int64_t hi = INT64_MAX;
+
+    /* ring order: the chosen nodes by index, rotated; block 0 holds the
+     * chunks' extra tokens first, so by default it goes on the least loaded
+     * node; small rings try every rotation for the lowest peak */
+    qsort(chosen, (size_t)k, sizeof(*chosen), zc_int_cmp);
+    for (int b = 0; b < k; b++) {
+        if (chosen[b] == first)
+            home = b;
+        frag[b] = zc_block_tokens(len, g, ppn, b);
+    }
+    for (int r = 0; r < k; r++) {
+        int cand = k <= 64 ? r : home;
+        int64_t peak = 0;
+
+        for (int b = 0; b < k; b++) {
+            int64_t l = loads[chosen[(cand + b) % k]] + frag[b];
+
+            peak = l > peak ? l : peak;
+        }
+        if (peak < hi) {
+            hi = peak;
+            best = cand;
+        }
+        if (k > 64)
+            break;
+    }
+    *rot = best;
+    return hi;
+}

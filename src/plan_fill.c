@@ -185,7 +185,7 @@ static int zc_pour(const int64_t *loads, const int *idx, int n, int *at, int64_t
 static int zc_place_inter(zc_partitioner_t *pt, size_t s, int k, int *nodes, int *chosen,
                           int64_t *frag)
 {
-    int N = pt->nnodes, P = pt->ppn, g = k * P, rot = 0, best = 0, first;
+    int N = pt->nnodes, P = pt->ppn, g = k * P, rot;
     int64_t len = pt->len[s], cap = (int64_t)P * pt->capacity, hi;
 
     for (int i = 0; i < N; i++)
@@ -196,37 +196,11 @@ static int zc_place_inter(zc_partitioner_t *pt, size_t s, int k, int *nodes, int
     if (pt->node_load[nodes[k - 1]] + (int64_t)P * (len / g) > cap)
         return 0;
     memcpy(chosen, nodes, (size_t)k * sizeof(*chosen));
-    first = chosen[0]; /* least loaded */
-    /* ring order: the chosen nodes by index, rotated; block 0 holds the
-     * chunks' extra tokens first, so by default it goes on the least loaded
-     * node; small rings try every rotation for the lowest peak */
-    qsort(chosen, (size_t)k, sizeof(*chosen), zc_int_cmp);
-    for (int b = 0; b < k; b++) {
-        if (chosen[b] == first)
-            rot = b;
-        frag[b] = zc_block_tokens(len, g, P, b);
-    }
-    hi = INT64_MAX;
-    for (int r = 0; r < k; r++) {
-        int cand = k <= 64 ? r : rot;
-        int64_t peak = 0;
-
-        for (int b = 0; b < k; b++) {
-            int64_t l = pt->node_load[chosen[(cand + b) % k]] + frag[b];
-
-            peak = l > peak ? l : peak;
-        }
-        if (peak < hi) {
-            hi = peak;
-            best = cand;
-        }
-        if (k > 64)
-            break;
-    }
+    hi = zc_even_ring_nodes(pt->node_load, chosen, k, len, P, frag, &rot);
     if (hi > cap)
         return 0;
     for (int b = 0; b < k; b++)
-        if (zc_frag_add(pt, s, chosen[(best + b) % k], frag[b], b, 1) != ZC_OK)
+        if (zc_frag_add(pt, s, chosen[(rot + b) % k], frag[b], b, 1) != ZC_OK)
             return -1;
     return 1;
 }
@@ -409,9 +383,7 @@ static int zc_place_ring(zc_partitioner_t *pt, zc_frag_t *f, int g, int *cursor,
         return 1;
     }
     zc_take_positions(share, g, rank, loads);
-    for (int i = 0; i < P; i++)
-        devs[i] = base + i;
-    zc_sort_by_load(devs, P, loads);
+    /* devs are still sorted by load: the loads are back as they were */
     for (; g <= P; g++) {
         int at = 0, m = zc_pour(loads, devs, g, &at, pt->capacity, f->tokens, bin, take);
 

@@ -153,8 +153,8 @@ static int zc_place_inter(zc_partitioner_t *pt, size_t s, int k0, int *nodes, in
     for (int i = 0; i < N; i++)
         nodes[i] = i;
     for (int k = k0; k <= N; k++) {
-        int g = k * P, rot = 0, best = 0, first;
-        int64_t hi = 0;
+        int g = k * P, rot;
+        int64_t hi;
 
         /* the k least-loaded nodes: a selection for the first try, one full
          * sort when the sequence needs more nodes than Alg. 1 asked for */
@@ -167,34 +167,7 @@ static int zc_place_inter(zc_partitioner_t *pt, size_t s, int k0, int *nodes, in
         if (pt->node_load[nodes[k - 1]] + (int64_t)P * (len / g) > cap)
             continue;
         memcpy(chosen, nodes, (size_t)k * sizeof(*chosen));
-        first = chosen[0]; /* least loaded */
-        /* ring order: the chosen nodes by index, rotated; block 0 holds the
-         * chunks' extra tokens first, so by default it goes on the least
-         * loaded node; small rings try every rotation for the lowest peak */
-        qsort(chosen, (size_t)k, sizeof(*chosen), zc_int_cmp);
-        for (int b = 0; b < k; b++) {
-            if (chosen[b] == first)
-                rot = b;
-            frag[b] = zc_block_tokens(len, g, P, b);
-        }
-        hi = INT64_MAX;
-        for (int r = 0; r < k; r++) {
-            int cand = k <= 64 ? r : rot;
-            int64_t peak = 0;
-
-            for (int b = 0; b < k; b++) {
-                int64_t l = pt->node_load[chosen[(cand + b) % k]] + frag[b];
-
-                peak = l > peak ? l : peak;
-            }
-            if (peak < hi) {
-                hi = peak;
-                best = cand;
-            }
-            if (k > 64)
-                break;
-        }
-        rot = best;
+        hi = zc_even_ring_nodes(pt->node_load, chosen, k, len, P, frag, &rot);
         if (hi <= cap) {
             int *ring;
 

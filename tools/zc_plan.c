@@ -78,8 +78,8 @@ static void print_cuts(zc_plan_h plan, const zc_plan_info_t *in)
         printf("seq %zu (%lld tokens) over %d devices of %d node%s:", s, (long long)q.length,
                ring.nranks, ring.nnodes, ring.nnodes > 1 ? "s" : "");
         if (q.cut & ZC_PLAN_SEQ_UNEVEN)
-            printf(" longer than a node, no even split over nodes had room, poured into the "
-                   "nodes with most room;");
+            printf(" its ring's even split had no room, poured into the %s with most room;",
+                   ring.nnodes > 1 ? "nodes" : "devices");
         if (q.cut & ZC_PLAN_SEQ_CUT_NODES)
             printf(" fit whole in no node's leftover room, cut over consecutive nodes;");
         if (q.cut & ZC_PLAN_SEQ_CUT_DEVICES)
