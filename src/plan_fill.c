@@ -413,8 +413,8 @@ static int zc_is_z1(const zc_partitioner_t *pt, const zc_frag_t *f, int64_t s0)
 }
 
 /* One node: its z2 fragments over all devices, then its other fragments
- * (whole sequences and pieces of cut ones), longest first: z1 rings, z0
- * whole, and the fill step for the rest. */
+ * (whole sequences and pieces of cut ones), longest first: z0 sequences and
+ * pieces whole, z1 rings around them, the fill step for the rest. */
 static zc_status_t zc_alg2_node(zc_partitioner_t *pt, int node, zc_frag_t **items, size_t ni,
                                 zc_frag_t **deferred, int *devs, int *bin, int64_t *take)
 {
@@ -452,14 +452,12 @@ static zc_status_t zc_alg2_node(zc_partitioner_t *pt, int node, zc_frag_t **item
     /* z1: ceil(|s|^2 / c_avg) fragments, c_avg = sum(|s|^2) / P */
     for (size_t k = 0; k < ni; k++) {
         zc_frag_t *f = items[k];
-        unsigned __int128 sq = (unsigned __int128)f->tokens * (unsigned __int128)f->tokens;
-        int g;
+        unsigned __int128 sq = (unsigned __int128)f->tokens * (unsigned __int128)f->tokens, gg;
 
         if (!zc_is_z1(pt, f, s0))
             continue;
-        g = (sq * (unsigned)P + sumsq - 1) / sumsq > (unsigned)P
-                ? P : (int)((sq * (unsigned)P + sumsq - 1) / sumsq);
-        if (!zc_place_ring(pt, f, g, &cursor, devs, bin, take))
+        gg = (sq * (unsigned)P + sumsq - 1) / sumsq;
+        if (!zc_place_ring(pt, f, gg > (unsigned)P ? P : (int)gg, &cursor, devs, bin, take))
             deferred[nd++] = f;
     }
     /* fill: the rest poured over the devices, most room first */
