@@ -7,7 +7,10 @@
  * that nobody waits for it), builds the ring groups, and runs them in the
  * order inter-node -> intra-node (ring_attn_ring.c, or ring_attn_gather.c in
  * LLaMA CP mode), then the local sequences with no communication, then
- * finishes the routed calls it forwards for.  out (forward) and dq
+ * finishes the routed calls it forwards for.  A backward call may run in
+ * the paper's reverse order instead (Fig. 12c: local -> intra-node ->
+ * inter-node; ZC_RING_ATTN_BWD_ORDER), which every rank must agree on: it
+ * is part of the fingerprint.  out (forward) and dq
  * (backward) accumulate in fp32 over this rank's rows and are rounded to
  * the caller's dtype once at the end. */
 #include "config.h"
@@ -204,10 +207,12 @@ zc_status_t zc_ra_check_args(zc_comm_h comm, zc_plan_h plan, const zc_ring_attn_
 
 /* What every rank must share: the plan's inputs and the attention shape. */
 static uint64_t zc_ra_fingerprint(zc_plan_h plan, const zc_ring_attn_args_t *a, int backward,
-                                  int on_streams)
+                                  int on_streams, int reverse)
 {
-    int shape[7] = {(int)a->mode, a->num_heads_q, a->num_heads_kv, a->head_dim, (int)a->dtype,
-                    backward, on_streams};
+    /* the queue order fixes the routed-call list and the tags: ranks that
+     * differ on it would wait on each other's calls */
+    int shape[8] = {(int)a->mode, a->num_heads_q, a->num_heads_kv, a->head_dim, (int)a->dtype,
+                    backward, on_streams, reverse};
     uint64_t h = ZC_FNV1A_INIT;
 
     h = zc_fnv1a(h, &plan->nnodes, sizeof(plan->nnodes));
@@ -296,17 +301,32 @@ static zc_status_t zc_ra_run(zc_ra_ctx_t *ctx)
 
     ZC_CHECK(zc_env_get_int("ZC_RING_ATTN_SLICE_MFLOP", &mflop));
     ctx->slice_flops = mflop > 0 ? (double)mflop * 1e6 : 0;
-    ZC_CHECK(zc_ra_groups_build(ctx));
+    ZC_CHECK(zc_ra_groups_build(ctx)); /* in run order: reversed when ctx->reverse */
+    if (ctx->reverse)
+        ZC_CHECK(zc_ra_local(ctx));
     for (int g = 0; g < ctx->ngroups; g++) {
         if (a->mode == ZC_RING_ATTN_LLAMA_CP)
             ZC_CHECK(ctx->backward ? zc_ra_gather_bwd(ctx, g) : zc_ra_gather_fwd(ctx, g));
         else
             ZC_CHECK(ctx->backward ? zc_ra_ring_bwd(ctx, g) : zc_ra_ring_fwd(ctx, g));
     }
-    ZC_CHECK(zc_ra_local(ctx));
+    if (!ctx->reverse)
+        ZC_CHECK(zc_ra_local(ctx));
     ZC_CHECK(zc_ra_drain(ctx));
     if (a->dtype != ZC_FLOAT32)
         ZC_CHECK(zc_ra_round_acc(ctx));
+    return ZC_OK;
+}
+
+/* ZC_RING_ATTN_BWD_ORDER: the host engine's backward queue order. */
+static zc_status_t zc_ra_bwd_order(int *reverse)
+{
+    const char *v = zc_env_get("ZC_RING_ATTN_BWD_ORDER");
+
+    *reverse = strcmp(v, "reverse") == 0;
+    if (!*reverse && strcmp(v, "forward") != 0)
+        return zc_error(ZC_ERR_INVALID_ARG, "ZC_RING_ATTN_BWD_ORDER=%s: must be forward or "
+                        "reverse", v);
     return ZC_OK;
 }
 
@@ -320,17 +340,22 @@ zc_status_t zc_ra_begin(zc_ra_ctx_t *ctx, zc_ra_engine_check_t engine, int on_st
     ZC_CHECK(zc_comm_check(comm));
     ctx->seq = comm->coll_seq++;
     local = zc_ra_check_args(comm, ctx->plan, args, ctx->backward, engine, &ctx->tokens);
+    /* the stream engine keeps the forward order (ring_attn_stream.c); a bad
+     * value is refused like a bad argument, so that no rank waits */
+    if (local == ZC_OK && ctx->backward && !on_streams)
+        local = zc_ra_bwd_order(&ctx->reverse);
     ZC_CHECK(zc_env_get_int("ZC_RING_ATTN_CHECK", &check));
     if (check) {
         zc_agree_range_t range;
 
         if (local != ZC_OK)
             return zc_agree_refuse(comm, local, zc_ra_agree_tag, ctx);
-        ZC_CHECK(zc_agree(comm, zc_ra_fingerprint(ctx->plan, args, ctx->backward, on_streams),
+        ZC_CHECK(zc_agree(comm, zc_ra_fingerprint(ctx->plan, args, ctx->backward, on_streams,
+                                                  ctx->reverse),
                           zc_ra_agree_tag, ctx, &range));
         if (range.lo != range.hi)
             return zc_error(ZC_ERR_MISMATCH, "plan: ranks disagree on the plan, the attention "
-                            "arguments or the form (host or stream)%s",
+                            "arguments, the form (host or stream) or ZC_RING_ATTN_BWD_ORDER%s",
                             range.lo == 0 ? " (another rank refused its own)" : "");
     } else if (local != ZC_OK) {
         return local;

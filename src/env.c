@@ -67,6 +67,10 @@ static const zc_env_var_t zc_env_table[] = {
     {"ZC_RING_ATTN_SLICE_MFLOP", "1024",
      "zc_ring_attn: attention work (MFLOP) between two progress calls while transfers are in "
      "flight (0: never cut a block)"},
+    {"ZC_RING_ATTN_BWD_ORDER", "forward",
+     "zc_ring_attn_bwd: queue order of the host engine's backward, forward (inter-node, "
+     "intra-node, local) or reverse (local, intra-node, inter-node: the paper's Fig. 12c); same "
+     "value on every rank"},
 };
 
 const zc_env_var_t *zc_env_vars(size_t *count)

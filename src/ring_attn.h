@@ -101,6 +101,9 @@ typedef struct {
     zc_plan_h plan;
     const zc_ring_attn_args_t *args;
     int backward;
+    int reverse;              /* backward in the paper's reverse queue order (Fig. 12c):
+                               * local, then the groups last to first
+                               * (ZC_RING_ATTN_BWD_ORDER; host engine only) */
     float scale;
     size_t elem;              /* bytes of one element of dtype */
     int64_t row_q, row_kv;    /* elements of one token of q, of k */
@@ -112,7 +115,8 @@ typedef struct {
     size_t local_first;       /* first local piece */
     int64_t local_row0;
 
-    zc_ra_group_t *groups;    /* inter-node groups first, then intra-node */
+    zc_ra_group_t *groups;    /* run order: inter-node groups first, then intra-node;
+                               * reversed when `reverse` */
     int ngroups;
     int *group_rings;         /* every group's ring ids, group after group */
     int ngroup_rings;
@@ -153,9 +157,10 @@ typedef zc_status_t (*zc_ra_engine_check_t)(const zc_ring_attn_args_t *args, int
 zc_status_t zc_ra_check_args(zc_comm_h comm, zc_plan_h plan, const zc_ring_attn_args_t *args,
                              int backward, zc_ra_engine_check_t engine, int64_t *tokens);
 /* A call's start on every rank (ctx->comm, plan, args and backward set):
- * the checks, the agreement of every rank on the plan, the shape and the
- * engine (`on_streams`: the stream engine, whose transfers are NCCL's)
- * (ZC_RING_ATTN_CHECK), then the shape fields of ctx. */
+ * the checks, the backward queue order (ctx->reverse, host engine only),
+ * the agreement of every rank on the plan, the shape, the engine
+ * (`on_streams`: the stream engine, whose transfers are NCCL's) and the
+ * order (ZC_RING_ATTN_CHECK), then the shape fields of ctx. */
 zc_status_t zc_ra_begin(zc_ra_ctx_t *ctx, zc_ra_engine_check_t engine, int on_streams);
 
 /* ---- ring_attn_groups.c ---- */

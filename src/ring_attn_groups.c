@@ -3,9 +3,12 @@
  *
  * A group is a run of consecutive rings of one zone (inter-node first, then
  * intra-node, rings by id: the plan's buffer order) whose ranks form the
- * same cycle.  The rings of a group share every hop, so one message per hop
- * carries the KV of all their sequences, as TransformerEngine's CP does for
- * a packed batch over its one global ring.
+ * same cycle.  The rings of a group share every hop, so one message per
+ * hop carries the KV of all their sequences, as TransformerEngine's CP
+ * does for a packed batch over its one global ring.  ctx->groups is the
+ * run order: a backward call in reverse order (ctx->reverse) stores them
+ * last to first, so that the routed-call list and the group numbers in the
+ * tags follow the order the groups run in on every rank.
  *
  * In Zeppelin mode the inter-node hops of a ring (zc_plan_ring_hops) go
  * through zc_routed_sendrecv, which every rank of the communicator must
@@ -209,6 +212,20 @@ static zc_status_t zc_ra_routed_build(zc_ra_ctx_t *ctx)
     return ZC_OK;
 }
 
+/* The groups last to first, before the routed calls are listed: every
+ * rank posts those in list order, so the list must follow the run order
+ * (a forward-ordered list under a reversed run leaves each rank waiting on
+ * a call of a group it has not reached). */
+static void zc_ra_groups_reverse(zc_ra_ctx_t *ctx)
+{
+    for (int i = 0, j = ctx->ngroups - 1; i < j; i++, j--) {
+        zc_ra_group_t t = ctx->groups[i];
+
+        ctx->groups[i] = ctx->groups[j];
+        ctx->groups[j] = t;
+    }
+}
+
 zc_status_t zc_ra_groups_build(zc_ra_ctx_t *ctx)
 {
     zc_plan_info_t info;
@@ -226,6 +243,8 @@ zc_status_t zc_ra_groups_build(zc_ra_ctx_t *ctx)
     ZC_CHECK_GOTO(zc_ra_zone_groups(ctx, ZC_ZONE_INTER, info.nrings, ring_group), st, out);
     ZC_CHECK_GOTO(zc_ra_zone_groups(ctx, ZC_ZONE_INTRA, info.nrings, ring_group), st, out);
     zc_ra_member_pieces(ctx, ring_group);
+    if (ctx->reverse)
+        zc_ra_groups_reverse(ctx);
     ZC_CHECK_GOTO(zc_ra_routed_build(ctx), st, out);
 out:
     free(ring_group);

@@ -14,6 +14,12 @@
  * it in that sequence, so no two streams of any ranks can wait on each
  * other.
  *
+ * A backward call keeps the forward queue order here (inter-node,
+ * intra-node, local): ZC_RING_ATTN_BWD_ORDER=reverse applies to the host
+ * engine only, whose backward computes on the caller's thread between
+ * transfers; here both streams overlap whatever the order, and the order
+ * was measured on the host engine alone (BENCHMARKS.md).
+ *
  * A ring group at position p of G.  Forward: p's K|V is packed into
  * kv[0]; hop s + 1 (send kv[s % 2] on, receive kv[(s + 1) % 2]) waits
  * until step s - 1 has computed on the buffer it receives into, and step s

@@ -3,8 +3,14 @@
  *
  * Batches from the three datasets (tools/zc_plan_dataset.c, the paper's
  * Table 2) scaled down 32 times, 256 tokens per rank, plus one sequence
- * over the whole cluster; fp32 and bf16; the Zeppelin plan, routing only,
- * TE CP and LLaMA CP; forward then backward.  Every rank builds the whole
+ * over the whole cluster and a nearly full batch whose plan has three
+ * inter-node rings of different cycles (on 2 nodes x 4: three routed
+ * groups sharing every rank, so the backward's queue order decides the
+ * order of their routed calls); fp32 and bf16; the Zeppelin plan, routing
+ * only, TE CP and LLaMA CP; forward then backward, the backward in either
+ * queue order (ZC_RING_ATTN_BWD_ORDER, alternating so that every mode
+ * meets both: the reverse order with routed hops deadlocks unless the
+ * routed-call list follows it).  Every rank builds the whole
  * batch from its seed, computes the single-process reference itself and
  * compares its own rows (fp32 1e-5, bf16 2.5e-2 relative).  Routed hops
  * are forced through the proxies (ZC_ROUTED_MIN_BYTES=4096): in routing
@@ -117,25 +123,39 @@ int main(void)
     int64_t total = (int64_t)TOKENS_PER_RANK * mn_size;
     int64_t capacity = (total * 5 / 4 + mn_size - 1) / mn_size + 8;
 
-    for (int b = 0; b <= zc_dataset_count(); b++) {
-        int64_t *lengths = NULL, one = total - 5;
-        size_t count = 1;
-        const char *what = b < zc_dataset_count() ? zc_dataset_name(b) : "one sequence";
+    /* the three-ring batch: 146, 584 and 1318 tokens of 2048 at 264 per rank */
+    int64_t three[3] = {146 * total / 2048, 584 * total / 2048, 0};
 
-        if (b < zc_dataset_count())
+    three[2] = total - three[0] - three[1];
+    for (int b = 0; b <= zc_dataset_count() + 1; b++) {
+        int64_t *lengths = NULL, one = total - 5, cap = capacity;
+        size_t count = 1;
+        const char *what = b < zc_dataset_count()  ? zc_dataset_name(b)
+                           : b == zc_dataset_count() ? "one sequence"
+                                                     : "three inter-node rings";
+
+        if (b < zc_dataset_count()) {
             count = rad_sample(b, total, SCALE, 4242 + (uint64_t)b, &lengths);
+        } else if (b > zc_dataset_count()) {
+            count = 3;
+            cap = 264 * TOKENS_PER_RANK / 256;
+        }
         for (size_t s = 0; s < sizeof(shapes) / sizeof(shapes[0]); s++) {
             rad_batch_t ref;
 
-            MN_CHECK(rad_batch_init(&ref, lengths ? lengths : &one, count, shapes[s].hq,
-                                    shapes[s].hkv, shapes[s].d, shapes[s].dtype,
+            MN_CHECK(rad_batch_init(&ref, lengths ? lengths : count == 3 ? three : &one, count,
+                                    shapes[s].hq, shapes[s].hkv, shapes[s].d, shapes[s].dtype,
                                     77 + (uint64_t)(b * 10) + s) == 0, "out of memory");
             MN_CHECK(rad_batch_reference(&ref, 1) == ZC_OK, "reference");
             for (int m = 0; m < NMODES; m++) {
-                run_mode(comm, &ref, nnodes, mn_size / nnodes, capacity, &modes[m], nrails);
-                snprintf(name, sizeof(name), "%s (%zu seqs, %lld tokens), %s, %s: fwd + bwd match "
-                         "the single-process reference", what, count, (long long)ref.total,
-                         zc_datatype_name(shapes[s].dtype), modes[m].name);
+                const char *order = (b + (int)s + m) % 2 ? "reverse" : "forward";
+
+                setenv("ZC_RING_ATTN_BWD_ORDER", order, 1);
+                run_mode(comm, &ref, nnodes, mn_size / nnodes, cap, &modes[m], nrails);
+                snprintf(name, sizeof(name), "%s (%zu seqs, %lld tokens), %s, %s, bwd %s: fwd + "
+                         "bwd match the single-process reference", what, count,
+                         (long long)ref.total, zc_datatype_name(shapes[s].dtype), modes[m].name,
+                         order);
                 mn_report(comm, name);
             }
             rad_batch_free(&ref);

@@ -15,7 +15,9 @@
  * head, head dim 32) and bf16 (4/2 heads, head dim 40), each mode:
  * Zeppelin plan, routing only (the Zeppelin engine on the TE CP layout),
  * TE CP and LLaMA CP, with blocks whole, cut very fine or cut at the
- * default size (ZC_RING_ATTN_SLICE_MFLOP).
+ * default size (ZC_RING_ATTN_SLICE_MFLOP), the host engine's backward in
+ * either queue order (ZC_RING_ATTN_BWD_ORDER, alternating so that every
+ * mode meets both).
  *
  * The reference is single-process attention on the whole batch
  * (zc_attn_fwd/zc_attn_bwd on full sequences), made from the batch's seed;
@@ -326,6 +328,12 @@ out:
     zc_plan_destroy(plan);
 }
 
+/* The host engine's backward queue order of case (bi, si, mi). */
+static const char *bwd_order(int bi, int si, int mi)
+{
+    return (bi + si + mi) % 2 ? "reverse" : "forward";
+}
+
 static int rank_cases(int rank, int nranks, void *arg)
 {
     zc_comm_h comm;
@@ -346,6 +354,7 @@ static int rank_cases(int rank, int nranks, void *arg)
                     setenv("ZC_RING_ATTN_SLICE_MFLOP", slices[(bi + mi) % 3], 1);
                 else
                     unsetenv("ZC_RING_ATTN_SLICE_MFLOP");
+                setenv("ZC_RING_ATTN_BWD_ORDER", bwd_order(bi, si, mi), 1);
                 run_case(comm, rank, nranks, bi, si, mi, &results[c * MAX_RANKS + rank]);
             }
     zc_comm_destroy(comm);
@@ -408,9 +417,11 @@ static void report(int nranks, int ranks_failed, const char *prefix)
                              sizeof(worst_fp32_what), "%s of %.96s, %d ranks, %s", names[at],
                              batches[bi].name, nranks, modes[mi].name);
                 }
-                ok(!bad, "%s%d ranks, %s, %s, %s: out, lse, dq, dk, dv match (worst %.2g)%s%s%s",
+                ok(!bad,
+                   "%s%d ranks, %s, %s, %s%s%s: out, lse, dq, dk, dv match (worst %.2g)%s%s%s",
                    prefix, nranks, batches[bi].name, zc_datatype_name(shapes[si].dtype),
-                   modes[mi].name, all,
+                   modes[mi].name, stream_engine ? "" : ", bwd ",
+                   stream_engine ? "" : bwd_order(bi, si, mi), all,
                    stream_engine ? "; no stream race, transfers overlap as the mode wants" : "",
                    bad ? ": " : "", bad ? why : "");
             }
@@ -543,6 +554,15 @@ static int rank_bad(int rank, int nranks, void *arg)
      * transfers could never meet, so the agreement refuses it */
     EXPECT(rank == 0 ? emu_ring_attn(comm, plan, &a, 0, NULL) : zc_ring_attn_fwd(comm, plan, &a),
            ZC_ERR_MISMATCH, "host or stream");
+    /* backward queue orders that differ: the routed-call lists and tags
+     * would differ, so the agreement refuses it; a bad value is refused
+     * on its rank, nobody waiting for it */
+    setenv("ZC_RING_ATTN_BWD_ORDER", rank == 0 ? "reverse" : "forward", 1);
+    EXPECT(zc_ring_attn_bwd(comm, plan, &a), ZC_ERR_MISMATCH, "ZC_RING_ATTN_BWD_ORDER");
+    setenv("ZC_RING_ATTN_BWD_ORDER", rank == 0 ? "sideways" : "forward", 1);
+    EXPECT(zc_ring_attn_bwd(comm, plan, &a), rank == 0 ? ZC_ERR_INVALID_ARG : ZC_ERR_MISMATCH,
+           rank == 0 ? "ZC_RING_ATTN_BWD_ORDER" : "refused");
+    unsetenv("ZC_RING_ATTN_BWD_ORDER");
     EXPECT(zc_ring_attn_fwd(comm, small, &a), ZC_ERR_MISMATCH, "plan");
     EXPECT(zc_ring_attn_fwd(comm, diff, &a), ZC_ERR_MISMATCH, "plan");
     bad = a, bad.q = NULL;
@@ -606,7 +626,8 @@ int main(void)
     test_nonfinite();
     ok(run_ranks(4, rank_bad, NULL) == 0,
        "bad arguments: head counts, buffers too small, a plan of another size, plans or heads "
-       "that differ across ranks, one rank on the stream engine, NULL pointers, dtype, "
+       "that differ across ranks, one rank on the stream engine, backward queue orders that "
+       "differ or are neither forward nor reverse, NULL pointers, dtype, "
        "head_dim, mode, scale, memtype; each names its argument, nothing hangs, the "
        "communicator works afterwards");
     diag("worst fp32 error %.3g (%s); worst bf16 error %.3g (%s)", worst_fp32, worst_fp32_what,
