@@ -102,8 +102,10 @@ void zc_plan_destroy(zc_plan_h plan)
     free(plan->seq_ring);
     free(plan->pieces);
     free(plan->piece_off);
-    free(plan->lpieces);
-    free(plan->lpiece_off);
+    if (plan->lpieces != plan->pieces) {
+        free(plan->lpieces);
+        free(plan->lpiece_off);
+    }
     free(plan->before);
     free(plan->after);
     free(plan->hops);

@@ -339,12 +339,21 @@ static int zc_transfer_to_cmp(const void *x, const void *y)
 static zc_status_t zc_plan_linear_layout(struct zc_plan *plan)
 {
     int d = plan->nranks;
-    int64_t *send_off = malloc((size_t)d * sizeof(*send_off));
-    int64_t *tx_off = malloc((plan->ntransfers + 1) * sizeof(*tx_off));
-    zc_plan_transfer_t *by_to = malloc((plan->ntransfers + 1) * sizeof(*by_to));
+    int64_t *send_off, *tx_off;
+    zc_plan_transfer_t *by_to;
     size_t n = 0, cap = 0, k = 0;
     zc_status_t st = ZC_OK;
 
+    if (plan->ntransfers == 0) {
+        /* nothing moves (every rank of a full batch keeps its buffer): the
+         * linear layout is the attention layout, shared, not copied */
+        plan->lpieces = plan->pieces;
+        plan->lpiece_off = plan->piece_off;
+        return ZC_OK;
+    }
+    send_off = malloc((size_t)d * sizeof(*send_off));
+    tx_off = malloc((plan->ntransfers + 1) * sizeof(*tx_off));
+    by_to = malloc((plan->ntransfers + 1) * sizeof(*by_to));
     plan->lpiece_off = malloc(((size_t)d + 1) * sizeof(*plan->lpiece_off));
     /* every cut at a rank's keep boundary or a transfer's end splits at most
      * one piece in two: this many pieces at most, one allocation */
@@ -380,8 +389,6 @@ static zc_status_t zc_plan_linear_layout(struct zc_plan *plan)
         }
     }
     plan->lpiece_off[d] = n;
-    if (!plan->lpieces)
-        plan->lpieces = malloc(sizeof(*plan->lpieces));
 out:
     free(send_off);
     free(tx_off);

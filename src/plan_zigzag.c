@@ -63,21 +63,6 @@ void zc_ring_pairs(const int64_t *share, int g, int64_t *bounds, double *pairs)
                    zc_causal_pairs(bounds[2 * g - 1 - i], bounds[2 * g - i]);
 }
 
-/* Buffer order of a rank: inter rings, then intra, then local (the order
- * the attention engine runs its queues), then ring id, then chunk. */
-static int zc_piece_cmp(const void *a, const void *b)
-{
-    const zc_plan_piece_t *x = a, *y = b;
-
-    if (x->zone != y->zone)
-        return x->zone > y->zone ? -1 : 1;
-    if (x->ring != y->ring)
-        return x->ring < y->ring ? -1 : 1;
-    if (x->seq != y->seq)
-        return x->seq < y->seq ? -1 : 1;
-    return (x->chunk > y->chunk) - (x->chunk < y->chunk);
-}
-
 static void zc_layout_add(zc_plan_piece_t *pieces, size_t *fill, int rank, size_t seq,
                           int64_t begin, int64_t end, zc_zone_t zone, int ring, int chunk)
 {
@@ -91,37 +76,48 @@ static void zc_layout_add(zc_plan_piece_t *pieces, size_t *fill, int rank, size_
     p->chunk = chunk;
 }
 
-/* Walk every piece of the partition; with pieces == NULL only count them. */
+/* The pieces of sequence s, by chunk; with pieces == NULL only count them. */
+static void zc_layout_seq(struct zc_plan *plan, size_t s, zc_plan_piece_t *pieces, size_t *fill)
+{
+    const zc_part_ring_t *pr = &plan->part.seqs[s];
+    int64_t n = plan->lengths[s], b = 0;
+    int g = pr->nranks;
+
+    if (n == 0)
+        return;
+    if (pr->zone == ZC_ZONE_LOCAL) {
+        if (pieces)
+            zc_layout_add(pieces, fill, pr->ranks[0], s, 0, n, ZC_ZONE_LOCAL, -1, -1);
+        else
+            fill[pr->ranks[0]]++;
+        return;
+    }
+    for (int c = 0; c < 2 * g; c++) {
+        int pos = c < g ? c : 2 * g - 1 - c;
+        int rank = pr->ranks[pos];
+        int64_t w = pr->share[pos], e = b + (c < g ? w - w / 2 : w / 2);
+
+        if (b == e)
+            continue; /* sequences shorter than 2G leave some chunks empty */
+        if (pieces)
+            zc_layout_add(pieces, fill, rank, s, b, e, pr->zone, plan->seq_ring[s], c);
+        else
+            fill[rank]++;
+        b = e;
+    }
+}
+
+/* Walk every piece of the partition; with pieces == NULL only count them.
+ * The walk visits the zones in a rank's buffer order (inter-node rings, then
+ * intra-node, then local: the order the attention engine runs its queues),
+ * each by sequence, hence ring id, and each ring's chunks ascending, so every
+ * rank's pieces come out in buffer order with no sort. */
 static void zc_layout_walk(struct zc_plan *plan, zc_plan_piece_t *pieces, size_t *fill)
 {
-    for (size_t s = 0; s < plan->nseqs; s++) {
-        const zc_part_ring_t *pr = &plan->part.seqs[s];
-        int64_t n = plan->lengths[s], b = 0;
-        int g = pr->nranks;
-
-        if (n == 0)
-            continue;
-        if (pr->zone == ZC_ZONE_LOCAL) {
-            if (pieces)
-                zc_layout_add(pieces, fill, pr->ranks[0], s, 0, n, ZC_ZONE_LOCAL, -1, -1);
-            else
-                fill[pr->ranks[0]]++;
-            continue;
-        }
-        for (int c = 0; c < 2 * g; c++) {
-            int pos = c < g ? c : 2 * g - 1 - c;
-            int rank = pr->ranks[pos];
-            int64_t w = pr->share[pos], e = b + (c < g ? w - w / 2 : w / 2);
-
-            if (b == e)
-                continue; /* sequences shorter than 2G leave some chunks empty */
-            if (pieces)
-                zc_layout_add(pieces, fill, rank, s, b, e, pr->zone, plan->seq_ring[s], c);
-            else
-                fill[rank]++;
-            b = e;
-        }
-    }
+    for (int zone = ZC_ZONE_INTER; zone >= ZC_ZONE_LOCAL; zone--)
+        for (size_t s = 0; s < plan->nseqs; s++)
+            if (plan->part.seqs[s].zone == (zc_zone_t)zone)
+                zc_layout_seq(plan, s, pieces, fill);
 }
 
 zc_status_t zc_plan_layout(struct zc_plan *plan)
@@ -151,7 +147,6 @@ zc_status_t zc_plan_layout(struct zc_plan *plan)
     for (int r = 0; r < nr; r++) {
         size_t b = plan->piece_off[r], e = plan->piece_off[r + 1];
 
-        qsort(plan->pieces + b, e - b, sizeof(*plan->pieces), zc_piece_cmp);
         for (size_t k = b; k < e; k++)
             plan->before[r] += plan->pieces[k].end - plan->pieces[k].begin;
     }
