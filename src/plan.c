@@ -165,7 +165,7 @@ zc_status_t zc_plan_create(int nnodes, int gpus_per_node, int64_t capacity,
     }
     if (count)
         memcpy(plan->lengths, lengths, count * sizeof(*lengths));
-    ZC_CHECK_GOTO(zc_partition(nnodes, gpus_per_node, capacity, plan->lengths, count,
+    ZC_CHECK_GOTO(zc_partition(nnodes, gpus_per_node, capacity, plan->lengths, count, total,
                                plan->opts.flags, &plan->part), st, err_destroy);
     ZC_CHECK_GOTO(zc_plan_rings(plan), st, err_destroy);
     ZC_CHECK_GOTO(zc_plan_layout(plan), st, err_destroy);

@@ -90,8 +90,9 @@ zc_status_t zc_plan_layout(struct zc_plan *plan);
 
 /* ---- partition (plan_partition.c: the paper's Alg. 1 and 2; plan_fill.c:
  * the fill partitioner for what they cannot place) ---- */
+/* total: the lengths' sum (zc_plan_create has it checked). */
 zc_status_t zc_partition(int nnodes, int ppn, int64_t capacity, const int64_t *lengths,
-                         size_t count, unsigned flags, zc_part_t *part);
+                         size_t count, int64_t total, unsigned flags, zc_part_t *part);
 zc_status_t zc_partition_fill(int nnodes, int ppn, int64_t capacity, const int64_t *lengths,
                               size_t count, zc_part_t *part);
 void zc_partition_free(zc_part_t *part);

@@ -1,11 +1,3 @@
-#include "config.h"
-
-#include <stdlib.h>
-#include <string.h>
-
-#include "plan.h"
-#include "status.h"
-
 /* Algorithm 1 (inter-node) and Algorithm 2 (intra-node) of the Zeppelin
  * paper, section 3.1, as the paper writes them: thresholds lowered until
  * every sequence fits, with every case the pseudo-code leaves open decided
@@ -60,6 +52,14 @@
  * per z2 sequence (O(N log N) when it needs more nodes than Alg. 1 asked
  * for), O(n_v P log P) per node; there are at most as many lowerings as
  * distinct lengths, few in practice. */
+#include "config.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "plan.h"
+#include "status.h"
+
 #define ZC_PAPER_MAX_ROUNDS 64
 #define ZC_PAPER_MAX_NODES 128
 
@@ -467,8 +467,7 @@ static zc_status_t zc_partition_paper(int nnodes, int ppn, int64_t capacity,
         pr->ranks = pt.pool + pt.ring_off[i];
         pr->share = part->share_pool + pt.ring_off[i];
         for (int p = 0; p < pr->nranks; p++)
-            pr->share[p] = pr->nranks == 1 ? lengths[i]
-                                           : zc_zigzag_share(lengths[i], pr->nranks, p);
+            pr->share[p] = zc_zigzag_share(lengths[i], pr->nranks, p);
     }
     part->rank_pool = pt.pool;
     pt.pool = NULL;
@@ -547,16 +546,13 @@ void zc_partition_free(zc_part_t *part)
 }
 
 zc_status_t zc_partition(int nnodes, int ppn, int64_t capacity, const int64_t *lengths,
-                         size_t count, unsigned flags, zc_part_t *part)
+                         size_t count, int64_t total, unsigned flags, zc_part_t *part)
 {
     int placed = 0;
-    int64_t total = 0;
 
     memset(part, 0, sizeof(*part));
     if (flags & ZC_PLAN_EVEN_SPLIT)
         return zc_even_split(nnodes, ppn, lengths, count, part);
-    for (size_t i = 0; i < count; i++)
-        total += lengths[i];
     if (nnodes <= ZC_PAPER_MAX_NODES && total < (int64_t)nnodes * ppn * capacity)
         ZC_CHECK(zc_partition_paper(nnodes, ppn, capacity, lengths, count, part, &placed));
     if (placed)

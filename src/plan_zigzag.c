@@ -1,7 +1,7 @@
 /* Zigzag layout (paper section 3.2): a ring of G ranks cuts each of its
  * sequences into 2G chunks and ring position i holds chunks i and 2G-1-i,
  * which gives every position the same share of the causal mask.  A ring cut
- * by the fill step (plan_partition.c) holds uneven shares: each position
+ * by the fill partitioner (plan_fill.c) holds uneven shares: each position
  * still holds its two mirrored chunks, half its share each, so its causal
  * work stays close to share / n of the sequence's.  This file owns the chunk
  * arithmetic and turns a partition into per-rank pieces. */
@@ -45,14 +45,18 @@ double zc_zigzag_pairs(int64_t n, int g, int i)
     return zc_causal_pairs(b0, e0) + zc_causal_pairs(b1, e1);
 }
 
+/* Tokens of chunk c of a ring of g positions holding share[]: the front
+ * chunk of a position takes the odd token. */
+static int64_t zc_ring_chunk_len(const int64_t *share, int g, int c)
+{
+    return c < g ? share[c] - share[c] / 2 : share[2 * g - 1 - c] / 2;
+}
+
 void zc_ring_bounds(const int64_t *share, int g, int64_t *bounds)
 {
     bounds[0] = 0;
-    for (int c = 0; c < 2 * g; c++) {
-        int64_t w = c < g ? share[c] : share[2 * g - 1 - c];
-
-        bounds[c + 1] = bounds[c] + (c < g ? w - w / 2 : w / 2);
-    }
+    for (int c = 0; c < 2 * g; c++)
+        bounds[c + 1] = bounds[c] + zc_ring_chunk_len(share, g, c);
 }
 
 void zc_ring_pairs(const int64_t *share, int g, int64_t *bounds, double *pairs)
@@ -95,7 +99,7 @@ static void zc_layout_seq(struct zc_plan *plan, size_t s, zc_plan_piece_t *piece
     for (int c = 0; c < 2 * g; c++) {
         int pos = c < g ? c : 2 * g - 1 - c;
         int rank = pr->ranks[pos];
-        int64_t w = pr->share[pos], e = b + (c < g ? w - w / 2 : w / 2);
+        int64_t e = b + zc_ring_chunk_len(pr->share, g, c);
 
         if (b == e)
             continue; /* sequences shorter than 2G leave some chunks empty */

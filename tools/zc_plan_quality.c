@@ -40,18 +40,20 @@ static int measure(const zc_cluster_t *cl, int gpus, int64_t L, const int64_t *l
     if (zc_plan_create(N, P, L, len, n, &opts, &full) != ZC_OK ||
         zc_plan_create(N, P, L + L / 4, len, n, &opts, &head) != ZC_OK)
         goto out;
-    if (zc_plan_cost(full, cl, ZC_COST_ZEPPELIN, &c) != ZC_OK)
-        goto out;
-    q->full = c.total;
-    if (zc_plan_cost(head, cl, ZC_COST_ZEPPELIN, &c) != ZC_OK)
-        goto out;
-    q->head = c.total;
-    if (zc_plan_cost(full, cl, ZC_COST_TE_CP, &c) != ZC_OK)
-        goto out;
-    q->tecp = c.total;
-    if (zc_plan_cost(full, cl, ZC_COST_ROUTING, &c) != ZC_OK)
-        goto out;
-    q->routed = c.total;
+    {
+        const struct {
+            zc_plan_h plan;
+            zc_cost_method_t method;
+            double *out;
+        } prices[] = {{full, ZC_COST_ZEPPELIN, &q->full}, {head, ZC_COST_ZEPPELIN, &q->head},
+                      {full, ZC_COST_TE_CP, &q->tecp}, {full, ZC_COST_ROUTING, &q->routed}};
+
+        for (size_t i = 0; i < sizeof(prices) / sizeof(prices[0]); i++) {
+            if (zc_plan_cost(prices[i].plan, cl, prices[i].method, &c) != ZC_OK)
+                goto out;
+            *prices[i].out = c.total;
+        }
+    }
     zc_plan_info(full, &info);
     q->cut_nodes = q->cut_devs = q->global_rings = 0;
     for (size_t s = 0; s < n; s++) {
