@@ -56,6 +56,12 @@ ZC_API const char *zc_get_last_error(void);
 /* The library's version as ZC_VERSION_CODE(major, minor, patch). */
 ZC_API int zc_get_version(void);
 
+/* Where a buffer lives.  The host-path calls (zc_routed_sendrecv,
+ * zc_remap_alltoallv, zc_ring_attn_fwd/bwd) take ZC_MEM_HOST and refuse
+ * ZC_MEM_CUDA with ZC_ERR_UNSUPPORTED; zc_send, zc_recv and zc_sendrecv take
+ * ZC_MEM_CUDA when the UCX found at run time moves CUDA memory; the
+ * stream-ordered calls (zc_*_stream) move ZC_MEM_CUDA memory, and
+ * zc_ring_attn_*_stream requires args->memtype ZC_MEM_CUDA. */
 typedef enum {
     ZC_MEM_HOST = 0,
     ZC_MEM_CUDA = 1
@@ -106,8 +112,11 @@ typedef struct {
 
 typedef struct zc_comm *zc_comm_h;
 
-/* Out-of-band allgather, UCC style: gather `len` bytes from every rank into
- * `recvbuf` (rank-ordered, len * size bytes).  Return 0 on success. */
+/* Out-of-band allgather, blocking (unlike UCC's oob allgather, which is
+ * non-blocking and completed with req_test): gather `len` bytes from every
+ * rank into `recvbuf` (rank-ordered, len * size bytes) and return 0 on
+ * success, non-zero on failure.  Called only from inside zc_comm_init_oob,
+ * from the calling thread; see zc_comm_init_rank(3). */
 typedef struct {
     int (*allgather)(const void *sendbuf, void *recvbuf, size_t len, void *ctx);
     void *ctx;
@@ -252,9 +261,10 @@ ZC_API const char *zc_port_state_name(zc_port_state_t state);
  * part executes (zeppelin paper, section 3): zones, rings, zigzag chunks,
  * routing proxies and the remap.  Building one is pure and deterministic:
  * every rank that calls zc_plan_create() with the same arguments gets the
- * same plan, which is how the collectives that consume it (zc_ring_attn,
- * zc_routed_sendrecv, zc_remap_alltoallv) stay consistent without a
- * communicator.  Rank r lives on node r / gpus_per_node, device
+ * same plan, which is how the collectives that consume it
+ * (zc_ring_attn_fwd/bwd and their stream forms, zc_remap_alltoallv_plan)
+ * stay consistent without a communicator; zc_routed_sendrecv takes a
+ * transfer list, not a plan.  Rank r lives on node r / gpus_per_node, device
  * r % gpus_per_node.  See zc_plan_create(3). */
 typedef struct zc_plan *zc_plan_h;
 
@@ -545,8 +555,9 @@ typedef struct {
     int num_heads_kv;        /* divides num_heads_q (GQA, MQA) */
     int head_dim;            /* 1 .. 256 */
     float scale;             /* softmax scale; 0: 1 / sqrt(head_dim) */
-    zc_datatype_t dtype;     /* every tensor below but lse: ZC_FLOAT32 or ZC_BFLOAT16 */
-    zc_memtype_t memtype;    /* ZC_MEM_HOST */
+    zc_datatype_t dtype;     /* every tensor below but lse: ZC_FLOAT32 or ZC_BFLOAT16
+                              * (the _stream forms also ZC_FLOAT16) */
+    zc_memtype_t memtype;    /* ZC_MEM_HOST; ZC_MEM_CUDA for the _stream forms */
     int64_t tokens;          /* rows each buffer holds: at least the plan's tokens here */
     const void *q;           /* [tokens, num_heads_q, head_dim] */
     const void *k;           /* [tokens, num_heads_kv, head_dim] */
