@@ -2,10 +2,10 @@
  * environment variable it reads with its default and help (like fi_info -e). */
 #include "config.h"
 
+#include <getopt.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
 
 #include "zcomm.h"
 
@@ -51,29 +51,53 @@ static void print_env(void)
     }
 }
 
+static void usage(FILE *out)
+{
+    fprintf(out,
+            "usage: zc_info [-v] [-f] [-e]\n"
+            "  -v, --version    the library's and the header's version\n"
+            "  -f, --features   build features\n"
+            "  -e, --env        environment variables, defaults and help\n"
+            "  -h, --help       this help\n"
+            "With no option, all three, else the parts asked for, in that order.\n");
+}
+
 int main(int argc, char **argv)
 {
-    int opt, shown = 0;
+    static const struct option longopts[] = {
+        {"version", no_argument, NULL, 'v'},
+        {"features", no_argument, NULL, 'f'},
+        {"env", no_argument, NULL, 'e'},
+        {"help", no_argument, NULL, 'h'},
+        {NULL, 0, NULL, 0},
+    };
+    char parts[64];
+    int opt, nparts = 0;
 
-    while ((opt = getopt(argc, argv, "vfeh")) != -1) {
+    /* Parse everything first: -h anywhere, or a bad option, prints no part. */
+    while ((opt = getopt_long(argc, argv, "vfeh", longopts, NULL)) != -1) {
         switch (opt) {
-        case 'v': print_version(); shown = 1; break;
-        case 'f': print_features(); shown = 1; break;
-        case 'e': print_env(); shown = 1; break;
-        case 'h':
-            printf("usage: zc_info [-v] [-f] [-e]\n"
-                   "  -v  version\n  -f  build features\n  -e  environment variables\n"
-                   "With no option, all three.\n");
-            return 0;
-        default:
-            return 2;
+        case 'v': case 'f': case 'e':
+            if (nparts < (int)sizeof(parts))
+                parts[nparts++] = (char)opt;
+            break;
+        case 'h': usage(stdout); return 0;
+        default: usage(stderr); return 2;
         }
     }
     if (optind < argc) {
         fprintf(stderr, "zc_info: unexpected argument '%s'\n", argv[optind]);
+        usage(stderr);
         return 2;
     }
-    if (!shown) {
+    for (int i = 0; i < nparts; i++) {
+        switch (parts[i]) {
+        case 'v': print_version(); break;
+        case 'f': print_features(); break;
+        default: print_env(); break;
+        }
+    }
+    if (nparts == 0) {
         print_version();
         print_features();
         print_env();
