@@ -31,9 +31,9 @@ class Plan(_lib.Handle):
         opts = _lib.PlanOpts(ctypes.sizeof(_lib.PlanOpts), b_intra, b_inter,
                              EVEN_SPLIT if even_split else 0, int(rails), 0)
         handle = ctypes.c_void_p()
-        call("zc_plan_create", ctypes.c_int(nnodes), ctypes.c_int(gpus_per_node),
-             ctypes.c_int64(capacity), _lib.int64_array(self.lengths),
-             ctypes.c_size_t(len(self.lengths)), ctypes.byref(opts), ctypes.byref(handle))
+        call("zc_plan_create", int(nnodes), int(gpus_per_node), int(capacity),
+             _lib.int64_array(self.lengths), len(self.lengths), ctypes.byref(opts),
+             ctypes.byref(handle))
         self._handle = handle
         info = _lib.PlanInfo()
         call("zc_plan_info", handle, ctypes.byref(info))
@@ -49,13 +49,13 @@ class Plan(_lib.Handle):
     def rank(self, rank):
         """{'tokens', 'linear_tokens', 'attn_pairs', 'node', 's0'} of `rank`."""
         out = _lib.PlanRank()
-        call("zc_plan_rank", self.handle, ctypes.c_int(rank), ctypes.byref(out))
+        call("zc_plan_rank", self.handle, int(rank), ctypes.byref(out))
         return {f: getattr(out, f) for f, _ in _lib.PlanRank._fields_}
 
     def _pieces(self, fn, rank):
         array = ctypes.POINTER(_lib.PlanPiece)()
         count = ctypes.c_size_t()
-        call(fn, self.handle, ctypes.c_int(rank), ctypes.byref(array), ctypes.byref(count))
+        call(fn, self.handle, int(rank), ctypes.byref(array), ctypes.byref(count))
         return _piece_dicts(array, count.value)
 
     def rank_pieces(self, rank):
@@ -70,6 +70,5 @@ class Plan(_lib.Handle):
     def remap_counts(self, rank, direction=FORWARD):
         """(sendcounts, sdispls, recvcounts, rdispls) in tokens, lists of nranks."""
         arrays = [(ctypes.c_int64 * self.nranks)() for _ in range(4)]
-        call("zc_plan_remap_counts", self.handle, ctypes.c_int(rank), ctypes.c_int(direction),
-             *arrays)
+        call("zc_plan_remap_counts", self.handle, int(rank), int(direction), *arrays)
         return tuple(list(a) for a in arrays)

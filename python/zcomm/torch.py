@@ -1,0 +1,465 @@
+"""The packed-batch API for PyTorch: a global batch of packed sequences
+described by flash-attn's cu_seqlens, spread over the ranks of a
+Communicator with no padding and any lengths.
+
+    plan = zcomm.torch.VarlenPlan(cu_seqlens, comm)    # same cu_seqlens on every rank
+    h = plan.dispatch(embed(tokens))                   # loader layout -> attention layout
+    pos = plan.position_ids()                          # for rotary embeddings
+    o = zcomm.torch.varlen_attn(q, k, v, plan)         # causal, GQA, autograd
+    y = plan.undispatch(o)                             # back to the loader layout
+
+The loader layout: of T packed tokens over R ranks, rank r holds tokens
+[floor(r*T/R), floor((r+1)*T/R)) as a tensor [tokens, ...].  The attention
+layout is the plan's (zc_plan_rank_pieces: whole sequences, or zigzag
+chunks of the sequences that ring over several ranks).  The linear layout
+is the plan's token-balanced layout for the modules between attentions
+(to_linear / from_linear).  Every move is an alltoallv of libzcomm, every
+one is differentiable (the gradient makes the opposite move), and every
+rank of the communicator makes the same calls in the same order.
+See zcomm-python(7).
+"""
+import ctypes
+import hashlib
+import math
+
+import torch
+
+from . import _lib
+from ._lib import ZcommError, invalid
+from .comm import Communicator
+from .plan import FORWARD, INVERSE, Plan
+
+METHODS = ("zeppelin", "te_cp", "llama_cp")
+LAYOUTS = ("attention", "linear")
+
+# Codes of the argument a rank refused, exchanged by the agreement so that
+# every rank can name it.
+_ARG_NAMES = {1: "cu_seqlens", 2: "capacity", 3: "method"}
+
+
+def _as_cu_seqlens(cu_seqlens, where):
+    """cu_seqlens as a list of ints, or (code, message) naming the fault."""
+    if isinstance(cu_seqlens, torch.Tensor):
+        if cu_seqlens.dtype not in (torch.int32, torch.int64):
+            return None, (1, "cu_seqlens: dtype %s, expected torch.int32 or torch.int64"
+                          % cu_seqlens.dtype)
+        if cu_seqlens.dim() != 1:
+            return None, (1, "cu_seqlens: %d-D, expected a 1-D tensor" % cu_seqlens.dim())
+        values = cu_seqlens.detach().cpu().tolist()
+    elif isinstance(cu_seqlens, (list, tuple)) and all(
+            isinstance(v, int) and not isinstance(v, bool) for v in cu_seqlens):
+        values = list(cu_seqlens)
+    else:
+        return None, (1, "cu_seqlens: expected a 1-D int tensor, got %s"
+                      % type(cu_seqlens).__name__)
+    if len(values) < 2:
+        return None, (1, "cu_seqlens: %d entries, expected at least 2 (0 and the total)"
+                      % len(values))
+    if values[0] != 0:
+        return None, (1, "cu_seqlens: starts at %d, expected 0" % values[0])
+    for i in range(1, len(values)):
+        if values[i] < values[i - 1]:
+            return None, (1, "cu_seqlens: decreases at index %d (%d after %d)"
+                          % (i, values[i], values[i - 1]))
+    return values, None
+
+
+def _digest(*parts):
+    """Two int64 words of a SHA-256 over the parts' reprs."""
+    h = hashlib.sha256(repr(parts).encode()).digest()
+    return [int.from_bytes(h[i:i + 8], "little", signed=True) for i in (0, 8)]
+
+
+def _agree(comm, error, cu, capacity, method, where):
+    """Every rank learns every rank's verdict on its arguments and a digest
+    of them (one all-gather through zc_remap_alltoallv), then raises the
+    same kind of error: the refusing rank its own message, the others one
+    naming that rank and the argument; digests that differ are
+    ZC_ERR_MISMATCH naming the argument on every rank."""
+    words = 5
+    mine = [error[0] if error else 0] + _digest(cu) + _digest(capacity, method)
+    send = torch.tensor(mine, dtype=torch.int64)
+    got = torch.empty(comm.size * words, dtype=torch.int64)
+    comm.remap_alltoallv(send, [words] * comm.size, [0] * comm.size, got,
+                         [words] * comm.size, [r * words for r in range(comm.size)])
+    table = got.view(comm.size, words).tolist()
+    if error:
+        raise invalid(where, error[1])
+    for r, row in enumerate(table):
+        if row[0]:
+            name = _ARG_NAMES.get(row[0], "arguments")
+            raise ZcommError(_lib.INVALID_ARG, "%s: rank %d refused its %s (see its error)"
+                             % (name, r, name), where)
+    for r, row in enumerate(table):
+        if row[1:3] != table[0][1:3]:
+            raise ZcommError(_lib.MISMATCH, "cu_seqlens: rank %d passed a different "
+                             "cu_seqlens from rank 0's (every rank passes the global batch)"
+                             % r, where)
+        if row[3:5] != table[0][3:5]:
+            raise ZcommError(_lib.MISMATCH, "capacity, method: rank %d passed different ones "
+                             "from rank 0's" % r, where)
+
+
+class _Route:
+    """One move between the loader layout and a plan layout, for this rank:
+    the rows it sends to each rank (in the receiver's buffer order) and
+    where the rows it receives go.  `forward` moves loader -> layout,
+    `backward` layout -> loader, each the other's gradient."""
+
+    def __init__(self, comm, global_index, loader_bounds):
+        me, size = comm.rank, comm.size
+        bounds = torch.tensor(loader_bounds[1:-1], dtype=torch.int64)
+        send_rows, send_counts = [], []
+        for d in range(size):
+            owner = torch.bucketize(global_index[d], bounds, right=True)
+            rows = global_index[d][owner == me] - loader_bounds[me]
+            send_rows.append(rows)
+            send_counts.append(rows.numel())
+        owner = torch.bucketize(global_index[me], bounds, right=True)
+        # Rows arrive by sender, each sender's in this rank's buffer order.
+        self.recv_pos = torch.sort(owner, stable=True).indices
+        self.recv_counts = torch.bincount(owner, minlength=size).tolist()
+        self.send_rows = torch.cat(send_rows) if send_rows else torch.empty(0, dtype=torch.int64)
+        self.send_counts = send_counts
+        self.tokens = global_index[me].numel()
+        self.loader_tokens = loader_bounds[me + 1] - loader_bounds[me]
+        self._on = {}
+
+    def _index(self, device):
+        if device not in self._on:
+            self._on[device] = (self.send_rows.to(device), self.recv_pos.to(device))
+        return self._on[device]
+
+    def move(self, comm, x, forward):
+        """forward: loader rows -> layout rows; else the reverse."""
+        send_rows, recv_pos = self._index(x.device)
+        tail = tuple(x.shape[1:])
+        if forward:
+            out_rows, gather, scatter = self.tokens, send_rows, recv_pos
+            scounts, rcounts = self.send_counts, self.recv_counts
+        else:
+            out_rows, gather, scatter = self.loader_tokens, recv_pos, send_rows
+            scounts, rcounts = self.recv_counts, self.send_counts
+        packed = x.index_select(0, gather).contiguous()
+        received = x.new_empty((sum(rcounts),) + tail)
+        _alltoallv_rows(comm, packed, scounts, received, rcounts)
+        out = x.new_empty((out_rows,) + tail)
+        out.index_copy_(0, scatter, received)
+        return out
+
+
+def _bytes(x):
+    """x [rows, ...] contiguous as uint8 [rows, row_bytes]: any dtype moves."""
+    rows = x.shape[0]
+    flat = x.reshape(rows, -1)
+    if flat.shape[1] == 0 or rows == 0:
+        return torch.empty(rows, flat.shape[1] * x.element_size(), dtype=torch.uint8,
+                           device=x.device), flat.shape[1] * x.element_size()
+    if x.dtype == torch.bool:
+        flat = flat.view(torch.uint8)
+    return flat.view(torch.uint8), flat.shape[1] * x.element_size()
+
+
+def _alltoallv_rows(comm, send, scounts, recv, rcounts, sdispls=None, rdispls=None):
+    """zc_remap_alltoallv of whole rows (counts and displacements in rows;
+    displacements None: the blocks packed in rank order), any dtype."""
+    sb, row_bytes = _bytes(send)
+    rb, _ = _bytes(recv)
+    if row_bytes == 0:
+        return
+    if sdispls is None:
+        sdispls = [sum(scounts[:i]) for i in range(len(scounts))]
+    if rdispls is None:
+        rdispls = [sum(rcounts[:i]) for i in range(len(rcounts))]
+    comm.remap_alltoallv(sb, [c * row_bytes for c in scounts],
+                         [d * row_bytes for d in sdispls], rb,
+                         [c * row_bytes for c in rcounts], [d * row_bytes for d in rdispls])
+
+
+class _Move(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, x, plan, layout, forward):
+        ctx.plan, ctx.layout, ctx.forward = plan, layout, forward
+        return plan._routes[layout].move(plan.comm, x, forward)
+
+    @staticmethod
+    def backward(ctx, dy):
+        route = ctx.plan._routes[ctx.layout]
+        return route.move(ctx.plan.comm, dy.contiguous(), not ctx.forward), None, None, None
+
+
+class _Remap(torch.autograd.Function):
+    """Attention <-> linear layout (the plan's remap, zc_remap_alltoallv_plan
+    on the rows as bytes); the gradient takes the other direction."""
+
+    @staticmethod
+    def forward(ctx, x, plan, direction):
+        ctx.plan, ctx.direction = plan, direction
+        return _remap(plan, x, direction)
+
+    @staticmethod
+    def backward(ctx, dy):
+        back = INVERSE if ctx.direction == FORWARD else FORWARD
+        return _remap(ctx.plan, dy.contiguous(), back), None, None
+
+
+def _remap(plan, x, direction):
+    rows = plan.linear_tokens if direction == FORWARD else plan.tokens
+    out = x.new_empty((rows,) + tuple(x.shape[1:]))
+    sb, row_bytes = _bytes(x.contiguous())
+    rb, _ = _bytes(out)
+    if row_bytes:
+        if x.device.type == "cpu":
+            plan.comm.remap(plan.plan, sb, rb, direction)
+        else:  # no plan-driven stream call: the plan's counts as an alltoallv
+            sc, sd, rc, rd = plan.plan.remap_counts(plan.comm.rank, direction)
+            _alltoallv_rows(plan.comm, x.contiguous(), sc, out, rc, sd, rd)
+    return out
+
+
+class VarlenPlan:
+    """The plan of one global packed batch on the ranks of `comm`.
+
+    cu_seqlens: the batch as flash-attn's varlen API gives it, a 1-D int
+    tensor [nseqs + 1] (or a list of ints) starting at 0 and non-decreasing
+    (empty sequences allowed); every rank passes the same, which is checked:
+    a rank that differs or refuses its arguments makes every rank raise.
+    capacity: tokens a rank may hold in the attention layout; None: the
+    total over the ranks plus 25% (zeppelin), or plus two per sequence (the
+    even split of te_cp and llama_cp, whose zigzag chunks round up).
+    method: "zeppelin" (the paper's hierarchical plan, inter-node hops routed
+    over every NIC), "te_cp" (TransformerEngine context parallelism: every
+    sequence split over all ranks, zigzag, direct ring hops) or "llama_cp"
+    (the same split, KV all-gathered: LLaMA 3 CP).
+    Collective: every rank of comm calls it together.
+    """
+
+    def __init__(self, cu_seqlens, comm, capacity=None, method="zeppelin"):
+        where = "VarlenPlan"
+        if not isinstance(comm, Communicator):
+            raise invalid(where, "comm: expected a zcomm.Communicator, got %s "
+                          "(Communicator.from_torch(group) makes one from a process group)"
+                          % type(comm).__name__)
+        self.comm = comm
+        nnodes = comm.node_count
+        if comm.size % nnodes or any(comm.rank_node(r) != r // (comm.size // nnodes)
+                                     for r in range(comm.size)):
+            raise invalid(where, "comm: its nodes are not consecutive ranks of equal count "
+                          "(a plan puts rank r on node r // gpus_per_node); start the ranks "
+                          "node by node")
+        cu, error = _as_cu_seqlens(cu_seqlens, where)
+        total = cu[-1] if cu else 0
+        if error is None and method not in METHODS:
+            error = (3, "method: %r, expected one of %s" % (method, ", ".join(METHODS)))
+        if error is None and capacity is not None:
+            if isinstance(capacity, bool) or not isinstance(capacity, int) or capacity < 1:
+                error = (2, "capacity: %r, expected a positive int (tokens per rank)"
+                         % (capacity,))
+            elif capacity * comm.size < total:
+                error = (2, "capacity: %d tokens per rank x %d ranks holds less than the "
+                         "%d tokens of cu_seqlens" % (capacity, comm.size, total))
+        _agree(comm, error, cu, capacity, method, where)
+
+        self.cu_seqlens = torch.tensor(cu, dtype=torch.int64)
+        self.lengths = [cu[i + 1] - cu[i] for i in range(len(cu) - 1)]
+        self.total_tokens = total
+        self.method = method
+        even = method != "zeppelin"
+        if capacity is None:
+            per_rank = math.ceil(total / comm.size)
+            capacity = (per_rank + 2 * len(self.lengths) if even
+                        else math.ceil(total * 5 / 4 / comm.size))
+            capacity = max(capacity, 1)
+        self.capacity = capacity
+        self.plan = Plan(self.lengths, nnodes, comm.size // nnodes, capacity, even_split=even,
+                         rails=comm.rail_count)
+        info = self.plan.rank(comm.rank)
+        self.tokens, self.linear_tokens = info["tokens"], info["linear_tokens"]
+        bounds = [r * total // comm.size for r in range(comm.size + 1)]
+        self.loader_range = (bounds[comm.rank], bounds[comm.rank + 1])
+        self.loader_tokens = bounds[comm.rank + 1] - bounds[comm.rank]
+
+        starts = self.cu_seqlens
+
+        def global_index(pieces):
+            parts = [torch.arange(starts[p["seq"]] + p["begin"], starts[p["seq"]] + p["end"])
+                     for p in pieces]
+            return torch.cat(parts) if parts else torch.empty(0, dtype=torch.int64)
+        attn = [self.plan.rank_pieces(r) for r in range(comm.size)]
+        linear = [self.plan.rank_linear_pieces(r) for r in range(comm.size)]
+        self.pieces, self.linear_pieces = attn[comm.rank], linear[comm.rank]
+        self._routes = {"attention": _Route(comm, [global_index(p) for p in attn], bounds),
+                        "linear": _Route(comm, [global_index(p) for p in linear], bounds)}
+        self._positions = {
+            lay: (torch.cat([torch.arange(p["begin"], p["end"]) for p in pcs]) if pcs
+                  else torch.empty(0, dtype=torch.int64))
+            for lay, pcs in (("attention", self.pieces), ("linear", self.linear_pieces))}
+        seg = [0]
+        for p in self.pieces:
+            seg.append(seg[-1] + p["end"] - p["begin"])
+        # Each piece is a run of consecutive tokens of one sequence: a segment
+        # of its own (a rank holding chunks i and 2G-1-i of a ring holds two).
+        self.cu_seqlens_local = torch.tensor(seg, dtype=torch.int32)
+        self.max_seqlen_local = max((p["end"] - p["begin"] for p in self.pieces), default=0)
+
+    @property
+    def mode(self):
+        """The ring attention mode of this method (zc_ring_attn_mode_t name)."""
+        return self.method
+
+    def _check_rows(self, x, rows, what, where):
+        if not isinstance(x, torch.Tensor):
+            raise invalid(where, "x: expected a torch tensor, got %s" % type(x).__name__)
+        if x.dim() < 1 or x.shape[0] != rows:
+            raise invalid(where, "x: shape %s, expected [%d, ...]: this rank's %d tokens of "
+                          "the %s" % (tuple(x.shape), rows, rows, what))
+        if x.device.type not in ("cpu", "cuda"):
+            raise invalid(where, "x: tensor on %s, expected CPU or CUDA" % x.device)
+
+    def _layout(self, layout, where):
+        if layout not in LAYOUTS:
+            raise invalid(where, "layout: %r, expected 'attention' or 'linear'" % (layout,))
+        return layout
+
+    def dispatch(self, x, layout="attention"):
+        """x [loader tokens, ...] in the loader layout -> this rank's tokens
+        of the attention layout (or "linear"); any dtype; differentiable."""
+        where = "VarlenPlan.dispatch"
+        self._layout(layout, where)
+        lo, hi = self.loader_range
+        self._check_rows(x, self.loader_tokens, "loader layout (tokens [%d, %d))" % (lo, hi),
+                         where)
+        return _Move.apply(x.contiguous(), self, layout, True)
+
+    def undispatch(self, y, layout="attention"):
+        """The inverse of dispatch: y [tokens of the layout, ...] -> the
+        loader layout; differentiable."""
+        where = "VarlenPlan.undispatch"
+        self._layout(layout, where)
+        rows = self.tokens if layout == "attention" else self.linear_tokens
+        self._check_rows(y, rows, "%s layout" % layout, where)
+        return _Move.apply(y.contiguous(), self, layout, False)
+
+    def to_linear(self, x):
+        """Attention layout -> the token-balanced linear layout (the plan's
+        forward remap); differentiable."""
+        self._check_rows(x, self.tokens, "attention layout", "VarlenPlan.to_linear")
+        return _Remap.apply(x.contiguous(), self, FORWARD)
+
+    def from_linear(self, x):
+        """Linear layout -> attention layout (the inverse remap)."""
+        self._check_rows(x, self.linear_tokens, "linear layout", "VarlenPlan.from_linear")
+        return _Remap.apply(x.contiguous(), self, INVERSE)
+
+    def position_ids(self, layout="attention", device=None):
+        """Each local token's position inside its sequence (int64 [tokens]),
+        for rotary embeddings."""
+        self._layout(layout, "VarlenPlan.position_ids")
+        pos = self._positions[layout]
+        return pos if device is None else pos.to(device)
+
+    def close(self):
+        self.plan.close()
+
+    def __repr__(self):
+        return ("VarlenPlan(%d sequences, %d tokens, method=%r, capacity=%d: rank %d holds %d "
+                "attention / %d linear / %d loader tokens)"
+                % (len(self.lengths), self.total_tokens, self.method, self.capacity,
+                   self.comm.rank, self.tokens, self.linear_tokens, self.loader_tokens))
+
+
+_ATTN_DTYPES = (torch.float32, torch.bfloat16)
+
+
+class _VarlenAttn(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, q, k, v, plan, scale):
+        out = torch.empty_like(q)
+        lse = torch.empty(q.shape[0], q.shape[1], dtype=torch.float32, device=q.device)
+        plan.comm.ring_attn_fwd(plan.plan, q, k, v, out, lse, mode=plan.method, scale=scale)
+        ctx.save_for_backward(q, k, v, out, lse)
+        ctx.plan, ctx.scale = plan, scale
+        return out
+
+    @staticmethod
+    def backward(ctx, dout):
+        q, k, v, out, lse = ctx.saved_tensors
+        dq, dk, dv = torch.empty_like(q), torch.empty_like(k), torch.empty_like(v)
+        ctx.plan.comm.ring_attn_bwd(ctx.plan.plan, q, k, v, out, lse, dout.contiguous(), dq, dk,
+                                    dv, mode=ctx.plan.method, scale=ctx.scale)
+        return dq, dk, dv, None, None
+
+
+def varlen_attn(q, k, v, plan, causal=True, softmax_scale=None, dropout_p=0.0):
+    """Causal attention of every sequence of the plan's batch on this rank's
+    rows of the attention layout: q [tokens, heads, head_dim], k and v
+    [tokens, kv_heads, head_dim] (kv_heads divides heads: GQA, MQA).
+    softmax_scale None: 1/sqrt(head_dim).  Names as flash_attn_varlen_func;
+    the plan takes the place of cu_seqlens_q/k and max_seqlen_q/k.  An
+    autograd function: the backward is libzcomm's ring attention backward.
+    A rank with no tokens passes [0, heads, head_dim] tensors and still
+    calls: every rank of the plan's communicator calls together."""
+    where = "varlen_attn"
+    if not isinstance(plan, VarlenPlan):
+        raise invalid(where, "plan: expected a zcomm.torch.VarlenPlan, got %s"
+                      % type(plan).__name__)
+    if causal is not True:
+        raise ZcommError(_lib.UNSUPPORTED, "causal: only causal attention is implemented "
+                         "(libzcomm's ring attention)", where)
+    if dropout_p:
+        raise ZcommError(_lib.UNSUPPORTED, "dropout_p: %r, only 0.0 is implemented"
+                         % (dropout_p,), where)
+    for t, name in ((q, "q"), (k, "k"), (v, "v")):
+        if not isinstance(t, torch.Tensor):
+            raise invalid(where, "%s: expected a torch tensor, got %s"
+                          % (name, type(t).__name__))
+        if t.dim() != 3:
+            raise invalid(where, "%s: shape %s, expected [tokens, heads, head_dim]"
+                          % (name, tuple(t.shape)))
+    if q.shape[0] != plan.tokens:
+        raise invalid(where, "q: %d tokens, the plan puts %d on rank %d (attention layout: "
+                      "use plan.dispatch)" % (q.shape[0], plan.tokens, plan.comm.rank))
+    for t, name in ((k, "k"), (v, "v")):
+        if t.shape[0] != q.shape[0] or t.shape[2] != q.shape[2]:
+            raise invalid(where, "%s: shape %s, expected [%d, kv_heads, %d] like q %s"
+                          % (name, tuple(t.shape), q.shape[0], q.shape[2], tuple(q.shape)))
+    if v.shape != k.shape:
+        raise invalid(where, "v: shape %s differs from k's %s" % (tuple(v.shape),
+                                                                  tuple(k.shape)))
+    if k.shape[1] == 0 or q.shape[1] % k.shape[1]:
+        raise invalid(where, "k: %d heads do not divide q's %d heads (GQA)"
+                      % (k.shape[1], q.shape[1]))
+    if not 1 <= q.shape[2] <= 256:
+        raise invalid(where, "q: head_dim %d, expected 1 to 256" % q.shape[2])
+    allowed = _ATTN_DTYPES + ((torch.float16,) if q.device.type == "cuda" else ())
+    if q.dtype not in allowed:
+        raise invalid(where, "q: dtype %s, expected %s" % (
+            q.dtype, " or ".join(str(d) for d in allowed)))
+    for t, name in ((k, "k"), (v, "v")):
+        if t.dtype != q.dtype:
+            raise invalid(where, "%s: dtype %s differs from q's %s" % (name, t.dtype, q.dtype))
+        if t.device != q.device:
+            raise invalid(where, "%s: on %s, q on %s" % (name, t.device, q.device))
+    if q.device.type not in ("cpu", "cuda"):
+        raise invalid(where, "q: tensor on %s, expected CPU or CUDA" % q.device)
+    scale = 0.0 if softmax_scale is None else float(softmax_scale)
+    return _VarlenAttn.apply(q.contiguous(), k.contiguous(), v.contiguous(), plan, scale)
+
+
+class ZeppelinAttention(torch.nn.Module):
+    """varlen_attn as a module: forward(q, k, v, plan) with the plan of the
+    current batch (plans change with every batch; the module holds only
+    the attention's settings)."""
+
+    def __init__(self, causal=True, softmax_scale=None):
+        super().__init__()
+        self.causal, self.softmax_scale = causal, softmax_scale
+
+    def forward(self, q, k, v, plan):
+        return varlen_attn(q, k, v, plan, causal=self.causal, softmax_scale=self.softmax_scale)
+
+    def extra_repr(self):
+        return "causal=%s, softmax_scale=%s" % (self.causal, self.softmax_scale)
+
+
+__all__ = ["VarlenPlan", "varlen_attn", "ZeppelinAttention", "METHODS"]
