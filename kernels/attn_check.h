@@ -7,7 +7,7 @@
 #include <stdint.h>
 
 #include "kernels/attn_math.h"
-#include "src/status.h"
+#include "src/common/status.h"
 #include "zcomm.h"
 
 /* cu_seqlens of `batch` segments: present, starting at 0, non-decreasing;

@@ -6,9 +6,9 @@
 #include <string.h>
 
 #include "device_emu.h"
-#include "src/clock.h"
-#include "src/p2p.h"
-#include "src/status.h"
+#include "src/common/clock.h"
+#include "src/core/p2p.h"
+#include "src/common/status.h"
 #include "transport/transport.h"
 
 /* Tags of the emulated NCCL traffic, above what the library's own device

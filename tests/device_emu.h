@@ -1,4 +1,4 @@
-/* An emulated device backend (src/device.h) for the tests: the stream calls
+/* An emulated device backend (src/core/device.h) for the tests: the stream calls
  * run at once on host memory, and a group of sends and receives runs over
  * UCX with NCCL's rules, so that the schedules of the stream-ordered
  * collectives are tested where there is no GPU:
@@ -13,7 +13,7 @@
 #ifndef ZC_TEST_DEVICE_EMU_H
 #define ZC_TEST_DEVICE_EMU_H
 
-#include "src/device.h"
+#include "src/core/device.h"
 
 /* Make the emulated backend comm's device backend (before any stream call
  * on comm); released with comm. */

@@ -7,9 +7,9 @@
 #include <string.h>
 
 #include "device_emu.h"
-#include "src/comm.h"
-#include "src/ring_attn_stream.h"
-#include "src/status.h"
+#include "src/core/comm.h"
+#include "src/coll/ring_attn/stream_engine.h"
+#include "src/common/status.h"
 #include "stream_emu.h"
 
 #define EMU_MAX_RANGES 12

@@ -1,5 +1,5 @@
 /* A host emulation of the device the stream-ordered ring attention engine
- * runs on (src/ring_attn_stream.h), so that its schedule is tested where
+ * runs on (src/coll/ring_attn/stream_engine.h), so that its schedule is tested where
  * there is no GPU:
  *   - every operation runs at once, in the order the engine enqueues it,
  *     on the CPU kernels; groups of sends and receives and the routed

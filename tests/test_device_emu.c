@@ -19,7 +19,7 @@
 #include "mp.h"
 #include "rails_lo.h"
 #include "stream_cases.h"
-#include "src/comm.h"
+#include "src/core/comm.h"
 #include "tap.h"
 #include "zcomm.h"
 

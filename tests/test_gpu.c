@@ -24,7 +24,7 @@
 #include "kernels/cuda/attn_gpu.h"
 #include "mp.h"
 #include "stream_cases.h"
-#include "src/memtype.h"
+#include "src/core/memtype.h"
 #include "tap.h"
 #include "tools/zc_ring_attn_data.h"
 #include "tools/zc_ring_attn_device.h"

@@ -11,10 +11,10 @@
 #include <string.h>
 
 #include "kernels/cuda/attn_gpu.h"
-#include "src/comm.h"
-#include "src/memtype.h"
-#include "src/plan.h"
-#include "src/route.h"
+#include "src/core/comm.h"
+#include "src/core/memtype.h"
+#include "src/plan/plan.h"
+#include "src/plan/routing.h"
 #include "tap.h"
 #include "zcomm.h"
 #ifdef HAVE_NCCL

@@ -4,7 +4,7 @@
 
 #include <string.h>
 
-#include "src/launch_env.h"
+#include "src/core/launch_env.h"
 #include "tap.h"
 
 static const char *const all_vars[] = {

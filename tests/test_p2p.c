@@ -178,7 +178,7 @@ static int rank_bad_args(int rank, int nranks, void *arg)
     EXPECT_ARG(zc_wait(&null_req), "request");
     EXPECT_ARG(zc_test(&null_req), "request");
     EXPECT_ARG(zc_sendrecv(buf, 1, 5, buf, 1, 0, ZC_BYTE, ZC_MEM_HOST, comm), "peer");
-    /* zc_routed_sendrecv's checks (route.c), on every machine */
+    /* zc_routed_sendrecv's checks (src/plan/routing.c), on every machine */
     zc_transfer_t t = {rank, (rank + 1) % nranks, 4}, two[2] = {t, t};
     zc_transfer_t src_out = {nranks, 0, 4}, dst_twice[2] = {{0, rank, 1}, {1 % nranks, rank, 1}};
     zc_transfer_t huge = {rank, (rank + 1) % nranks, INT64_MAX};

@@ -7,8 +7,8 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "src/env.h"
-#include "src/plan.h"
+#include "src/common/env.h"
+#include "src/plan/plan.h"
 #include "tap.h"
 #include "zcomm.h"
 

@@ -1,15 +1,15 @@
 /* Partitioner properties (Alg. 1 + Alg. 2, zigzag layout, proxies) over
  * thousands of seeded random batches from the paper's three distributions
  * and adversarial ones, plus one test per open case decided in
- * src/plan_partition.c. */
+ * src/plan/partition.c. */
 #include "config.h"
 
 #include <stdlib.h>
 #include <string.h>
 
-#include "src/plan.h"
-#include "src/route.h"
-#include "src/status.h"
+#include "src/plan/plan.h"
+#include "src/plan/routing.h"
+#include "src/common/status.h"
 #include "tap.h"
 #include "tools/zc_plan_dataset.h"
 
@@ -616,7 +616,7 @@ static void full_adversarial(void)
 }
 
 /* The routes of a plan's hops, worked by hand from the runtime's rule
- * (src/route.c: a rank on the rail forwards its own slice, else the node's
+ * (src/plan/routing.c: a rank on the rail forwards its own slice, else the node's
  * ranks on rail k in turn by src + k, else any rank of the node), and the
  * slice rule (remainder to the first rails, as zc_route_slice cuts). */
 static int same(const int *got, const int *want, int n)

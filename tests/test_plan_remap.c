@@ -7,8 +7,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "src/plan.h"
-#include "src/status.h"
+#include "src/plan/plan.h"
+#include "src/common/status.h"
 #include "tap.h"
 #include "tools/zc_plan_dataset.h"
 #include "tools/zc_plan_lp_reference.h"

@@ -3,8 +3,8 @@
 
 #include <string.h>
 
-#include "src/env.h"
-#include "src/status.h"
+#include "src/common/env.h"
+#include "src/common/status.h"
 #include "tap.h"
 
 int main(void)

@@ -10,7 +10,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "src/status.h"
+#include "src/common/status.h"
 #include "tap.h"
 #include "topology/topo.h"
 

@@ -10,7 +10,7 @@
 #include <string.h>
 #include <time.h>
 
-#include "src/plan.h"
+#include "src/plan/plan.h"
 #include "zc_plan_dataset.h"
 #include "zc_plan_lp_reference.h"
 

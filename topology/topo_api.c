@@ -5,8 +5,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "src/env.h"
-#include "src/status.h"
+#include "src/common/env.h"
+#include "src/common/status.h"
 #include "topo.h"
 
 /* Live machine: hwloc, then CUDA and verbs where they work. */

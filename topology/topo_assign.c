@@ -14,7 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "src/status.h"
+#include "src/common/status.h"
 #include "topo.h"
 
 typedef struct {

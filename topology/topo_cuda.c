@@ -10,7 +10,7 @@
 #include <cuda_runtime.h>
 #endif
 
-#include "src/status.h"
+#include "src/common/status.h"
 #include "topo.h"
 
 #ifdef HAVE_CUDA

@@ -8,7 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "src/status.h"
+#include "src/common/status.h"
 #include "topo.h"
 
 #define ZC_PCI_VENDOR_NVIDIA 0x10de

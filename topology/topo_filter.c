@@ -9,7 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "src/status.h"
+#include "src/common/status.h"
 #include "topo.h"
 
 static zc_status_t zc_filter_item(const char *item, size_t len, const char *argname,

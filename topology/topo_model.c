@@ -6,7 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "src/status.h"
+#include "src/common/status.h"
 #include "topo.h"
 
 zc_status_t zc_topo_alloc(const char *source, unsigned flags, zc_topo_t **topo)

@@ -9,7 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "src/status.h"
+#include "src/common/status.h"
 #include "topo.h"
 
 static zc_status_t zc_netdev_apply(zc_topo_t *topo, const char *item, size_t len,

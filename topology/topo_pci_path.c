@@ -14,7 +14,7 @@
 
 #include <stdlib.h>
 
-#include "src/status.h"
+#include "src/common/status.h"
 #include "topo.h"
 
 /* Longest chain of bridges we follow; real trees are under 10 deep, and a

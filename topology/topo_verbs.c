@@ -12,7 +12,7 @@
 #include <infiniband/verbs.h>
 #endif
 
-#include "src/status.h"
+#include "src/common/status.h"
 #include "topo.h"
 
 #ifdef HAVE_VERBS

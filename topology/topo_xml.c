@@ -14,7 +14,7 @@
 #include <string.h>
 #include <sys/stat.h>
 
-#include "src/status.h"
+#include "src/common/status.h"
 #include "topo.h"
 
 /* Limits that keep a hostile file from costing more than its size. */

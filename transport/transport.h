@@ -7,7 +7,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "src/bootstrap.h"
+#include "src/core/bootstrap.h"
 #include "zcomm.h"
 
 typedef struct zc_transport zc_transport_t;
@@ -24,7 +24,7 @@ typedef struct zc_transport zc_transport_t;
 
 #define ZC_RAIL_AUTO (-1)
 
-/* A request is one send or receive, or a whole schedule (src/sched.h). */
+/* A request is one send or receive, or a whole schedule (src/core/sched.h). */
 typedef enum { ZC_REQ_SEND, ZC_REQ_RECV, ZC_REQ_SCHED } zc_request_kind_t;
 
 struct zc_request {

@@ -17,9 +17,9 @@
 #include "kernels/attn_math.h"
 #include "kernels/cpu/attn_cpu.h"
 #include "kernels/cpu/thread_pool.h"
-#include "src/env.h"
-#include "src/log.h"
-#include "src/status.h"
+#include "src/common/env.h"
+#include "src/common/log.h"
+#include "src/common/status.h"
 
 /* Workspace larger than this is freed after the call instead of kept. */
 #define ZC_ATTN_WS_KEEP  ((size_t)256 << 20)

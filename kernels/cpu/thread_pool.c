@@ -9,8 +9,8 @@
 #include <unistd.h>
 
 #include "kernels/cpu/thread_pool.h"
-#include "src/env.h"
-#include "src/log.h"
+#include "src/common/env.h"
+#include "src/common/log.h"
 
 #define ZC_CPU_POOL_MAX 1024
 

@@ -12,9 +12,9 @@
 #include "kernels/attn_check.h"
 #include "kernels/attn_math.h"
 #include "kernels/cuda/attn_gpu.h"
-#include "src/memtype.h"
-#include "src/plan.h"
-#include "src/status.h"
+#include "src/core/memtype.h"
+#include "src/plan/plan.h"
+#include "src/common/status.h"
 #ifdef HAVE_CUDA
 #include <cuda_runtime.h>
 

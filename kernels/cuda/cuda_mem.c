@@ -4,7 +4,7 @@
 #include <cuda_runtime.h>
 
 #include "kernels/cuda/cuda_mem.h"
-#include "src/status.h"
+#include "src/common/status.h"
 
 zc_status_t zc_cuda_status(int err, const char *what)
 {

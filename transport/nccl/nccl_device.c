@@ -1,4 +1,4 @@
-/* NCCL backend of the device path (src/device.h).
+/* NCCL backend of the device path (src/core/device.h).
  *
  * The NCCL communicator is built from our own: rank 0 makes the
  * ncclUniqueId and sends it to every rank over the host path, and every
@@ -22,12 +22,12 @@
 #pragma GCC diagnostic pop
 
 #include "kernels/cuda/cuda_mem.h"
-#include "src/clock.h"
-#include "src/device.h"
-#include "src/log.h"
-#include "src/memtype.h"
-#include "src/p2p.h"
-#include "src/status.h"
+#include "src/common/clock.h"
+#include "src/core/device.h"
+#include "src/common/log.h"
+#include "src/core/memtype.h"
+#include "src/core/p2p.h"
+#include "src/common/status.h"
 #include "transport/nccl/nccl_device.h"
 
 /* How often a wait asks the host path whether a peer died. */

@@ -1,4 +1,4 @@
-/* NCCL backend of the device path (src/device.h): internals shared with
+/* NCCL backend of the device path (src/core/device.h): internals shared with
  * its tests.  Built only with --with-nccl. */
 #ifndef ZC_TRANSPORT_NCCL_DEVICE_H
 #define ZC_TRANSPORT_NCCL_DEVICE_H

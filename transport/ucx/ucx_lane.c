@@ -5,7 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "src/status.h"
+#include "src/common/status.h"
 #include "transport/ucx/ucx_lane.h"
 
 zc_status_t zc_ucx_status(ucs_status_t status)

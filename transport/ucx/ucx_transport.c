@@ -16,11 +16,11 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "src/clock.h"
-#include "src/comm.h"
-#include "src/env.h"
-#include "src/log.h"
-#include "src/status.h"
+#include "src/common/clock.h"
+#include "src/core/comm.h"
+#include "src/common/env.h"
+#include "src/common/log.h"
+#include "src/common/status.h"
 #include "transport/transport.h"
 #include "transport/ucx/ucx_lane.h"
 

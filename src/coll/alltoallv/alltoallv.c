@@ -1,0 +1,510 @@
+/* zc_remap_alltoallv: variable-count all-to-all with 64-bit counts.
+ *
+ * Two phases.  The agreement (unless ZC_ALLTOALLV_CHECK=0) runs inside the
+ * call: every rank learns whether both ends of every block name the same
+ * size (one round of whole count rows, or two rounds of pairwise sizes and
+ * verdicts in large communicators), so that a disagreement anywhere fails
+ * the call on every rank before any data moves: nobody waits for a block
+ * its peer will not send.  It runs inside the call because the schedule
+ * engine cannot decide at run time whether later ops run.
+ *
+ * The data phase is a schedule (sched.h) that zc_test and zc_wait
+ * progress: the self block is a copy, blocks inside a node go over shared
+ * memory, and blocks between nodes of at least ZC_ALLTOALLV_SPLIT_BYTES
+ * are cut into one slice per rail and sent on every NIC at once.  Every
+ * rank has a lane on every rail, so slices go straight to their
+ * destination: no proxy hop is needed.  Steps follow the pairwise-exchange
+ * order (step i sends to rank + i, receives from rank - i), so at any time
+ * every rank sends to a different peer, and at most ZC_ALLTOALLV_WINDOW
+ * steps with a large block are in flight. */
+#include "config.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "src/coll/alltoallv/alltoallv.h"
+#include "src/core/comm.h"
+#include "src/common/env.h"
+#include "src/core/memtype.h"
+#include "src/plan/routing.h"
+#include "src/core/sched.h"
+#include "src/common/status.h"
+
+/* Tag layout below the class: stage, call sequence, slice. */
+enum { ZC_A2AV_SIZES, ZC_A2AV_VERDICT, ZC_A2AV_DATA };
+
+static uint64_t zc_a2av_tag(int sender, int stage, unsigned seq, int slice)
+{
+    uint32_t low = (uint32_t)stage << 30 | (seq & 0x3fffffu) << 8 | (uint32_t)slice;
+    return ZC_TAG(sender, ZC_TAG_CLASS_ALLTOALLV, low);
+}
+
+/* The caller's arguments, in bytes. */
+typedef struct {
+    zc_comm_h comm;
+    const char *sendbuf;
+    char *recvbuf;
+    const int64_t *sendcounts, *sdispls, *recvcounts, *rdispls;
+    size_t elem;
+    unsigned seq;
+} zc_a2av_args_t;
+
+static size_t zc_a2av_send_bytes(const zc_a2av_args_t *a, int peer)
+{
+    return (size_t)a->sendcounts[peer] * a->elem;
+}
+
+static size_t zc_a2av_recv_bytes(const zc_a2av_args_t *a, int peer)
+{
+    return (size_t)a->recvcounts[peer] * a->elem;
+}
+
+/* ---- argument checks ---------------------------------------------------- */
+
+typedef struct {
+    uintptr_t begin, end;
+    int peer;
+    int recv;           /* 1: a block of recvbuf */
+} zc_a2av_extent_t;
+
+static int zc_a2av_extent_cmp(const void *a, const void *b)
+{
+    const zc_a2av_extent_t *x = a, *y = b;
+    if (x->begin != y->begin)
+        return x->begin < y->begin ? -1 : 1;
+    return x->peer - y->peer;
+}
+
+zc_status_t zc_alltoallv_check_counts(const int64_t *counts, const int64_t *displs, int n,
+                                      size_t elem, const void *buf, const char *counts_name,
+                                      const char *displs_name, const char *buf_name)
+{
+    ZC_ARG_CHECK(counts != NULL, "%s: is NULL", counts_name);
+    ZC_ARG_CHECK(displs != NULL, "%s: is NULL", displs_name);
+    for (int j = 0; j < n; j++) {
+        ZC_ARG_CHECK(counts[j] >= 0, "%s[%d]: %lld is negative", counts_name, j,
+                     (long long)counts[j]);
+        ZC_ARG_CHECK(displs[j] >= 0, "%s[%d]: %lld is negative", displs_name, j,
+                     (long long)displs[j]);
+        ZC_ARG_CHECK((uint64_t)counts[j] + (uint64_t)displs[j] <= (uint64_t)PTRDIFF_MAX / elem,
+                     "%s[%d] + %s[%d]: %lld + %lld elements overflow the address space",
+                     displs_name, j, counts_name, j, (long long)displs[j], (long long)counts[j]);
+        ZC_ARG_CHECK(buf != NULL || counts[j] == 0, "%s: is NULL but %s[%d] is %lld", buf_name,
+                     counts_name, j, (long long)counts[j]);
+    }
+    return ZC_OK;
+}
+
+/* No two receive blocks may overlap, and no receive block may overlap a
+ * send block (the blocks move in no defined order).  Send blocks may
+ * overlap each other: they are only read. */
+static zc_status_t zc_a2av_check_overlap(const zc_a2av_args_t *a)
+{
+    int n = a->comm->size, m = 0;
+    zc_a2av_extent_t *ext = malloc(sizeof(*ext) * 2 * (size_t)n + 1);
+    zc_status_t st = ZC_OK;
+    uintptr_t send_end = 0, recv_end = 0;
+    int send_peer = -1, recv_peer = -1;
+
+    if (!ext)
+        return zc_error(ZC_ERR_NO_MEMORY, "cannot allocate %d block extents", 2 * n);
+    for (int j = 0; j < n; j++) {
+        uintptr_t send = (uintptr_t)a->sendbuf + (size_t)a->sdispls[j] * a->elem;
+        uintptr_t recv = (uintptr_t)a->recvbuf + (size_t)a->rdispls[j] * a->elem;
+        if (a->sendcounts[j] > 0)
+            ext[m++] = (zc_a2av_extent_t){send, send + zc_a2av_send_bytes(a, j), j, 0};
+        if (a->recvcounts[j] > 0)
+            ext[m++] = (zc_a2av_extent_t){recv, recv + zc_a2av_recv_bytes(a, j), j, 1};
+    }
+    qsort(ext, (size_t)m, sizeof(*ext), zc_a2av_extent_cmp);
+    /* Sweep in address order, remembering how far the send and the
+     * receive blocks seen so far reach. */
+    for (int i = 0; i < m && st == ZC_OK; i++) {
+        const zc_a2av_extent_t *e = &ext[i];
+        if (e->recv && e->begin < recv_end)
+            st = zc_error(ZC_ERR_INVALID_ARG,
+                          "rdispls: the receive blocks of ranks %d and %d overlap", recv_peer,
+                          e->peer);
+        else if (e->recv && e->begin < send_end)
+            st = zc_error(ZC_ERR_INVALID_ARG,
+                          "recvbuf: the receive block of rank %d overlaps the send block of "
+                          "rank %d (no in-place alltoallv)", e->peer, send_peer);
+        else if (!e->recv && e->begin < recv_end)
+            st = zc_error(ZC_ERR_INVALID_ARG,
+                          "recvbuf: the receive block of rank %d overlaps the send block of "
+                          "rank %d (no in-place alltoallv)", recv_peer, e->peer);
+        if (e->recv && e->end > recv_end)
+            recv_end = e->end, recv_peer = e->peer;
+        if (!e->recv && e->end > send_end)
+            send_end = e->end, send_peer = e->peer;
+    }
+    free(ext);
+    return st;
+}
+
+static zc_status_t zc_a2av_check(const zc_a2av_args_t *a, zc_datatype_t dtype,
+                                 zc_memtype_t memtype)
+{
+    int n = a->comm->size;
+
+    ZC_ARG_CHECK(a->elem != 0, "dtype: %d is not a zc_datatype_t", (int)dtype);
+    ZC_CHECK(zc_alltoallv_check_counts(a->sendcounts, a->sdispls, n, a->elem, a->sendbuf,
+                                       "sendcounts", "sdispls", "sendbuf"));
+    ZC_CHECK(zc_alltoallv_check_counts(a->recvcounts, a->rdispls, n, a->elem, a->recvbuf,
+                                       "recvcounts", "rdispls", "recvbuf"));
+    ZC_CHECK(zc_memtype_check_host_path(a->sendbuf, memtype, "sendbuf"));
+    ZC_CHECK(zc_memtype_check_host_path(a->recvbuf, memtype, "recvbuf"));
+    return zc_a2av_check_overlap(a);
+}
+
+/* ---- agreement ---------------------------------------------------------- */
+
+/* Up to ZC_ALLTOALLV_ROWS_MAX ranks every rank sends its whole count rows
+ * to every other (16 n bytes each) and checks every block itself: one
+ * round.  Beyond, the pairs swap their two sizes and then every rank sends
+ * its verdict to every other: two rounds of 16 and 40 bytes, O(n) bytes per
+ * rank instead of O(n^2). */
+
+/* A disagreement: block src -> dst, the bytes each end names. */
+typedef struct {
+    int64_t src, dst;
+    int64_t sent, expected;
+} zc_a2av_bad_t;
+
+/* What a rank knows after the agreement. */
+typedef struct {
+    int64_t blocks;          /* blocks that disagree, over all ranks */
+    zc_a2av_bad_t mine;      /* the first one this rank is an end of */
+    zc_a2av_bad_t any;       /* the first one anywhere */
+    int have_mine;
+} zc_a2av_findings_t;
+
+/* Remember `bad` when it is this rank's first own disagreement. */
+static void zc_a2av_mine(zc_a2av_findings_t *f, int me, zc_a2av_bad_t bad)
+{
+    if (!f->have_mine && (bad.src == me || bad.dst == me)) {
+        f->mine = bad;
+        f->have_mine = 1;
+    }
+}
+
+static void zc_a2av_found(zc_a2av_findings_t *f, int me, zc_a2av_bad_t bad)
+{
+    if (f->blocks++ == 0)
+        f->any = bad;
+    zc_a2av_mine(f, me, bad);
+}
+
+/* One round: send out + j * out_stride to and receive in + j * len from
+ * every other rank j. */
+static zc_status_t zc_a2av_swap(const zc_a2av_args_t *a, int stage, const void *out,
+                                size_t out_stride, void *in, size_t len)
+{
+    zc_comm_h comm = a->comm;
+    zc_sched_t *s;
+    zc_status_t st;
+
+    ZC_CHECK(zc_sched_create(comm, &s));
+    for (int i = 1; i < comm->size; i++) {
+        int to = (comm->rank + i) % comm->size, from = (comm->rank - i + comm->size) % comm->size;
+        zc_sched_p2p(s, ZC_REQ_RECV, (char *)in + len * (size_t)from, len, from,
+                     zc_a2av_tag(from, stage, a->seq, 0), ZC_RAIL_AUTO, ZC_SCHED_NONE,
+                     ZC_SCHED_NONE);
+        zc_sched_p2p(s, ZC_REQ_SEND, (char *)out + out_stride * (size_t)to, len, to,
+                     zc_a2av_tag(comm->rank, stage, a->seq, 0), ZC_RAIL_AUTO, ZC_SCHED_NONE,
+                     ZC_SCHED_NONE);
+    }
+    st = zc_sched_wait(s);
+    zc_sched_destroy(s);
+    return st;
+}
+
+/* rows[r * 2n + j]: bytes rank r sends to j; rows[r * 2n + n + j]: bytes
+ * rank r expects from j.  Fills this rank's own rows. */
+static void zc_a2av_my_rows(const zc_a2av_args_t *a, int64_t *rows)
+{
+    int n = a->comm->size;
+    int64_t *mine = rows + (size_t)a->comm->rank * 2 * (size_t)n;
+
+    for (int j = 0; j < n; j++) {
+        mine[j] = (int64_t)zc_a2av_send_bytes(a, j);
+        mine[n + j] = (int64_t)zc_a2av_recv_bytes(a, j);
+    }
+}
+
+/* One round: every rank gets every row and checks every block. */
+static zc_status_t zc_a2av_agree_rows(const zc_a2av_args_t *a, zc_a2av_findings_t *f)
+{
+    int n = a->comm->size, me = a->comm->rank;
+    size_t row = 2 * (size_t)n;
+    int64_t *rows = malloc(sizeof(*rows) * row * (size_t)n);
+    zc_status_t st;
+
+    if (!rows)
+        return zc_error(ZC_ERR_NO_MEMORY, "cannot allocate the count rows of %d ranks", n);
+    zc_a2av_my_rows(a, rows);
+    st = zc_a2av_swap(a, ZC_A2AV_SIZES, rows + (size_t)me * row, 0, rows, sizeof(*rows) * row);
+    for (int i = 0; st == ZC_OK && i < n; i++)
+        for (int j = 0; j < n; j++)
+            if (rows[(size_t)i * row + (size_t)j] != rows[(size_t)j * row + (size_t)n + (size_t)i])
+                zc_a2av_found(f, me, (zc_a2av_bad_t){i, j, rows[(size_t)i * row + (size_t)j],
+                                                     rows[(size_t)j * row + (size_t)n +
+                                                          (size_t)i]});
+    free(rows);
+    return st;
+}
+
+/* What a pair swaps: the sizes of the two blocks between them. */
+typedef struct {
+    int64_t to_you, from_you;
+} zc_a2av_pair_t;
+
+/* A rank's verdict in the second round: the blocks it sends that
+ * disagree (so that every block is counted once), and its first one. */
+typedef struct {
+    int64_t blocks;
+    zc_a2av_bad_t first;
+} zc_a2av_verdict_t;
+
+/* Two rounds: the pairs compare, then everyone hears every verdict. */
+static zc_status_t zc_a2av_agree_pairs(const zc_a2av_args_t *a, zc_a2av_findings_t *f)
+{
+    int n = a->comm->size, me = a->comm->rank;
+    zc_a2av_pair_t *theirs = malloc(sizeof(*theirs) * (size_t)n);
+    zc_a2av_pair_t *mine = malloc(sizeof(*mine) * (size_t)n);
+    zc_a2av_verdict_t *verdicts = malloc(sizeof(*verdicts) * (size_t)n), v = {0};
+    zc_status_t st = ZC_OK;
+
+    if (!theirs || !mine || !verdicts) {
+        st = zc_error(ZC_ERR_NO_MEMORY, "cannot allocate the count agreement of %d ranks", n);
+        goto out;
+    }
+    for (int j = 0; j < n; j++)
+        mine[j] = (zc_a2av_pair_t){(int64_t)zc_a2av_send_bytes(a, j),
+                                   (int64_t)zc_a2av_recv_bytes(a, j)};
+    ZC_CHECK_GOTO(zc_a2av_swap(a, ZC_A2AV_SIZES, mine, sizeof(*mine), theirs, sizeof(*theirs)),
+                  st, out);
+    theirs[me] = mine[me];
+    for (int j = 0; j < n; j++) {
+        if (mine[j].to_you != theirs[j].from_you) {
+            zc_a2av_bad_t bad = {me, j, mine[j].to_you, theirs[j].from_you};
+            if (v.blocks++ == 0)
+                v.first = bad;
+            zc_a2av_mine(f, me, bad);
+        }
+        if (j != me && mine[j].from_you != theirs[j].to_you)
+            zc_a2av_mine(f, me, (zc_a2av_bad_t){j, me, theirs[j].to_you, mine[j].from_you});
+    }
+    ZC_CHECK_GOTO(zc_a2av_swap(a, ZC_A2AV_VERDICT, &v, 0, verdicts, sizeof(v)), st, out);
+    verdicts[me] = v;
+    for (int j = 0; j < n; j++) {
+        if (verdicts[j].blocks && f->blocks == 0)
+            f->any = verdicts[j].first;
+        f->blocks += verdicts[j].blocks;
+    }
+out:
+    free(theirs);
+    free(mine);
+    free(verdicts);
+    return st;
+}
+
+/* Both ends of every block agree on its size, else ZC_ERR_MISMATCH on
+ * every rank: naming the block and both sizes on its two ranks, the first
+ * disagreement anywhere on the others. */
+static zc_status_t zc_a2av_agree(const zc_a2av_args_t *a)
+{
+    zc_a2av_findings_t f = {0};
+    int me = a->comm->rank;
+    int64_t rows_max;
+
+    ZC_CHECK(zc_env_get_int("ZC_ALLTOALLV_ROWS_MAX", &rows_max));
+    if (a->comm->size <= rows_max)
+        ZC_CHECK(zc_a2av_agree_rows(a, &f));
+    else
+        ZC_CHECK(zc_a2av_agree_pairs(a, &f));
+    if (f.blocks == 0)
+        return ZC_OK;
+    if (f.have_mine && f.mine.src == me)
+        return zc_error(ZC_ERR_MISMATCH,
+                        "sendcounts[%lld]: rank %d sends %lld bytes to rank %lld, which expects "
+                        "%lld (its recvcounts[%d]); %lld block(s) disagree, no data moved",
+                        (long long)f.mine.dst, me, (long long)f.mine.sent, (long long)f.mine.dst,
+                        (long long)f.mine.expected, me, (long long)f.blocks);
+    if (f.have_mine)
+        return zc_error(ZC_ERR_MISMATCH,
+                        "recvcounts[%lld]: rank %d expects %lld bytes from rank %lld, which sends "
+                        "%lld (its sendcounts[%d]); %lld block(s) disagree, no data moved",
+                        (long long)f.mine.src, me, (long long)f.mine.expected,
+                        (long long)f.mine.src, (long long)f.mine.sent, me, (long long)f.blocks);
+    return zc_error(ZC_ERR_MISMATCH,
+                    "counts: rank %lld sends %lld bytes to rank %lld, which expects %lld; "
+                    "%lld block(s) disagree, none of this rank, no data moved",
+                    (long long)f.any.src, (long long)f.any.sent, (long long)f.any.dst,
+                    (long long)f.any.expected, (long long)f.blocks);
+}
+
+zc_status_t zc_alltoallv_agree(zc_comm_h comm, unsigned seq, const int64_t *sendcounts,
+                               const int64_t *recvcounts, size_t elem)
+{
+    zc_a2av_args_t a = {.comm = comm, .sendcounts = sendcounts, .recvcounts = recvcounts,
+                        .elem = elem, .seq = seq};
+    return zc_a2av_agree(&a);
+}
+
+/* ---- data schedule ------------------------------------------------------ */
+
+typedef struct {
+    zc_sched_t *sched;
+    int64_t split_bytes;  /* inter-node blocks from this size on go over every rail */
+    int gate;             /* op the next step's ops wait for (window), or NONE */
+    int last;             /* join of everything posted in the current step */
+} zc_a2av_build_t;
+
+/* Add `op` to the current step's join: a chain of zero-byte copies, each
+ * done once both of its inputs are, so that the last one marks the whole
+ * step done for the window. */
+static void zc_a2av_join(zc_a2av_build_t *b, int op)
+{
+    static char nothing;
+
+    if (op < 0)
+        return;
+    b->last = b->last == ZC_SCHED_NONE ? op
+                                       : zc_sched_copy(b->sched, &nothing, &nothing, 0, b->last, op);
+}
+
+/* One block between this rank and `peer` in direction `kind`. */
+static void zc_a2av_block(const zc_a2av_args_t *a, zc_a2av_build_t *b, zc_request_kind_t kind,
+                          int peer)
+{
+    zc_comm_h comm = a->comm;
+    int me = comm->rank, sender = kind == ZC_REQ_SEND ? me : peer;
+    int64_t count = kind == ZC_REQ_SEND ? a->sendcounts[peer] : a->recvcounts[peer];
+    size_t bytes = (size_t)count * a->elem;
+    int nrails = comm->nrails;
+
+    if (bytes == 0)
+        return;  /* the agreement made sure the peer skips it too */
+    char *buf = kind == ZC_REQ_SEND ? (char *)a->sendbuf + (size_t)a->sdispls[peer] * a->elem
+                                    : a->recvbuf + (size_t)a->rdispls[peer] * a->elem;
+    if (nrails < 2 || comm->rank_node[peer] == comm->node || (int64_t)bytes < b->split_bytes) {
+        zc_a2av_join(b, zc_sched_p2p(b->sched, kind, buf, bytes, peer,
+                                     zc_a2av_tag(sender, ZC_A2AV_DATA, a->seq, 0), ZC_RAIL_AUTO,
+                                     b->gate, ZC_SCHED_NONE));
+        return;
+    }
+    /* Slice k travels on rail k at both ends (the routed transfer's split). */
+    for (int k = 0; k < nrails; k++) {
+        int64_t off, len;
+        zc_route_slice(count, nrails, k, &off, &len);
+        if (len)
+            zc_a2av_join(b, zc_sched_p2p(b->sched, kind, buf + (size_t)off * a->elem,
+                                         (size_t)len * a->elem, peer,
+                                         zc_a2av_tag(sender, ZC_A2AV_DATA, a->seq, 1 + k), k,
+                                         b->gate, ZC_SCHED_NONE));
+    }
+}
+
+static zc_status_t zc_a2av_schedule(const zc_a2av_args_t *a, zc_request_h *request)
+{
+    zc_comm_h comm = a->comm;
+    int n = comm->size, me = comm->rank;
+    int64_t window;
+    zc_a2av_build_t b = {.gate = ZC_SCHED_NONE};
+    int *joins = malloc(sizeof(*joins) * (size_t)n);
+
+    if (!joins)
+        return zc_error(ZC_ERR_NO_MEMORY, "cannot allocate the steps of %d ranks", n);
+    zc_status_t st = zc_env_get_int("ZC_ALLTOALLV_SPLIT_BYTES", &b.split_bytes);
+    if (st == ZC_OK)
+        st = zc_env_get_int("ZC_ALLTOALLV_WINDOW", &window);
+    if (st == ZC_OK)
+        st = zc_sched_create(comm, &b.sched);
+    if (st != ZC_OK) {
+        free(joins);
+        return st;
+    }
+    if (zc_a2av_send_bytes(a, me))
+        zc_sched_copy(b.sched, a->recvbuf + (size_t)a->rdispls[me] * a->elem,
+                      a->sendbuf + (size_t)a->sdispls[me] * a->elem, zc_a2av_send_bytes(a, me),
+                      ZC_SCHED_NONE, ZC_SCHED_NONE);
+    /* Step i: receive from rank - i, send to rank + i; the receive is
+     * posted first so the matching send never lands unexpected.  The
+     * window holds back large steps only: a step whose blocks are all
+     * below the split size starts at once, as its latency is all it costs. */
+    int large = 0;
+    for (int i = 1; i < n; i++) {
+        int from = (me - i + n) % n, to = (me + i) % n;
+        int small = (int64_t)zc_a2av_recv_bytes(a, from) < b.split_bytes &&
+                    (int64_t)zc_a2av_send_bytes(a, to) < b.split_bytes;
+        b.gate = !small && window > 0 && large >= window ? joins[large - window] : ZC_SCHED_NONE;
+        b.last = ZC_SCHED_NONE;
+        zc_a2av_block(a, &b, ZC_REQ_RECV, from);
+        zc_a2av_block(a, &b, ZC_REQ_SEND, to);
+        if (!small)
+            joins[large++] = b.last;
+    }
+    free(joins);
+    return zc_sched_start(b.sched, request);
+}
+
+/* ---- public calls ------------------------------------------------------- */
+
+zc_status_t zc_remap_alltoallv(const void *sendbuf, const int64_t *sendcounts,
+                               const int64_t *sdispls, void *recvbuf, const int64_t *recvcounts,
+                               const int64_t *rdispls, zc_datatype_t dtype, zc_memtype_t memtype,
+                               zc_comm_h comm, zc_request_h *request)
+{
+    zc_a2av_args_t a = {.comm = comm, .sendbuf = sendbuf, .recvbuf = recvbuf,
+                        .sendcounts = sendcounts, .sdispls = sdispls, .recvcounts = recvcounts,
+                        .rdispls = rdispls, .elem = zc_datatype_size(dtype)};
+    int64_t check;
+
+    ZC_ARG_CHECK(request != NULL, "request: is NULL");
+    ZC_CHECK(zc_comm_check(comm));
+    ZC_CHECK(zc_a2av_check(&a, dtype, memtype));
+    ZC_CHECK(zc_env_get_int("ZC_ALLTOALLV_CHECK", &check));
+    a.seq = comm->coll_seq++;
+    if (check)
+        ZC_CHECK(zc_a2av_agree(&a));
+    return zc_a2av_schedule(&a, request);
+}
+
+zc_status_t zc_remap_alltoallv_plan(zc_plan_h plan, zc_remap_dir_t dir, const void *sendbuf,
+                                    void *recvbuf, int64_t elems_per_token, zc_datatype_t dtype,
+                                    zc_memtype_t memtype, zc_comm_h comm, zc_request_h *request)
+{
+    zc_plan_info_t info;
+    int64_t *counts;
+    zc_status_t st;
+
+    ZC_ARG_CHECK(request != NULL, "request: is NULL");
+    ZC_ARG_CHECK(plan != NULL, "plan: is NULL");
+    ZC_CHECK(zc_comm_check(comm));
+    ZC_ARG_CHECK(elems_per_token > 0, "elems_per_token: %lld is not positive",
+                 (long long)elems_per_token);
+    ZC_CHECK(zc_plan_info(plan, &info));
+    if (info.nranks != comm->size)
+        return zc_error(ZC_ERR_MISMATCH, "plan: has %d ranks, the communicator %d", info.nranks,
+                        comm->size);
+    counts = malloc(sizeof(*counts) * 4 * (size_t)comm->size);
+    if (!counts)
+        return zc_error(ZC_ERR_NO_MEMORY, "cannot allocate the counts of %d ranks", comm->size);
+    int64_t *sc = counts, *sd = sc + comm->size, *rc = sd + comm->size, *rd = rc + comm->size;
+    ZC_CHECK_GOTO(zc_plan_remap_counts(plan, comm->rank, dir, sc, sd, rc, rd), st, out);
+    /* Tokens to elements; a token count is at most the plan's capacity. */
+    for (int j = 0; j < 4 * comm->size; j++) {
+        if (counts[j] > INT64_MAX / elems_per_token) {
+            st = zc_error(ZC_ERR_INVALID_ARG,
+                          "elems_per_token: %lld x %lld tokens overflows a 64-bit count",
+                          (long long)elems_per_token, (long long)counts[j]);
+            goto out;
+        }
+        counts[j] *= elems_per_token;
+    }
+    st = zc_remap_alltoallv(sendbuf, sc, sd, recvbuf, rc, rd, dtype, memtype, comm, request);
+out:
+    free(counts);
+    return st;
+}

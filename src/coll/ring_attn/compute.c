@@ -1,0 +1,404 @@
+/* One block of ring attention: this rank's query pieces against the key
+ * pieces it holds at this step, turned into calls of the CPU kernels.
+ *
+ * The kernels take packed segments, each a run of query rows and a run of
+ * key rows whose causal mask follows from two global positions (q_start,
+ * kv_start).  A sequence's pieces on either side are contiguous rows in
+ * position order but not contiguous positions (zigzag chunks i and
+ * 2G-1-i), so each sequence is first tried as one segment with virtual
+ * positions: query t sees c(t) keys (those at or before its position), and
+ * when c(t) = min(c(t0) + t - t0, c(last)) from the first query t0 that
+ * sees any key, positions q_start = c(t0) - 1, kv_start = 0 reproduce that
+ * mask exactly.  That holds for every zigzag ring step (the diagonal block
+ * of the own chunks, and the full blocks of the other steps).  Otherwise
+ * (the gathered whole sequences of LLaMA CP mode) every query piece against
+ * every key piece is its own segment with its true positions.
+ *
+ * Within one kernel call a query row and a key row can belong to one
+ * segment only, so a sequence's segments go into successive rounds, one
+ * call each; rows between the segments of a round become empty segments
+ * (queries without keys or keys without queries, which change nothing).
+ * A call is cut into slices of ZC_RING_ATTN_SLICE_MFLOP while transfers
+ * are in flight, and they progress between slices.  The stream engine
+ * (ctx->ds) enqueues each round as one call: its transfers need no help. */
+#include "config.h"
+
+#include <stdlib.h>
+
+#include "src/common/clock.h"
+#include "src/coll/ring_attn/ring_attn.h"
+#include "src/coll/ring_attn/stream_engine.h"
+#include "src/common/status.h"
+
+/* A slice is a multiple of this many query rows: every kernel call packs
+ * K^T (and V^T) of all its keys, which costs about as much as 500 query
+ * rows of causal work against them (measured: 64-row slices of a 4096-key
+ * block double the forward's time, 1024-row slices add 1%). */
+#define ZC_RA_SLICE_ROWS 512
+
+/* Rows of one segment (or one unit of work) and their first positions. */
+typedef struct {
+    int64_t q_off, q_len;     /* rows of this rank's buffer */
+    int64_t kv_off, kv_len;   /* rows of the block's keys */
+    int64_t q_pos, kv_pos;
+    int round;
+} zc_ra_seg_t;
+
+typedef struct {
+    zc_ra_seg_t *v;
+    int n, cap;
+} zc_ra_segs_t;
+
+static zc_status_t zc_ra_segs_add(zc_ra_segs_t *s, const zc_ra_seg_t *seg)
+{
+    if (s->n == s->cap) {
+        int cap = s->cap ? 2 * s->cap : 32;
+        zc_ra_seg_t *v = realloc(s->v, (size_t)cap * sizeof(*v));
+
+        if (!v)
+            return zc_error(ZC_ERR_NO_MEMORY, "ring attention: cannot allocate %d segments", cap);
+        s->v = v;
+        s->cap = cap;
+    }
+    s->v[s->n++] = *seg;
+    return ZC_OK;
+}
+
+/* Keys of pieces kp[0..nk) at or before position x. */
+static int64_t zc_ra_visible(const zc_plan_piece_t *kp, size_t nk, int64_t x)
+{
+    int64_t c = 0;
+
+    for (size_t j = 0; j < nk; j++) {
+        int64_t n = x - kp[j].begin + 1, len = kp[j].end - kp[j].begin;
+        c += n < 0 ? 0 : n > len ? len : n;
+    }
+    return c;
+}
+
+/* One sequence as a single segment with virtual positions, if its mask
+ * allows (see the top of the file).  *fits = 0 otherwise. */
+static zc_status_t zc_ra_seq_merged(zc_ra_segs_t *units, const zc_plan_piece_t *qp, size_t nq,
+                                    int64_t qrow, const zc_plan_piece_t *kp, size_t nk,
+                                    int64_t krow, int *fits)
+{
+    int64_t t = 0, t0 = -1, c0 = 0, total_q = 0;
+    int64_t last = zc_ra_visible(kp, nk, qp[nq - 1].end - 1);
+
+    *fits = 1;
+    for (size_t i = 0; i < nq; i++) {
+        for (int64_t x = qp[i].begin; x < qp[i].end; x++, t++) {
+            int64_t c = zc_ra_visible(kp, nk, x), want;
+
+            if (t0 < 0) {
+                if (c > 0) {
+                    t0 = t;
+                    c0 = c;
+                }
+                continue;
+            }
+            want = c0 + (t - t0) < last ? c0 + (t - t0) : last;
+            if (c != want) {
+                *fits = 0;
+                return ZC_OK;
+            }
+        }
+    }
+    total_q = t;
+    if (t0 < 0)
+        return ZC_OK; /* every key comes after every query */
+    return zc_ra_segs_add(units, &(zc_ra_seg_t){.q_off = qrow + t0, .q_len = total_q - t0,
+                                                .kv_off = krow, .kv_len = last,
+                                                .q_pos = c0 - 1, .kv_pos = 0, .round = 0});
+}
+
+/* Every (query piece, key piece) pair that sees anything, one round each. */
+static zc_status_t zc_ra_seq_pairs(zc_ra_segs_t *units, const zc_plan_piece_t *qp, size_t nq,
+                                   int64_t qrow, const zc_plan_piece_t *kp, size_t nk,
+                                   int64_t krow)
+{
+    int round = 0;
+
+    for (size_t i = 0; i < nq; qrow += qp[i].end - qp[i].begin, i++) {
+        int64_t kr = krow;
+
+        for (size_t j = 0; j < nk; kr += kp[j].end - kp[j].begin, j++) {
+            int64_t klen = kp[j].end - kp[j].begin;
+            int64_t seen = qp[i].end - kp[j].begin;       /* keys the last query sees */
+            int64_t skip = kp[j].begin - qp[i].begin;     /* queries before the first key */
+
+            if (seen <= 0)
+                continue;
+            skip = skip < 0 ? 0 : skip;
+            ZC_CHECK(zc_ra_segs_add(units, &(zc_ra_seg_t){
+                                               .q_off = qrow + skip,
+                                               .q_len = qp[i].end - qp[i].begin - skip,
+                                               .kv_off = kr, .kv_len = seen < klen ? seen : klen,
+                                               .q_pos = qp[i].begin + skip,
+                                               .kv_pos = kp[j].begin, .round = round++}));
+        }
+    }
+    return ZC_OK;
+}
+
+/* Pieces of one sequence are adjacent; ring then sequence orders them. */
+static int zc_ra_seq_cmp(const zc_plan_piece_t *a, const zc_plan_piece_t *b)
+{
+    if (a->ring != b->ring)
+        return a->ring < b->ring ? -1 : 1;
+    return (a->seq > b->seq) - (a->seq < b->seq);
+}
+
+static size_t zc_ra_seq_run(const zc_plan_piece_t *p, size_t n, size_t i, int64_t *rows)
+{
+    size_t j = i;
+
+    *rows = 0;
+    while (j < n && zc_ra_seq_cmp(&p[j], &p[i]) == 0) {
+        *rows += p[j].end - p[j].begin;
+        j++;
+    }
+    return j - i;
+}
+
+static zc_status_t zc_ra_units(zc_ra_segs_t *units, const zc_plan_piece_t *qp, size_t nq,
+                               int64_t q_row0, const zc_ra_kv_t *kv, int *rounds)
+{
+    size_t i = 0, j = 0;
+    int64_t qrow = q_row0, krow = 0;
+
+    *rounds = 0;
+    while (i < nq && j < kv->npieces) {
+        int64_t qrows, krows;
+        size_t qn = zc_ra_seq_run(qp, nq, i, &qrows);
+        size_t kn = zc_ra_seq_run(kv->pieces, kv->npieces, j, &krows);
+        int cmp = zc_ra_seq_cmp(&qp[i], &kv->pieces[j]), fits, first = units->n;
+
+        if (cmp == 0) {
+            ZC_CHECK(zc_ra_seq_merged(units, &qp[i], qn, qrow, &kv->pieces[j], kn, krow, &fits));
+            if (!fits)
+                ZC_CHECK(zc_ra_seq_pairs(units, &qp[i], qn, qrow, &kv->pieces[j], kn, krow));
+            if (units->n - first > *rounds)
+                *rounds = units->n - first;
+        }
+        if (cmp <= 0) {
+            i += qn;
+            qrow += qrows;
+        }
+        if (cmp >= 0) {
+            j += kn;
+            krow += krows;
+        }
+    }
+    return ZC_OK;
+}
+
+/* Segments of one round: its units with the rows between them as empty
+ * segments, so that query and key rows both tile the call. */
+static zc_status_t zc_ra_round_segs(const zc_ra_segs_t *units, int round, zc_ra_segs_t *segs)
+{
+    int64_t qcur = -1, kcur = -1;
+
+    segs->n = 0;
+    for (int u = 0; u < units->n; u++) {
+        const zc_ra_seg_t *s = &units->v[u];
+
+        if (s->round != round)
+            continue;
+        if (qcur < 0) {
+            qcur = s->q_off;
+            kcur = s->kv_off;
+        }
+        if (s->q_off > qcur)
+            ZC_CHECK(zc_ra_segs_add(segs, &(zc_ra_seg_t){.q_off = qcur,
+                                                         .q_len = s->q_off - qcur,
+                                                         .kv_off = kcur}));
+        if (s->kv_off > kcur)
+            ZC_CHECK(zc_ra_segs_add(segs, &(zc_ra_seg_t){.q_off = s->q_off, .kv_off = kcur,
+                                                         .kv_len = s->kv_off - kcur}));
+        ZC_CHECK(zc_ra_segs_add(segs, s));
+        qcur = s->q_off + s->q_len;
+        kcur = s->kv_off + s->kv_len;
+    }
+    return ZC_OK;
+}
+
+/* Causal pairs of rows [a, b) of a segment: row t sees clamp(d + t, 0, K)
+ * keys, d = q_pos - kv_pos + 1. */
+static double zc_ra_pairs(const zc_ra_seg_t *s, int64_t a, int64_t b)
+{
+    int64_t d = s->q_pos - s->kv_pos + 1, K = s->kv_len;
+    int64_t lo = d + a, hi = d + b - 1, l1, h1, l2;
+    double sum = 0;
+
+    if (hi < lo || K == 0)
+        return 0;
+    l1 = lo > 1 ? lo : 1;
+    h1 = hi < K - 1 ? hi : K - 1;
+    if (h1 >= l1)
+        sum += (double)(l1 + h1) * (double)(h1 - l1 + 1) / 2;
+    l2 = lo > K ? lo : K;
+    if (hi >= l2)
+        sum += (double)K * (double)(hi - l2 + 1);
+    return sum;
+}
+
+typedef struct {
+    int32_t *cu_q, *cu_kv, *q_start, *kv_start;
+    int cap;
+} zc_ra_call_arrays_t;
+
+/* One kernel call over segments [i0, i1], rows [r0, ...) of i0 and
+ * [..., r1) of i1. */
+static zc_status_t zc_ra_kernel(zc_ra_ctx_t *ctx, const zc_ra_kv_t *kv, const zc_ra_segs_t *segs,
+                                int i0, int64_t r0, int i1, int64_t r1, zc_ra_call_arrays_t *arr)
+{
+    const zc_ring_attn_args_t *args = ctx->args;
+    int64_t base_q = segs->v[i0].q_off + r0, base_kv = segs->v[i0].kv_off;
+    int n = i1 - i0 + 1;
+    zc_attn_args_t a = {0};
+    zc_status_t st;
+    double t0;
+
+    arr->cu_q[0] = arr->cu_kv[0] = 0;
+    for (int b = 0; b < n; b++) {
+        const zc_ra_seg_t *s = &segs->v[i0 + b];
+        int64_t qs = b == 0 ? r0 : 0, qe = i0 + b == i1 ? r1 : s->q_len;
+
+        arr->cu_q[b + 1] = arr->cu_q[b] + (int32_t)(qe - qs);
+        arr->cu_kv[b + 1] = arr->cu_kv[b] + (int32_t)s->kv_len;
+        arr->q_start[b] = (int32_t)(s->q_pos + qs);
+        arr->kv_start[b] = (int32_t)s->kv_pos;
+    }
+    a.batch = n;
+    a.num_heads_q = args->num_heads_q;
+    a.num_heads_kv = args->num_heads_kv;
+    a.head_dim = args->head_dim;
+    a.cu_seqlens_q = arr->cu_q;
+    a.cu_seqlens_kv = arr->cu_kv;
+    a.q_start = arr->q_start;
+    a.kv_start = arr->kv_start;
+    a.causal = 1;
+    a.scale = ctx->scale;
+    a.flags = ZC_ATTN_ACCUMULATE;
+    a.dtype = args->dtype;
+    a.out_dtype = ZC_FLOAT32;
+    a.grad_dtype = ZC_FLOAT32;
+    a.q = (const char *)args->q + (size_t)(base_q * ctx->row_q) * ctx->elem;
+    a.k = (const char *)kv->k + (size_t)(base_kv * ctx->row_kv) * ctx->elem;
+    a.v = (const char *)kv->v + (size_t)(base_kv * ctx->row_kv) * ctx->elem;
+    a.lse = args->lse + base_q * args->num_heads_q;
+    if (!ctx->backward) {
+        a.out = ctx->out_acc + base_q * ctx->row_q;
+    } else {
+        a.dout = (const char *)args->dout + (size_t)(base_q * ctx->row_q) * ctx->elem;
+        a.delta = ctx->delta + base_q * args->num_heads_q;
+        a.dq = ctx->dq_acc + base_q * ctx->row_q;
+        a.dk = kv->dk + base_kv * ctx->row_kv;
+        a.dv = kv->dv + base_kv * ctx->row_kv;
+    }
+    t0 = zc_now_sec();
+    if (ctx->ds)
+        st = ctx->ds->attn(ctx->ds_dev, ctx->backward ? ZC_DS_BWD : ZC_DS_FWD, &a);
+    else
+        st = ctx->backward ? zc_attn_bwd(&a) : zc_attn_fwd(&a);
+    ctx->stats.compute_seconds += zc_now_sec() - t0;
+    ctx->stats.kernel_calls++;
+    return st;
+}
+
+/* Run one round's segments as kernel calls of about `budget` pairs each,
+ * cutting a segment between ZC_RA_SLICE_ROWS-row blocks when it does not
+ * fit. */
+static zc_status_t zc_ra_run_round(zc_ra_ctx_t *ctx, const zc_ra_kv_t *kv,
+                                   const zc_ra_segs_t *segs, double pair_flops)
+{
+    zc_ra_call_arrays_t arr = {0};
+    int i0 = 0;
+    int64_t r0 = 0;
+    zc_status_t st = ZC_OK;
+    /* the stream engine's transfers run on their own stream: no progress here */
+    int host_xfers = ctx->ds == NULL;
+
+    arr.cap = segs->n + 1;
+    arr.cu_q = malloc((size_t)arr.cap * sizeof(int32_t));
+    arr.cu_kv = malloc((size_t)arr.cap * sizeof(int32_t));
+    arr.q_start = malloc((size_t)arr.cap * sizeof(int32_t));
+    arr.kv_start = malloc((size_t)arr.cap * sizeof(int32_t));
+    if (!arr.cu_q || !arr.cu_kv || !arr.q_start || !arr.kv_start) {
+        st = zc_error(ZC_ERR_NO_MEMORY, "ring attention: cannot allocate %d segments", arr.cap);
+        goto out;
+    }
+    while (i0 < segs->n) {
+        double budget = ctx->slice_flops > 0 && host_xfers && zc_ra_busy(ctx)
+                            ? ctx->slice_flops / pair_flops : -1;
+        double work = 0;
+        int i1 = i0;
+        int64_t r1 = segs->v[i0].q_len, start = r0;
+
+        /* extend the call segment by segment; the one that overflows is
+         * cut between row blocks (a call takes at least one block) */
+        for (;; i1++, start = 0) {
+            const zc_ra_seg_t *s = &segs->v[i1];
+            double w = zc_ra_pairs(s, start, s->q_len);
+
+            r1 = s->q_len;
+            if (budget >= 0 && work + w > budget) {
+                int64_t cut = start;
+
+                while (cut < s->q_len) {
+                    int64_t next = cut + ZC_RA_SLICE_ROWS < s->q_len ? cut + ZC_RA_SLICE_ROWS
+                                                                       : s->q_len;
+
+                    if (work + zc_ra_pairs(s, start, next) > budget && (work > 0 || cut > start))
+                        break;
+                    cut = next;
+                }
+                r1 = cut;
+                if (r1 == start && i1 > i0) /* nothing of it fits: end before it */
+                    r1 = segs->v[--i1].q_len;
+                break;
+            }
+            work += w;
+            if (i1 + 1 == segs->n)
+                break;
+        }
+        ZC_CHECK_GOTO(zc_ra_kernel(ctx, kv, segs, i0, r0, i1, r1, &arr), st, out);
+        if (r1 < segs->v[i1].q_len) {
+            i0 = i1;
+            r0 = r1;
+        } else {
+            i0 = i1 + 1;
+            r0 = 0;
+        }
+        if (host_xfers && zc_ra_busy(ctx))
+            ZC_CHECK_GOTO(zc_ra_progress(ctx), st, out);
+    }
+out:
+    free(arr.cu_q);
+    free(arr.cu_kv);
+    free(arr.q_start);
+    free(arr.kv_start);
+    return st;
+}
+
+zc_status_t zc_ra_compute(zc_ra_ctx_t *ctx, const zc_plan_piece_t *qp, size_t nq, int64_t q_row0,
+                          const zc_ra_kv_t *kv)
+{
+    const zc_ring_attn_args_t *args = ctx->args;
+    double pair_flops = (ctx->backward ? 10.0 : 4.0) * args->head_dim * args->num_heads_q;
+    zc_ra_segs_t units = {0}, segs = {0};
+    zc_status_t st = ZC_OK;
+    int rounds;
+
+    ZC_CHECK_GOTO(zc_ra_units(&units, qp, nq, q_row0, kv, &rounds), st, out);
+    for (int r = 0; r < rounds; r++) {
+        ZC_CHECK_GOTO(zc_ra_round_segs(&units, r, &segs), st, out);
+        if (segs.n > 0)
+            ZC_CHECK_GOTO(zc_ra_run_round(ctx, kv, &segs, pair_flops), st, out);
+    }
+out:
+    free(units.v);
+    free(segs.v);
+    return st;
+}

@@ -1,0 +1,271 @@
+/* Ring groups and the routed-call list of one zc_ring_attn call, built
+ * from the plan alone so that every rank derives the same ones.
+ *
+ * A group is a run of consecutive rings of one zone (inter-node first, then
+ * intra-node, rings by id: the plan's buffer order) whose ranks form the
+ * same cycle.  The rings of a group share every hop, so one message per
+ * hop carries the KV of all their sequences, as TransformerEngine's CP
+ * does for a packed batch over its one global ring.  ctx->groups is the
+ * run order: a backward call in reverse order (ctx->reverse) stores them
+ * last to first, so that the routed-call list and the group numbers in the
+ * tags follow the order the groups run in on every rank.
+ *
+ * In Zeppelin mode the inter-node hops of a ring (zc_plan_ring_hops) go
+ * through zc_routed_sendrecv, which every rank of the communicator must
+ * call in the same order, with the same transfer list, whether it is in
+ * the ring or not (it may be a proxy).  The list of those calls is fixed
+ * here: per group, forward KV into steps 1..G-1; backward KV into step s+1
+ * then dK/dV after step s, in the order a member posts them. */
+#include "config.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "src/coll/ring_attn/ring_attn.h"
+#include "src/common/status.h"
+
+/* Same cycle: b is a rotation of a. */
+static int zc_ra_same_cycle(const zc_plan_ring_t *a, const zc_plan_ring_t *b)
+{
+    int shift = -1;
+
+    if (a->nranks != b->nranks)
+        return 0;
+    for (int i = 0; i < b->nranks && shift < 0; i++)
+        if (b->ranks[i] == a->ranks[0])
+            shift = i;
+    if (shift < 0)
+        return 0;
+    for (int i = 0; i < a->nranks; i++)
+        if (b->ranks[(i + shift) % b->nranks] != a->ranks[i])
+            return 0;
+    return 1;
+}
+
+static int zc_ra_member_pos(const zc_ra_group_t *g, int rank)
+{
+    for (int i = 0; i < g->G; i++)
+        if (g->members[i].rank == rank)
+            return i;
+    return -1;
+}
+
+/* Groups of one zone, appended; ring_group[r] gets each ring's group. */
+static zc_status_t zc_ra_zone_groups(zc_ra_ctx_t *ctx, zc_zone_t zone, int nrings, int *ring_group)
+{
+    zc_plan_ring_t first = {0}, ring;
+
+    for (int r = 0; r < nrings; r++) {
+        ZC_CHECK(zc_plan_ring(ctx->plan, r, &ring));
+        if (ring.zone != zone)
+            continue;
+        if (ctx->ngroups == 0 || ctx->groups[ctx->ngroups - 1].zone != zone ||
+            !zc_ra_same_cycle(&first, &ring)) {
+            zc_ra_group_t *g = &ctx->groups[ctx->ngroups++];
+
+            first = ring;
+            g->zone = zone;
+            g->G = ring.nranks;
+            g->members = calloc((size_t)g->G, sizeof(*g->members));
+            g->routed = calloc((size_t)g->G, 1);
+            g->kv_call = malloc((size_t)g->G * sizeof(*g->kv_call));
+            g->dkv_call = malloc((size_t)g->G * sizeof(*g->dkv_call));
+            g->rings = ctx->group_rings + ctx->ngroup_rings;
+            if (!g->members || !g->routed || !g->kv_call || !g->dkv_call)
+                return zc_error(ZC_ERR_NO_MEMORY, "ring attention: cannot allocate a group of %d",
+                                g->G);
+            for (int i = 0; i < g->G; i++) {
+                g->members[i].rank = ring.ranks[i];
+                g->kv_call[i] = g->dkv_call[i] = -1;
+            }
+            g->pos = zc_ra_member_pos(g, ctx->comm->rank);
+            if (zone == ZC_ZONE_INTER && ctx->args->mode == ZC_RING_ATTN_ZEPPELIN) {
+                const zc_plan_hop_t *hops;
+                size_t nhops;
+
+                ZC_CHECK(zc_plan_ring_hops(ctx->plan, r, &hops, &nhops));
+                for (size_t h = 0; h < nhops; h++) {
+                    int p = zc_ra_member_pos(g, hops[h].src_rank);
+                    if (p >= 0 && g->members[(p + 1) % g->G].rank == hops[h].dst_rank)
+                        g->routed[p] = 1;
+                }
+            }
+        }
+        ring_group[r] = ctx->ngroups - 1;
+        ctx->group_rings[ctx->ngroup_rings++] = r;
+        ctx->groups[ctx->ngroups - 1].nrings++;
+    }
+    return ZC_OK;
+}
+
+/* Every rank's pieces of every group: one pass over each rank's pieces. */
+static void zc_ra_member_pieces(zc_ra_ctx_t *ctx, const int *ring_group)
+{
+    int nranks = ctx->comm->size;
+
+    for (int rank = 0; rank < nranks; rank++) {
+        const zc_plan_piece_t *pieces;
+        size_t n;
+        int64_t row = 0;
+
+        if (zc_plan_rank_pieces(ctx->plan, rank, &pieces, &n) != ZC_OK)
+            continue;
+        for (size_t i = 0; i < n; row += pieces[i].end - pieces[i].begin, i++) {
+            zc_ra_group_t *g;
+            zc_ra_member_t *m;
+            int pos;
+
+            if (pieces[i].ring < 0)
+                continue;
+            g = &ctx->groups[ring_group[pieces[i].ring]];
+            pos = zc_ra_member_pos(g, rank);
+            if (pos < 0)
+                continue; /* not reached: a rank holds pieces of its rings only */
+            m = &g->members[pos];
+            if (m->npieces == 0) {
+                m->pieces = &pieces[i];
+                m->row0 = row;
+            }
+            m->npieces++;
+            m->tokens += pieces[i].end - pieces[i].begin;
+            if (m->tokens > g->max_tokens)
+                g->max_tokens = m->tokens;
+        }
+    }
+}
+
+/* Append the routed call of group g carrying `kind` for step s; its
+ * transfers are the group's routed hops with a non-zero payload.  Returns
+ * its index, -1 when it moves nothing (then nobody calls it). */
+static zc_status_t zc_ra_add_call(zc_ra_ctx_t *ctx, int gi, zc_ra_kind_t kind, int s, int *index)
+{
+    zc_ra_group_t *g = &ctx->groups[gi];
+    zc_ra_routed_t *c = &ctx->routed[ctx->nrouted];
+    int me = ctx->comm->rank;
+
+    *index = -1;
+    c->transfers = malloc((size_t)g->G * sizeof(*c->transfers));
+    if (!c->transfers)
+        return zc_error(ZC_ERR_NO_MEMORY, "ring attention: cannot allocate a routed call");
+    c->ntransfers = 0;
+    for (int p = 0; p < g->G; p++) {
+        /* KV into step s: position p holds the block of p - (s - 1);
+         * dK/dV after step s: the accumulators of p - s */
+        int owner = kind == ZC_RA_KIND_KV ? p - (s - 1) : p - s;
+        int64_t tokens = g->members[((owner % g->G) + g->G) % g->G].tokens;
+        size_t bytes = kind == ZC_RA_KIND_KV ? zc_ra_kv_bytes(ctx, tokens)
+                                             : zc_ra_dkv_bytes(ctx, tokens);
+        zc_transfer_t *t = &c->transfers[c->ntransfers];
+
+        if (!g->routed[p] || bytes == 0)
+            continue;
+        t->src = g->members[p].rank;
+        t->dst = g->members[(p + 1) % g->G].rank;
+        t->count = (int64_t)bytes;
+        c->mine |= t->src == me || t->dst == me;
+        c->ntransfers++;
+    }
+    if (c->ntransfers == 0) {
+        free(c->transfers);
+        memset(c, 0, sizeof(*c));
+        return ZC_OK;
+    }
+    c->ready = !c->mine;
+    *index = ctx->nrouted++;
+    return ZC_OK;
+}
+
+static zc_status_t zc_ra_routed_build(zc_ra_ctx_t *ctx)
+{
+    int ncalls = 0;
+
+    for (int gi = 0; gi < ctx->ngroups; gi++) {
+        const zc_ra_group_t *g = &ctx->groups[gi];
+        int any = 0;
+
+        for (int p = 0; p < g->G; p++)
+            any |= g->routed[p];
+        if (any)
+            ncalls += 2 * g->G;
+    }
+    if (ncalls == 0)
+        return ZC_OK;
+    ctx->routed = calloc((size_t)ncalls, sizeof(*ctx->routed));
+    if (!ctx->routed)
+        return zc_error(ZC_ERR_NO_MEMORY, "ring attention: cannot allocate %d routed calls",
+                        ncalls);
+    for (int gi = 0; gi < ctx->ngroups; gi++) {
+        zc_ra_group_t *g = &ctx->groups[gi];
+        int any = 0;
+
+        for (int p = 0; p < g->G; p++)
+            any |= g->routed[p];
+        if (!any)
+            continue;
+        for (int s = 0; s < g->G; s++) {
+            if (s + 1 < g->G)
+                ZC_CHECK(zc_ra_add_call(ctx, gi, ZC_RA_KIND_KV, s + 1, &g->kv_call[s + 1]));
+            if (ctx->backward)
+                ZC_CHECK(zc_ra_add_call(ctx, gi, ZC_RA_KIND_DKV, s, &g->dkv_call[s]));
+        }
+    }
+    return ZC_OK;
+}
+
+/* The groups last to first, before the routed calls are listed: every
+ * rank posts those in list order, so the list must follow the run order
+ * (a forward-ordered list under a reversed run leaves each rank waiting on
+ * a call of a group it has not reached). */
+static void zc_ra_groups_reverse(zc_ra_ctx_t *ctx)
+{
+    for (int i = 0, j = ctx->ngroups - 1; i < j; i++, j--) {
+        zc_ra_group_t t = ctx->groups[i];
+
+        ctx->groups[i] = ctx->groups[j];
+        ctx->groups[j] = t;
+    }
+}
+
+zc_status_t zc_ra_groups_build(zc_ra_ctx_t *ctx)
+{
+    zc_plan_info_t info;
+    int *ring_group = NULL;
+    zc_status_t st;
+
+    ZC_CHECK(zc_plan_info(ctx->plan, &info));
+    ctx->groups = calloc((size_t)(info.nrings ? info.nrings : 1), sizeof(*ctx->groups));
+    ctx->group_rings = malloc((size_t)(info.nrings ? info.nrings : 1) * sizeof(int));
+    ring_group = malloc((size_t)(info.nrings ? info.nrings : 1) * sizeof(*ring_group));
+    if (!ctx->groups || !ctx->group_rings || !ring_group) {
+        free(ring_group);
+        return zc_error(ZC_ERR_NO_MEMORY, "ring attention: cannot allocate %d rings", info.nrings);
+    }
+    ZC_CHECK_GOTO(zc_ra_zone_groups(ctx, ZC_ZONE_INTER, info.nrings, ring_group), st, out);
+    ZC_CHECK_GOTO(zc_ra_zone_groups(ctx, ZC_ZONE_INTRA, info.nrings, ring_group), st, out);
+    zc_ra_member_pieces(ctx, ring_group);
+    if (ctx->reverse)
+        zc_ra_groups_reverse(ctx);
+    ZC_CHECK_GOTO(zc_ra_routed_build(ctx), st, out);
+out:
+    free(ring_group);
+    return st;
+}
+
+void zc_ra_groups_free(zc_ra_ctx_t *ctx)
+{
+    for (int gi = 0; gi < ctx->ngroups; gi++) {
+        free(ctx->groups[gi].members);
+        free(ctx->groups[gi].routed);
+        free(ctx->groups[gi].kv_call);
+        free(ctx->groups[gi].dkv_call);
+    }
+    free(ctx->groups);
+    free(ctx->group_rings);
+    for (int i = 0; i < ctx->nrouted; i++)
+        free(ctx->routed[i].transfers);
+    free(ctx->routed);
+    ctx->groups = NULL;
+    ctx->group_rings = NULL;
+    ctx->routed = NULL;
+    ctx->ngroups = ctx->nrouted = 0;
+}

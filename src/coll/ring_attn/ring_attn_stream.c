@@ -1,0 +1,213 @@
+/* zc_ring_attn_fwd_stream / zc_ring_attn_bwd_stream: the stream engine
+ * (src/coll/ring_attn/stream_engine.c) on CUDA and NCCL.  The caller's stream computes; a
+ * non-blocking stream made for the call carries the NCCL transfers, and
+ * per-call events order the two.  Without CUDA, or without a device, a
+ * call checks its arguments and returns ZC_ERR_UNSUPPORTED at once, with
+ * no communication (so that one rank calling alone cannot hang). */
+#include "config.h"
+
+#include <stdlib.h>
+
+#include "src/core/memtype.h"
+#include "src/coll/ring_attn/stream_engine.h"
+#include "src/common/status.h"
+#ifdef HAVE_CUDA
+#include "kernels/cuda/attn_cuda.h"
+#include "kernels/cuda/attn_gpu.h"
+#include "kernels/cuda/cuda_mem.h"
+#endif
+
+static zc_status_t zc_ras_device_memory(const void *buf, zc_memtype_t memtype, const char *arg)
+{
+    (void)memtype; /* checked to be ZC_MEM_CUDA */
+    return zc_memtype_check_device(buf, arg);
+}
+
+/* The stream forms' tensors: device memory, fp16 allowed. */
+static zc_status_t zc_ras_device_check(const zc_ring_attn_args_t *a, int backward)
+{
+    ZC_ARG_CHECK(a->dtype == ZC_FLOAT32 || a->dtype == ZC_BFLOAT16 || a->dtype == ZC_FLOAT16,
+                 "dtype: %s, must be float32, bfloat16 or float16", zc_datatype_name(a->dtype));
+    ZC_ARG_CHECK(a->memtype == ZC_MEM_CUDA, "memtype: %d, the stream forms take ZC_MEM_CUDA "
+                 "tensors (zc_ring_attn_fwd for host memory)", (int)a->memtype);
+    ZC_CHECK(zc_ra_check_tensors(a, backward, zc_ras_device_memory));
+#ifdef HAVE_CUDA
+    /* what a kernel launch would refuse, refused before anything is
+     * enqueued: a rank failing half-way would leave its peers' hops
+     * unmatched */
+    if (zc_cuda_devices() > 0)
+        ZC_CHECK(zc_attn_gpu_smem_check(backward, a->head_dim));
+#endif
+    return ZC_OK;
+}
+
+#ifdef HAVE_CUDA
+typedef struct {
+    zc_comm_h comm;
+    zc_device_t *nccl;
+    void *streams[ZC_DS_NSTREAMS];  /* the caller's, the call's own */
+    void **events;
+    int nevents;
+} zc_ras_cuda_t;
+
+static zc_status_t zc_ras_cuda_alloc(void *dev, size_t bytes, void **ptr)
+{
+    return zc_cuda_alloc_async(bytes, ((zc_ras_cuda_t *)dev)->streams[ZC_DS_COMPUTE], ptr);
+}
+
+static void zc_ras_cuda_free(void *dev, void *ptr)
+{
+    zc_cuda_free_async(ptr, ((zc_ras_cuda_t *)dev)->streams[ZC_DS_COMPUTE]);
+}
+
+static zc_status_t zc_ras_cuda_record(void *dev, zc_ds_stream_t stream, int event)
+{
+    zc_ras_cuda_t *d = dev;
+
+    if (event >= d->nevents) {
+        int n = event + 16;
+        void **events = realloc(d->events, (size_t)n * sizeof(*events));
+
+        if (!events)
+            return zc_error(ZC_ERR_NO_MEMORY, "ring attention: cannot track %d events", n);
+        for (int i = d->nevents; i < n; i++)
+            events[i] = NULL;
+        d->events = events;
+        d->nevents = n;
+    }
+    if (!d->events[event])
+        ZC_CHECK(zc_cuda_event_create(&d->events[event]));
+    return zc_cuda_event_record(d->events[event], d->streams[stream]);
+}
+
+static zc_status_t zc_ras_cuda_wait(void *dev, zc_ds_stream_t stream, int event)
+{
+    zc_ras_cuda_t *d = dev;
+
+    if (event >= d->nevents || !d->events[event])
+        return zc_error(ZC_ERR_INTERNAL, "ring attention: event %d waited on before its record",
+                        event);
+    return zc_cuda_stream_wait_event(d->streams[stream], d->events[event]);
+}
+
+static zc_status_t zc_ras_cuda_group(void *dev, const zc_device_op_t *ops, int nops)
+{
+    zc_ras_cuda_t *d = dev;
+
+    return zc_device_group(d->nccl, ops, nops, d->streams[ZC_DS_COMM]);
+}
+
+static zc_status_t zc_ras_cuda_routed(void *dev, const zc_transfer_t *transfers, int ntransfers,
+                                      const void *sendbuf, void *recvbuf)
+{
+    zc_ras_cuda_t *d = dev;
+
+    return zc_routed_sendrecv_stream(transfers, ntransfers, sendbuf, recvbuf, ZC_BYTE, d->comm,
+                                     d->streams[ZC_DS_COMM]);
+}
+
+/* The engine checked its tensors and the head dim once per call, and its
+ * segments and staging are its own: the kernels without the public
+ * calls' per-call checks (zc_attn_gpu_launch numbers its passes as
+ * zc_ds_pass_t does). */
+_Static_assert(ZC_DS_FWD == 0 && ZC_DS_BWD == 1 && ZC_DS_DELTA == 2, "pass numbers");
+
+static zc_status_t zc_ras_cuda_attn(void *dev, zc_ds_pass_t pass, const zc_attn_args_t *args)
+{
+    return zc_attn_gpu_launch((int)pass, args, ((zc_ras_cuda_t *)dev)->streams[ZC_DS_COMPUTE]);
+}
+
+static zc_status_t zc_ras_cuda_copy(void *dev, void *dst, const void *src, size_t bytes)
+{
+    return zc_cuda_copy_async(dst, src, bytes, ((zc_ras_cuda_t *)dev)->streams[ZC_DS_COMPUTE]);
+}
+
+static zc_status_t zc_ras_cuda_fill(void *dev, float *dst, size_t count, float value)
+{
+    void *stream = ((zc_ras_cuda_t *)dev)->streams[ZC_DS_COMPUTE];
+
+    return zc_cuda_status(zc_cuda_fill_f32(dst, (int64_t)count, value, stream), "zk_fill");
+}
+
+static zc_status_t zc_ras_cuda_add(void *dev, float *dst, const float *src, size_t count)
+{
+    void *stream = ((zc_ras_cuda_t *)dev)->streams[ZC_DS_COMPUTE];
+
+    return zc_cuda_status(zc_cuda_add_f32(dst, src, (int64_t)count, stream), "zk_add");
+}
+
+static zc_status_t zc_ras_cuda_convert(void *dev, const void *src, zc_datatype_t src_dtype,
+                                       int64_t count, zc_datatype_t dst_dtype, void *dst)
+{
+    return zc_attn_convert_stream(src, src_dtype, count, dst_dtype, dst,
+                                  ((zc_ras_cuda_t *)dev)->streams[ZC_DS_COMPUTE]);
+}
+
+static const zc_ds_ops_t zc_ras_cuda_ops = {
+    .alloc = zc_ras_cuda_alloc, .free = zc_ras_cuda_free, .record = zc_ras_cuda_record,
+    .wait = zc_ras_cuda_wait, .group = zc_ras_cuda_group, .routed = zc_ras_cuda_routed,
+    .attn = zc_ras_cuda_attn, .copy = zc_ras_cuda_copy, .fill = zc_ras_cuda_fill,
+    .add = zc_ras_cuda_add, .convert = zc_ras_cuda_convert,
+};
+
+static zc_status_t zc_ras_cuda_run(zc_ra_ctx_t *ctx, void *stream)
+{
+    zc_ras_cuda_t dev = {.comm = ctx->comm, .streams = {stream, NULL}};
+    zc_status_t st;
+
+    ZC_CHECK(zc_ra_begin(ctx, zc_ras_device_check, 1));
+    ZC_CHECK(zc_device_get(ctx->comm, &dev.nccl));
+    ZC_CHECK(zc_cuda_stream_create(&dev.streams[ZC_DS_COMM]));
+    st = zc_ra_stream_run(ctx, &zc_ras_cuda_ops, &dev);
+    /* A failure half-way leaves hops that the peers enqueued unmatched (or
+     * ours unmatched on their side): abort, so that the enqueued transfers
+     * end and every later device call on comm says why. */
+    if (st != ZC_OK)
+        zc_device_abort(dev.nccl, st);
+    /* both are released by CUDA once the work enqueued on them is done */
+    for (int i = 0; i < dev.nevents; i++)
+        zc_cuda_event_destroy(dev.events[i]);
+    free(dev.events);
+    zc_cuda_stream_destroy(dev.streams[ZC_DS_COMM]);
+    return st;
+}
+#endif
+
+static zc_status_t zc_ring_attn_stream(zc_comm_h comm, zc_plan_h plan,
+                                       const zc_ring_attn_args_t *args, int backward,
+                                       void *stream)
+{
+    int64_t tokens;
+
+    zc_error_clear();
+    ZC_CHECK(zc_comm_check(comm));
+#ifdef HAVE_CUDA
+    if (zc_cuda_devices() > 0) {
+        zc_ra_ctx_t ctx = {.comm = comm, .plan = plan, .args = args, .backward = backward};
+
+        return zc_ras_cuda_run(&ctx, stream);
+    }
+#else
+    (void)stream;
+#endif
+    ZC_CHECK(zc_ra_check_args(comm, plan, args, backward, zc_ras_device_check, &tokens));
+#ifdef HAVE_CUDA
+    return zc_error(ZC_ERR_UNSUPPORTED, "memtype: ZC_MEM_CUDA ring attention needs a CUDA "
+                    "device; the CUDA runtime finds none");
+#else
+    return zc_error(ZC_ERR_UNSUPPORTED, "memtype: ZC_MEM_CUDA ring attention needs CUDA and "
+                    "NCCL; libzcomm was built without them");
+#endif
+}
+
+zc_status_t zc_ring_attn_fwd_stream(zc_comm_h comm, zc_plan_h plan,
+                                    const zc_ring_attn_args_t *args, void *stream)
+{
+    return zc_ring_attn_stream(comm, plan, args, 0, stream);
+}
+
+zc_status_t zc_ring_attn_bwd_stream(zc_comm_h comm, zc_plan_h plan,
+                                    const zc_ring_attn_args_t *args, void *stream)
+{
+    return zc_ring_attn_stream(comm, plan, args, 1, stream);
+}

@@ -1,0 +1,235 @@
+/* zc_routed_sendrecv: one inter-node transfer spread over every rail.
+ *
+ * Slice k of a transfer from rank s (node A) to rank d (node B) goes
+ *   s --shm--> p_k --rail k--> q_k --shm--> d
+ * where p_k and q_k are the ranks of A and B that sit on rail k (s itself
+ * or d itself when they do: then that hop disappears).  Every slice moves
+ * in chunks through a window of staging slots at the proxies, so dispatch,
+ * wire and combine of different chunks overlap.  Every rank computes the
+ * same routes from the same transfer list, so nobody needs to be told; the
+ * schedule first checks that the lists are the same (agree.h) and moves no
+ * data until every rank knows they are. */
+#include "config.h"
+
+#include "src/core/agree.h"
+#include "src/core/comm.h"
+#include "src/common/env.h"
+#include "src/common/hash.h"
+#include "src/core/memtype.h"
+#include "src/plan/routing.h"
+#include "src/core/sched.h"
+#include "src/common/status.h"
+
+/* Tag layout below the class: stage, call sequence, rail, chunk, transfer. */
+enum { ZC_ROUTED_DIRECT, ZC_ROUTED_DISPATCH, ZC_ROUTED_WIRE, ZC_ROUTED_COMBINE };
+#define ZC_ROUTED_WINDOW 4
+
+static uint64_t zc_routed_tag(int sender, int stage, unsigned seq, int rail, int chunk, int xfer)
+{
+    uint32_t low = (uint32_t)stage << 30 | (seq & 15u) << 26 | (uint32_t)rail << 22 |
+                   (uint32_t)chunk << 12 | (uint32_t)xfer;
+    return ZC_TAG(sender, ZC_TAG_CLASS_ROUTED, low);
+}
+
+/* The agreement's messages: stage DIRECT with chunk 1 + round, which no
+ * direct transfer uses (they are all chunk 0). */
+static uint64_t zc_routed_agree_tag(const void *seq, int sender, int round)
+{
+    return zc_routed_tag(sender, ZC_ROUTED_DIRECT, *(const unsigned *)seq, 0, 1 + round, 0);
+}
+
+typedef struct {
+    zc_comm_h comm;
+    zc_sched_t *sched;
+    int gate;              /* op every data op waits for: the verdict, or NONE */
+    unsigned seq;
+    size_t elem;
+    size_t chunk;          /* bytes per chunk, a multiple of elem */
+    int64_t min_routed;    /* bytes below which a transfer goes direct */
+} zc_routed_ctx_t;
+
+/* What this rank does for slice `k` of transfer `x`: bytes [off, off+len). */
+static void zc_routed_slice(zc_routed_ctx_t *ctx, int x, const zc_transfer_t *t, int k,
+                            size_t off, size_t len, const char *sendbuf, char *recvbuf)
+{
+    zc_comm_h comm = ctx->comm;
+    zc_sched_t *s = ctx->sched;
+    int me = comm->rank;
+    int p = zc_route_proxy(comm, t, t->src, k), q = zc_route_proxy(comm, t, t->dst, k);
+    size_t chunk = ctx->chunk;
+    int nchunks = (int)((len + chunk - 1) / chunk);
+    char *slots_p = NULL, *slots_q = NULL;
+    int wire_send[ZC_ROUTED_MAX_CHUNKS], wire_recv_done[ZC_ROUTED_MAX_CHUNKS];
+
+    if (me != t->src && me != t->dst && me != p && me != q)
+        return;
+    if (me == p && p != t->src)
+        slots_p = zc_sched_buffer(s, chunk * ZC_ROUTED_WINDOW);
+    if (me == q && q != t->dst)
+        slots_q = zc_sched_buffer(s, chunk * ZC_ROUTED_WINDOW);
+    for (int c = 0; c < nchunks; c++) {
+        size_t coff = off + (size_t)c * chunk;
+        size_t clen = len - (size_t)c * chunk < chunk ? len - (size_t)c * chunk : chunk;
+        int slot = c % ZC_ROUTED_WINDOW;
+        int reuse_p = c >= ZC_ROUTED_WINDOW ? wire_send[c - ZC_ROUTED_WINDOW] : ZC_SCHED_NONE;
+        int reuse_q = c >= ZC_ROUTED_WINDOW ? wire_recv_done[c - ZC_ROUTED_WINDOW]
+                                            : ZC_SCHED_NONE;
+        wire_send[c] = wire_recv_done[c] = ZC_SCHED_NONE;
+
+        /* dispatch: s -> p over shared memory */
+        if (me == t->src && p != t->src)
+            zc_sched_p2p(s, ZC_REQ_SEND, (char *)sendbuf + coff, clen, p,
+                         zc_routed_tag(me, ZC_ROUTED_DISPATCH, ctx->seq, k, c, x), ZC_RAIL_AUTO,
+                         ZC_SCHED_NONE, ctx->gate);
+        /* wire: p -> q over rail k */
+        if (me == p) {
+            char *from = (char *)sendbuf + coff;
+            int got = ZC_SCHED_NONE;
+            if (p != t->src) {
+                from = slots_p + (size_t)slot * chunk;
+                got = zc_sched_p2p(s, ZC_REQ_RECV, from, clen, t->src,
+                                   zc_routed_tag(t->src, ZC_ROUTED_DISPATCH, ctx->seq, k, c, x),
+                                   ZC_RAIL_AUTO, reuse_p, ctx->gate);
+            }
+            wire_send[c] = zc_sched_p2p(s, ZC_REQ_SEND, from, clen, q,
+                                        zc_routed_tag(me, ZC_ROUTED_WIRE, ctx->seq, k, c, x), k,
+                                        got, ctx->gate);
+        }
+        /* combine: q -> d over shared memory */
+        if (me == q) {
+            char *into = q == t->dst ? recvbuf + coff : slots_q + (size_t)slot * chunk;
+            int got = zc_sched_p2p(s, ZC_REQ_RECV, into, clen, p,
+                                   zc_routed_tag(p, ZC_ROUTED_WIRE, ctx->seq, k, c, x), k,
+                                   reuse_q, ctx->gate);
+            wire_recv_done[c] = got;
+            if (q != t->dst)
+                wire_recv_done[c] = zc_sched_p2p(s, ZC_REQ_SEND, into, clen, t->dst,
+                                                 zc_routed_tag(me, ZC_ROUTED_COMBINE, ctx->seq, k,
+                                                               c, x),
+                                                 ZC_RAIL_AUTO, got, ctx->gate);
+        }
+        if (me == t->dst && q != t->dst)
+            zc_sched_p2p(s, ZC_REQ_RECV, recvbuf + coff, clen, q,
+                         zc_routed_tag(q, ZC_ROUTED_COMBINE, ctx->seq, k, c, x), ZC_RAIL_AUTO,
+                         ZC_SCHED_NONE, ctx->gate);
+    }
+}
+
+/* Transfer `x`: direct, or one slice per rail. */
+static void zc_routed_transfer(zc_routed_ctx_t *ctx, int x, const zc_transfer_t *t,
+                               const char *sendbuf, char *recvbuf)
+{
+    zc_comm_h comm = ctx->comm;
+    int me = comm->rank, nrails = comm->nrails;
+    size_t bytes = (size_t)t->count * ctx->elem;
+
+    if (t->src == t->dst) {
+        if (me == t->src)
+            zc_sched_copy(ctx->sched, recvbuf, sendbuf, bytes, ZC_SCHED_NONE, ctx->gate);
+        return;
+    }
+    if (!zc_route_is_split(comm, t, bytes, ctx->min_routed)) {
+        if (me == t->src)
+            zc_sched_p2p(ctx->sched, ZC_REQ_SEND, (void *)sendbuf, bytes, t->dst,
+                         zc_routed_tag(me, ZC_ROUTED_DIRECT, ctx->seq, 0, 0, x), ZC_RAIL_AUTO,
+                         ZC_SCHED_NONE, ctx->gate);
+        if (me == t->dst)
+            zc_sched_p2p(ctx->sched, ZC_REQ_RECV, recvbuf, bytes, t->src,
+                         zc_routed_tag(t->src, ZC_ROUTED_DIRECT, ctx->seq, 0, 0, x),
+                         ZC_RAIL_AUTO, ZC_SCHED_NONE, ctx->gate);
+        return;
+    }
+    for (int k = 0; k < nrails; k++) {
+        int64_t off, len;
+        zc_route_slice(t->count, nrails, k, &off, &len);
+        if (len)
+            zc_routed_slice(ctx, x, t, k, (size_t)off * ctx->elem, (size_t)len * ctx->elem,
+                            sendbuf, recvbuf);
+    }
+}
+
+static zc_status_t zc_routed_check(const zc_transfer_t *transfers, int ntransfers,
+                                   const void *sendbuf, void *recvbuf, zc_datatype_t dtype,
+                                   zc_memtype_t memtype, zc_comm_h comm, zc_request_h *request,
+                                   int64_t *min_routed, int64_t *chunk)
+{
+    ZC_ARG_CHECK(request != NULL, "request: is NULL");
+    ZC_CHECK(zc_route_check(transfers, ntransfers, sendbuf, recvbuf, dtype, comm));
+    ZC_CHECK(zc_memtype_check_host_path(sendbuf, memtype, "sendbuf"));
+    ZC_CHECK(zc_memtype_check_host_path(recvbuf, memtype, "recvbuf"));
+    ZC_CHECK(zc_env_get_int("ZC_ROUTED_MIN_BYTES", min_routed));
+    return zc_env_get_int("ZC_ROUTED_CHUNK", chunk);
+}
+
+/* What every rank must have alike: the list, the dtype and the settings
+ * that shape routes, chunks and tags. */
+static uint64_t zc_routed_fingerprint(const zc_transfer_t *transfers, int ntransfers,
+                                      zc_datatype_t dtype, int64_t min_routed, int64_t chunk)
+{
+    int64_t head[4] = {ntransfers, (int64_t)dtype, min_routed, chunk};
+    uint64_t h = zc_fnv1a(ZC_FNV1A_INIT, head, sizeof(head));
+
+    for (int x = 0; x < ntransfers; x++) {
+        int64_t t[3] = {transfers[x].src, transfers[x].dst, transfers[x].count};
+        h = zc_fnv1a(h, t, sizeof(t));
+    }
+    return h | 1;  /* 0 is a rank that refused its arguments (agree.h) */
+}
+
+/* Runs once the agreement is done, before any data op. */
+static zc_status_t zc_routed_verdict(void *arg, int unused)
+{
+    const zc_agree_range_t *r = arg;
+
+    (void)unused;
+    if (r->lo == r->hi)
+        return ZC_OK;
+    if (r->lo == 0)
+        return zc_error(ZC_ERR_MISMATCH,
+                        "transfers: rank %lld refused its own arguments to this call; no data "
+                        "moved", (long long)r->lo_rank);
+    return zc_error(ZC_ERR_MISMATCH,
+                    "transfers: ranks %lld and %lld passed different transfer lists (or dtypes, "
+                    "ZC_ROUTED_MIN_BYTES or ZC_ROUTED_CHUNK); no data moved",
+                    (long long)r->lo_rank, (long long)r->hi_rank);
+}
+
+zc_status_t zc_routed_post(const zc_transfer_t *transfers, int ntransfers, const void *sendbuf,
+                           void *recvbuf, zc_datatype_t dtype, zc_memtype_t memtype,
+                           zc_comm_h comm, int agree, zc_request_h *request)
+{
+    zc_routed_ctx_t ctx = {.comm = comm, .gate = ZC_SCHED_NONE};
+    int64_t chunk;
+    zc_status_t st;
+
+    ZC_CHECK(zc_comm_check(comm));
+    ctx.seq = comm->coll_seq++;
+    st = zc_routed_check(transfers, ntransfers, sendbuf, recvbuf, dtype, memtype, comm, request,
+                         &ctx.min_routed, &chunk);
+    if (st != ZC_OK)
+        return agree ? zc_agree_refuse(comm, st, zc_routed_agree_tag, &ctx.seq) : st;
+    ctx.elem = zc_datatype_size(dtype);
+    ZC_CHECK(zc_sched_create(comm, &ctx.sched));
+    if (agree) {
+        zc_agree_range_t *range;
+        int agreed = zc_agree_sched(ctx.sched, comm,
+                                    zc_routed_fingerprint(transfers, ntransfers, dtype,
+                                                          ctx.min_routed, chunk),
+                                    zc_routed_agree_tag, &ctx.seq, &range);
+        ctx.gate = zc_sched_call(ctx.sched, zc_routed_verdict, range, 0, agreed, ZC_SCHED_NONE);
+    }
+    for (int x = 0; x < ntransfers; x++) {
+        /* Chunks of whole elements, few enough for the tag's chunk field. */
+        ctx.chunk = zc_route_chunk((size_t)transfers[x].count * ctx.elem, ctx.elem, chunk);
+        zc_routed_transfer(&ctx, x, &transfers[x], sendbuf, recvbuf);
+    }
+    return zc_sched_start(ctx.sched, request);
+}
+
+zc_status_t zc_routed_sendrecv(const zc_transfer_t *transfers, int ntransfers, const void *sendbuf,
+                               void *recvbuf, zc_datatype_t dtype, zc_memtype_t memtype,
+                               zc_comm_h comm, zc_request_h *request)
+{
+    return zc_routed_post(transfers, ntransfers, sendbuf, recvbuf, dtype, memtype, comm, 1,
+                          request);
+}

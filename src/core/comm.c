@@ -1,0 +1,425 @@
+/* Communicator creation (unique id, out-of-band, environment), queries,
+ * barrier and destruction. */
+#include "config.h"
+
+#include <arpa/inet.h>
+#include <errno.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "src/core/bootstrap.h"
+#include "src/core/comm.h"
+#include "src/core/device.h"
+#include "src/common/env.h"
+#include "src/core/launch_env.h"
+#include "src/common/log.h"
+#include "src/core/p2p.h"
+#include "src/common/status.h"
+
+#define ZC_COMM_MAGIC 0x7a636f6d6d2d6f6bULL  /* "zcomm-ok" */
+/* A bootstrap root nobody joins gives up after this many timeouts. */
+#define ZC_ROOT_IDLE_FACTOR 10
+
+_Static_assert(sizeof(zc_bootstrap_id_t) <= ZC_UNIQUE_ID_BYTES, "unique id too small");
+
+/* Live communicators, so that a destroyed or forged handle is refused
+ * instead of dereferenced. */
+static pthread_mutex_t zc_live_lock = PTHREAD_MUTEX_INITIALIZER;
+static struct zc_comm *zc_live_comms;
+
+zc_status_t zc_comm_check(zc_comm_h comm)
+{
+    struct zc_comm *c;
+
+    if (!comm)
+        return zc_error(ZC_ERR_INVALID_ARG, "comm: is NULL");
+    pthread_mutex_lock(&zc_live_lock);
+    for (c = zc_live_comms; c && c != comm; c = c->next_live)
+        ;
+    pthread_mutex_unlock(&zc_live_lock);
+    if (!c || c->magic != ZC_COMM_MAGIC)
+        return zc_error(ZC_ERR_INVALID_ARG, "comm: not a live communicator (destroyed?)");
+    return ZC_OK;
+}
+
+static void zc_comm_register(struct zc_comm *comm)
+{
+    pthread_mutex_lock(&zc_live_lock);
+    comm->next_live = zc_live_comms;
+    zc_live_comms = comm;
+    pthread_mutex_unlock(&zc_live_lock);
+}
+
+static int zc_comm_unregister(struct zc_comm *comm)
+{
+    int found = 0;
+
+    pthread_mutex_lock(&zc_live_lock);
+    for (struct zc_comm **p = &zc_live_comms; *p; p = &(*p)->next_live) {
+        if (*p == comm) {
+            *p = comm->next_live;
+            found = 1;
+            break;
+        }
+    }
+    pthread_mutex_unlock(&zc_live_lock);
+    return found;
+}
+
+int zc_comm_peer_watchable(zc_comm_h comm, int peer)
+{
+    const zc_rank_info_t *me = &comm->ranks[comm->rank], *other = &comm->ranks[peer];
+
+    return other->node_hash == me->node_hash && other->host_hash == me->host_hash &&
+           other->pid_ns == me->pid_ns;
+}
+
+int zc_comm_peer_failed(zc_comm_h comm, int peer)
+{
+    if (comm->host_ops->peer_failed(comm->host, peer))
+        return 1;
+    /* Peers reached over shared memory have no connection to break: their
+     * pid tells if they live. */
+    return zc_comm_peer_watchable(comm, peer) && kill(comm->ranks[peer].pid, 0) != 0 &&
+           errno == ESRCH;
+}
+
+static zc_status_t zc_config_timeout(const zc_config_t *config, int *timeout_ms)
+{
+    int64_t value;
+
+    if (config && config->timeout_ms > 0) {
+        *timeout_ms = config->timeout_ms;
+        return ZC_OK;
+    }
+    ZC_CHECK(zc_env_get_int("ZC_TIMEOUT", &value));
+    if (value <= 0 || value > INT32_MAX)
+        return zc_error(ZC_ERR_INVALID_ARG, "ZC_TIMEOUT=%lld must be a positive number of ms",
+                        (long long)value);
+    *timeout_ms = (int)value;
+    return ZC_OK;
+}
+
+static zc_status_t zc_config_check(const zc_config_t *config)
+{
+    if (config && config->size != sizeof(zc_config_t))
+        return zc_error(ZC_ERR_INVALID_ARG,
+                        "config: size is %zu, expected %zu (use ZC_CONFIG_INITIALIZER)",
+                        config->size, sizeof(zc_config_t));
+    if (config && config->timeout_ms < 0)
+        return zc_error(ZC_ERR_INVALID_ARG, "config: timeout_ms %d is negative",
+                        config->timeout_ms);
+    return ZC_OK;
+}
+
+static void zc_rank_info_self(const zc_config_t *config, zc_rank_info_t *info)
+{
+    struct stat st;
+
+    memset(info, 0, sizeof(*info));
+    zc_node_identity(config ? config->node_id : NULL, info->node_name, sizeof(info->node_name),
+                     &info->node_hash, &info->host_hash);
+    info->pid = (int32_t)getpid();
+    info->pid_ns = stat("/proc/self/ns/pid", &st) == 0 ? (uint64_t)st.st_ino : 0;
+}
+
+/* Nodes are numbered by their lowest rank; local ranks by rank order. */
+static void zc_comm_place_nodes(struct zc_comm *comm)
+{
+    comm->nnodes = 0;
+    comm->local_rank = 0;
+    comm->local_size = 0;
+    for (int r = 0; r < comm->size; r++) {
+        int node = -1;
+        for (int q = 0; q < r && node < 0; q++)
+            if (comm->ranks[q].node_hash == comm->ranks[r].node_hash &&
+                strcmp(comm->ranks[q].node_name, comm->ranks[r].node_name) == 0)
+                node = comm->rank_node[q];
+        comm->rank_node[r] = node >= 0 ? node : comm->nnodes++;
+    }
+    comm->node = comm->rank_node[comm->rank];
+    for (int r = 0; r < comm->size; r++) {
+        if (comm->rank_node[r] != comm->node)
+            continue;
+        comm->local_rank += r < comm->rank;
+        comm->local_size++;
+    }
+}
+
+/* Rails are striped only when every node has them, over as many as the
+ * node with the fewest has; a single node needs none. */
+static zc_status_t zc_comm_agree_rails(struct zc_comm *comm, zc_bootstrap_t *bs)
+{
+    int32_t mine[2], *all = malloc(sizeof(int32_t) * 2 * (size_t)comm->size);
+    zc_status_t st;
+
+    if (!all)
+        return zc_error(ZC_ERR_NO_MEMORY, "cannot allocate the rail table");
+    if (comm->nnodes > 1)
+        zc_rails_discover(comm->local_rank, &comm->rails);
+    else
+        memset(&comm->rails, 0, sizeof(comm->rails));
+    mine[0] = comm->rails.count;
+    mine[1] = comm->rails.mine;
+    st = zc_bootstrap_allgather(bs, mine, all, sizeof(mine));
+    if (st == ZC_OK) {
+        comm->nrails = comm->nnodes > 1 ? ZC_MAX_RAILS : 0;
+        for (int r = 0; r < comm->size; r++)
+            comm->nrails = all[2 * r] < comm->nrails ? all[2 * r] : comm->nrails;
+        for (int r = 0; r < comm->size; r++)
+            comm->rank_rail[r] = comm->nrails ? all[2 * r + 1] % comm->nrails : -1;
+    }
+    free(all);
+    return st;
+}
+
+static void zc_comm_free(struct zc_comm *comm)
+{
+    if (!comm)
+        return;
+    zc_device_release(comm);
+    if (comm->host)
+        comm->host_ops->destroy(comm->host);
+    free(comm->ranks);
+    free(comm->rank_node);
+    free(comm->rank_rail);
+    comm->magic = 0;
+    free(comm);
+}
+
+/* Everything after the bootstrap is up is the same for every init flavour. */
+static zc_status_t zc_comm_create(zc_bootstrap_t *bs, int nranks, int rank,
+                                  const zc_config_t *config, int timeout_ms, zc_comm_h *comm_out)
+{
+    zc_rank_info_t mine;
+    struct zc_comm *comm = calloc(1, sizeof(*comm));
+    int32_t *ready = NULL;
+    zc_status_t st;
+
+    if (!comm)
+        return zc_error(ZC_ERR_NO_MEMORY, "cannot allocate the communicator");
+    comm->rank = rank;
+    comm->size = nranks;
+    comm->timeout_ms = timeout_ms;
+    comm->host_ops = &zc_transport_ucx;
+    comm->ranks = calloc((size_t)nranks, sizeof(*comm->ranks));
+    comm->rank_node = calloc((size_t)nranks, sizeof(int));
+    comm->rank_rail = calloc((size_t)nranks, sizeof(int));
+    ready = calloc((size_t)nranks, sizeof(int32_t));
+    if (!comm->ranks || !comm->rank_node || !comm->rank_rail || !ready) {
+        st = zc_error(ZC_ERR_NO_MEMORY, "cannot allocate the rank table");
+        goto err;
+    }
+    zc_rank_info_self(config, &mine);
+    ZC_CHECK_GOTO(zc_bootstrap_allgather(bs, &mine, comm->ranks, sizeof(mine)), st, err);
+    zc_comm_place_nodes(comm);
+    ZC_CHECK_GOTO(zc_comm_agree_rails(comm, bs), st, err);
+    ZC_CHECK_GOTO(comm->host_ops->create(comm, bs, &comm->host), st, err);
+    /* Nobody returns (and may destroy or exit) before every rank has its
+     * endpoints: connecting to a rank that is gone fails. */
+    ZC_CHECK_GOTO(zc_bootstrap_allgather(bs, &mine.pid, ready, sizeof(mine.pid)), st, err);
+    free(ready);
+    comm->magic = ZC_COMM_MAGIC;
+    zc_comm_register(comm);
+    zc_log_set_rank(rank);
+    zc_log_info("communicator up: rank %d of %d, node %d of %d (%s), local rank %d of %d", rank,
+                nranks, comm->node, comm->nnodes, mine.node_name, comm->local_rank,
+                comm->local_size);
+    *comm_out = comm;
+    return ZC_OK;
+
+err:
+    free(ready);
+    zc_comm_free(comm);
+    return st;
+}
+
+static int zc_root_idle_ms(int timeout_ms)
+{
+    return timeout_ms > INT32_MAX / ZC_ROOT_IDLE_FACTOR ? INT32_MAX
+                                                         : ZC_ROOT_IDLE_FACTOR * timeout_ms;
+}
+
+zc_status_t zc_get_unique_id(zc_unique_id_t *id)
+{
+    uint8_t secret[ZC_BOOTSTRAP_SECRET_BYTES];
+    zc_bootstrap_id_t bid;
+    zc_sockaddr_t addr;
+    int timeout_ms;
+
+    ZC_ARG_CHECK(id != NULL, "id: is NULL");
+    ZC_CHECK(zc_socket_ifaddr(zc_env_get("ZC_SOCKET_IFNAME"), &addr));
+    ZC_CHECK(zc_bootstrap_random_secret(secret));
+    ZC_CHECK(zc_config_timeout(NULL, &timeout_ms));
+    zc_bootstrap_id_init(&bid, secret, &addr);
+    /* Ids travel by the caller's means, which may take a while. */
+    ZC_CHECK(zc_bootstrap_root_start(&bid, zc_root_idle_ms(timeout_ms)));
+    memset(id, 0, sizeof(*id));
+    memcpy(id->internal, &bid, sizeof(bid));
+    return ZC_OK;
+}
+
+zc_status_t zc_comm_init_rank(zc_comm_h *comm, int nranks, const zc_unique_id_t *id, int rank,
+                              const zc_config_t *config)
+{
+    zc_bootstrap_id_t bid;
+    zc_bootstrap_t *bs;
+    int timeout_ms;
+    zc_status_t st;
+
+    ZC_ARG_CHECK(comm != NULL, "comm: is NULL");
+    ZC_ARG_CHECK(id != NULL, "id: is NULL");
+    ZC_ARG_CHECK(nranks >= 1 && nranks <= ZC_BOOTSTRAP_MAX_RANKS,
+                 "nranks: %d is out of range 1..%d", nranks, ZC_BOOTSTRAP_MAX_RANKS);
+    ZC_ARG_CHECK(rank >= 0 && rank < nranks, "rank: %d is out of range 0..%d", rank, nranks - 1);
+    ZC_CHECK(zc_config_check(config));
+    ZC_CHECK(zc_config_timeout(config, &timeout_ms));
+    memcpy(&bid, id->internal, sizeof(bid));
+    ZC_CHECK(zc_bootstrap_tcp_create(&bid, nranks, rank, timeout_ms, &bs));
+    st = zc_comm_create(bs, nranks, rank, config, timeout_ms, comm);
+    zc_bootstrap_destroy(bs);
+    return st;
+}
+
+zc_status_t zc_comm_init_oob(zc_comm_h *comm, const zc_oob_t *oob, const zc_config_t *config)
+{
+    zc_bootstrap_t *bs;
+    int timeout_ms;
+    zc_status_t st;
+
+    ZC_ARG_CHECK(comm != NULL, "comm: is NULL");
+    ZC_ARG_CHECK(oob != NULL, "oob: is NULL");
+    ZC_ARG_CHECK(oob->allgather != NULL, "oob: allgather callback is NULL");
+    ZC_ARG_CHECK(oob->size >= 1 && oob->size <= ZC_BOOTSTRAP_MAX_RANKS,
+                 "oob: size %d is out of range 1..%d", oob->size, ZC_BOOTSTRAP_MAX_RANKS);
+    ZC_ARG_CHECK(oob->rank >= 0 && oob->rank < oob->size, "oob: rank %d is out of range 0..%d",
+                 oob->rank, oob->size - 1);
+    ZC_CHECK(zc_config_check(config));
+    ZC_CHECK(zc_config_timeout(config, &timeout_ms));
+    ZC_CHECK(zc_bootstrap_oob_create(oob, &bs));
+    st = zc_comm_create(bs, oob->size, oob->rank, config, timeout_ms, comm);
+    zc_bootstrap_destroy(bs);
+    return st;
+}
+
+zc_status_t zc_comm_init_env(zc_comm_h *comm, const zc_config_t *config)
+{
+    zc_launch_info_t info;
+    zc_bootstrap_id_t bid;
+    zc_bootstrap_t *bs;
+    zc_sockaddr_t master;
+    int timeout_ms;
+    zc_status_t st;
+
+    ZC_ARG_CHECK(comm != NULL, "comm: is NULL");
+    ZC_CHECK(zc_config_check(config));
+    ZC_CHECK(zc_config_timeout(config, &timeout_ms));
+    ZC_CHECK(zc_launch_info_read(&info));
+    ZC_CHECK(zc_socket_resolve(info.master_addr, info.master_port, &master));
+    zc_bootstrap_id_init(&bid, info.secret, &master);
+    if (info.rank == 0) {
+        /* Rank 0 is the root, listening on every interface at the port. */
+        zc_bootstrap_id_t listen_id = bid;
+        if (master.sa.sa_family == AF_INET6)
+            listen_id.root.in6.sin6_addr = in6addr_any;
+        else
+            listen_id.root.in.sin_addr.s_addr = htonl(INADDR_ANY);
+        ZC_CHECK(zc_bootstrap_root_start(&listen_id, zc_root_idle_ms(timeout_ms)));
+    }
+    zc_log_info("init from %s environment: rank %d of %d, root %s:%d", info.launcher, info.rank,
+                info.size, info.master_addr, info.master_port);
+    ZC_CHECK(zc_bootstrap_tcp_create(&bid, info.size, info.rank, timeout_ms, &bs));
+    st = zc_comm_create(bs, info.size, info.rank, config, timeout_ms, comm);
+    zc_bootstrap_destroy(bs);
+    return st;
+}
+
+void zc_comm_destroy(zc_comm_h comm)
+{
+    if (!comm)
+        return;
+    if (!zc_comm_unregister(comm)) {
+        zc_log_warn("zc_comm_destroy: %p is not a live communicator", (void *)comm);
+        return;
+    }
+    zc_comm_free(comm);
+}
+
+/* Every query: a live comm, a non-NULL output, then the answer. */
+#define ZC_COMM_QUERY(fn, field)                                              \
+    zc_status_t fn(zc_comm_h comm, int *out)                                  \
+    {                                                                         \
+        ZC_CHECK(zc_comm_check(comm));                                        \
+        ZC_ARG_CHECK(out != NULL, #fn ": output is NULL");                    \
+        *out = comm->field;                                                   \
+        return ZC_OK;                                                         \
+    }
+
+ZC_COMM_QUERY(zc_comm_rank, rank)
+ZC_COMM_QUERY(zc_comm_size, size)
+ZC_COMM_QUERY(zc_comm_node, node)
+ZC_COMM_QUERY(zc_comm_node_count, nnodes)
+ZC_COMM_QUERY(zc_comm_local_rank, local_rank)
+ZC_COMM_QUERY(zc_comm_local_size, local_size)
+
+/* Per-rank tables: `name` is the output's, for the message. */
+#define ZC_COMM_RANK_QUERY(fn, table, name)                                   \
+    zc_status_t fn(zc_comm_h comm, int rank, int *name)                       \
+    {                                                                         \
+        ZC_CHECK(zc_comm_check(comm));                                        \
+        ZC_ARG_CHECK(rank >= 0 && rank < comm->size,                          \
+                     "rank: %d is out of range 0..%d", rank, comm->size - 1);  \
+        ZC_ARG_CHECK(name != NULL, #name ": is NULL");                        \
+        *name = comm->table[rank];                                            \
+        return ZC_OK;                                                         \
+    }
+
+ZC_COMM_RANK_QUERY(zc_comm_rank_node, rank_node, node)
+ZC_COMM_RANK_QUERY(zc_comm_rank_rail, rank_rail, rail)
+
+zc_status_t zc_comm_rail_count(zc_comm_h comm, int *nrails)
+{
+    ZC_CHECK(zc_comm_check(comm));
+    ZC_ARG_CHECK(nrails != NULL, "nrails: is NULL");
+    *nrails = comm->nrails;
+    return ZC_OK;
+}
+
+zc_status_t zc_comm_rail_bytes(zc_comm_h comm, int rail, uint64_t *sent, uint64_t *received)
+{
+    ZC_CHECK(zc_comm_check(comm));
+    ZC_ARG_CHECK(rail >= -1 && rail < comm->nrails, "rail: %d is out of range -1..%d", rail,
+                 comm->nrails - 1);
+    ZC_ARG_CHECK(sent != NULL && received != NULL, "sent, received: NULL output");
+    comm->host_ops->rail_bytes(comm->host, rail, sent, received);
+    return ZC_OK;
+}
+
+/* Dissemination barrier: log2(size) rounds of empty messages. */
+zc_status_t zc_barrier(zc_comm_h comm)
+{
+    ZC_CHECK(zc_comm_check(comm));
+    uint32_t seq = comm->barrier_seq++;
+
+    for (int dist = 1; dist < comm->size; dist <<= 1) {
+        int to = (comm->rank + dist) % comm->size;
+        int from = (comm->rank - dist + comm->size) % comm->size;
+        zc_request_h reqs[2];
+
+        ZC_CHECK(zc_p2p_post(comm, ZC_REQ_RECV, NULL, 0, from,
+                             ZC_TAG(from, ZC_TAG_CLASS_BARRIER, seq), ZC_RAIL_AUTO, &reqs[0]));
+        zc_status_t st = zc_p2p_post(comm, ZC_REQ_SEND, NULL, 0, to,
+                                     ZC_TAG(comm->rank, ZC_TAG_CLASS_BARRIER, seq), ZC_RAIL_AUTO,
+                                     &reqs[1]);
+        if (st != ZC_OK) {
+            zc_p2p_abandon(&reqs[0], st);
+            return st;
+        }
+        ZC_CHECK(zc_p2p_wait_all(reqs, 2));
+    }
+    return ZC_OK;
+}

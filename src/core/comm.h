@@ -1,0 +1,62 @@
+/* The communicator: who is where, and the transports that reach them. */
+#ifndef ZC_COMM_H
+#define ZC_COMM_H
+
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "src/core/rails.h"
+#include "transport/transport.h"
+#include "zcomm.h"
+
+#define ZC_NODE_NAME_MAX 64
+
+/* What every rank tells every other at init (fixed size, bootstrap blob). */
+typedef struct {
+    uint64_t node_hash;        /* hash of the node identity (ZC_NODE_ID or host) */
+    uint64_t host_hash;        /* hash of the real host (host name + boot id) */
+    uint64_t pid_ns;           /* inode of the pid namespace */
+    int32_t pid;
+    int32_t reserved;
+    char node_name[ZC_NODE_NAME_MAX];
+} zc_rank_info_t;
+
+struct zc_comm {
+    uint64_t magic;
+    int rank;
+    int size;
+    int node;
+    int nnodes;
+    int local_rank;
+    int local_size;
+    int timeout_ms;
+    zc_rank_info_t *ranks;     /* [size] */
+    int *rank_node;            /* [size]: node index of each rank */
+    /* Rails for inter-node traffic: the same count on every node (0: no
+     * striping, UCX chooses), and the rail each rank sends on. */
+    int nrails;
+    int *rank_rail;            /* [size] */
+    zc_rails_t rails;          /* this node's NICs behind rails 0..nrails-1 */
+    const zc_transport_ops_t *host_ops;
+    zc_transport_t *host;
+    struct zc_device *device;  /* device-memory backend (NCCL), made by the first
+                                * stream call; released with the comm (device.h) */
+    uint32_t barrier_seq;
+    unsigned coll_seq;         /* numbers collective calls, for their tags */
+    struct zc_comm *next_live; /* registry of live communicators */
+};
+
+/* ZC_OK if `comm` is a live communicator, else ZC_ERR_INVALID_ARG naming it. */
+zc_status_t zc_comm_check(zc_comm_h comm);
+/* Non-zero if `peer` shares this node, host and pid namespace, so that
+ * its pid tells whether it lives. */
+int zc_comm_peer_watchable(zc_comm_h comm, int peer);
+/* Non-zero if `peer` is known dead (its connection failed, or its process
+ * is gone when it shares this host and pid namespace). */
+int zc_comm_peer_failed(zc_comm_h comm, int peer);
+
+/* The node identity string of this process (config, ZC_NODE_ID or host). */
+void zc_node_identity(const char *configured, char *name, size_t len, uint64_t *node_hash,
+                      uint64_t *host_hash);
+
+#endif

@@ -1,0 +1,78 @@
+/* The device backend of a communicator: creation on first use, and the
+ * calls, each passed to the backend's ops (src/core/device.h). */
+#include "config.h"
+
+#include "src/core/device.h"
+#include "src/core/memtype.h"
+#include "src/common/status.h"
+
+zc_status_t zc_device_get(zc_comm_h comm, zc_device_t **device)
+{
+    if (!comm->device) {
+        zc_status_t st = zc_device_create(comm);
+        if (st != ZC_OK)
+            return st;
+    }
+    if (comm->device->failed != ZC_OK)
+        return zc_error(comm->device->failed, "the %s backend is unusable: %s",
+                        comm->device->ops->name, comm->device->why);
+    *device = comm->device;
+    return ZC_OK;
+}
+
+void zc_device_release(zc_comm_h comm)
+{
+    if (comm->device)
+        comm->device->ops->release(comm->device);
+    comm->device = NULL;
+}
+
+zc_status_t zc_device_install(zc_comm_h comm, zc_device_t *device)
+{
+    ZC_ARG_CHECK(comm->device == NULL, "comm: already has a %s backend",
+                 comm->device ? comm->device->ops->name : "");
+    device->comm = comm;
+    comm->device = device;
+    return ZC_OK;
+}
+
+zc_status_t zc_device_check_memory(zc_comm_h comm, const void *buf, const char *arg)
+{
+    if (comm->device)
+        return comm->device->ops->check_memory(buf, arg);
+    return zc_memtype_check_device(buf, arg);
+}
+
+zc_status_t zc_device_group(zc_device_t *device, const zc_device_op_t *ops, int nops,
+                            void *stream)
+{
+    return nops == 0 ? ZC_OK : device->ops->group(device, ops, nops, stream);
+}
+
+zc_status_t zc_device_sync(zc_device_t *device, void *stream)
+{
+    return device->ops->sync(device, stream);
+}
+
+void zc_device_abort(zc_device_t *device, zc_status_t status)
+{
+    if (device->failed == ZC_OK)
+        device->ops->abort(device, status);
+}
+
+zc_status_t zc_device_alloc(zc_device_t *device, size_t bytes, void *stream, void **ptr)
+{
+    return device->ops->alloc(device, bytes, stream, ptr);
+}
+
+void zc_device_free(zc_device_t *device, void *ptr, void *stream)
+{
+    if (ptr)
+        device->ops->free(device, ptr, stream);
+}
+
+zc_status_t zc_device_copy(zc_device_t *device, void *dst, const void *src, size_t bytes,
+                           void *stream)
+{
+    return bytes == 0 ? ZC_OK : device->ops->copy(device, dst, src, bytes, stream);
+}

@@ -1,0 +1,129 @@
+/* Memory-type checks, so that device pointers never reach host copies and
+ * each memory goes to a backend that can move it: host memory to UCX,
+ * device memory to NCCL on the stream path, or to UCX for point-to-point
+ * when the UCX found at run time moves CUDA memory. */
+#include "config.h"
+
+#include <pthread.h>
+#include <stdint.h>
+#include <ucp/api/ucp.h>
+
+#include "src/common/log.h"
+#include "src/core/memtype.h"
+#include "src/common/status.h"
+#ifdef HAVE_CUDA
+#include "kernels/cuda/cuda_device.h"
+#endif
+
+static pthread_once_t zc_cuda_once = PTHREAD_ONCE_INIT;
+static int zc_cuda_count; /* stays 0 when the runtime cannot count (no driver) */
+
+static void zc_cuda_probe(void)
+{
+#ifdef HAVE_CUDA
+    zc_cuda_count = zc_cuda_device_count();
+#endif
+}
+
+int zc_cuda_devices(void)
+{
+    pthread_once(&zc_cuda_once, zc_cuda_probe);
+    return zc_cuda_count;
+}
+
+static pthread_once_t zc_ucx_once = PTHREAD_ONCE_INIT;
+static int zc_ucx_cuda;
+
+/* A throwaway UCP context tells which memory types this UCX supports. */
+static void zc_ucx_probe(void)
+{
+    ucp_params_t params = {.field_mask = UCP_PARAM_FIELD_FEATURES, .features = UCP_FEATURE_TAG};
+    ucp_context_attr_t attr = {.field_mask = UCP_ATTR_FIELD_MEMORY_TYPES};
+    ucp_config_t *config;
+    ucp_context_h ctx;
+
+    if (ucp_config_read(NULL, NULL, &config) != UCS_OK)
+        return;
+    if (ucp_init(&params, config, &ctx) == UCS_OK) {
+        if (ucp_context_query(ctx, &attr) == UCS_OK)
+            zc_ucx_cuda = (attr.memory_types & UCS_BIT(UCS_MEMORY_TYPE_CUDA)) != 0;
+        ucp_cleanup(ctx);
+    }
+    ucp_config_release(config);
+    zc_log_debug("UCX %s CUDA memory", zc_ucx_cuda ? "moves" : "does not move");
+}
+
+int zc_ucx_moves_cuda(void)
+{
+    pthread_once(&zc_ucx_once, zc_ucx_probe);
+    return zc_ucx_cuda;
+}
+
+/* Device memory (or a device) as the caller says, else the error. */
+static zc_status_t zc_memtype_device_ok(const void *buf, const char *arg)
+{
+#ifdef HAVE_CUDA
+    if (zc_cuda_devices() == 0)
+        return zc_error(ZC_ERR_UNSUPPORTED, "memtype: ZC_MEM_CUDA but no CUDA device is visible");
+    if (buf && !zc_cuda_pointer_is_device(buf))
+        return zc_error(ZC_ERR_INVALID_ARG, "%s: is host memory but memtype is ZC_MEM_CUDA", arg);
+    return ZC_OK;
+#else
+    (void)buf;
+    (void)arg;
+    return zc_error(ZC_ERR_UNSUPPORTED, "memtype: ZC_MEM_CUDA but libzcomm was built without CUDA");
+#endif
+}
+
+static zc_status_t zc_memtype_host_ok(const void *buf, const char *arg)
+{
+#ifdef HAVE_CUDA
+    if (buf && zc_cuda_devices() > 0 && zc_cuda_pointer_is_device(buf))
+        return zc_error(ZC_ERR_INVALID_ARG, "%s: is device memory but memtype is ZC_MEM_HOST", arg);
+#else
+    (void)buf;
+    (void)arg;
+#endif
+    return ZC_OK;
+}
+
+zc_status_t zc_memtype_check_host_path(const void *buf, zc_memtype_t memtype, const char *arg)
+{
+    switch (memtype) {
+    case ZC_MEM_HOST:
+        return zc_memtype_host_ok(buf, arg);
+    case ZC_MEM_CUDA:
+        ZC_CHECK(zc_memtype_device_ok(buf, arg));
+        return zc_error(ZC_ERR_UNSUPPORTED,
+                        "memtype: ZC_MEM_CUDA buffers take the stream-ordered device path "
+                        "(zc_*_stream, NCCL), not this host-path call");
+    }
+    return zc_error(ZC_ERR_INVALID_ARG, "memtype: %d is not a zc_memtype_t", (int)memtype);
+}
+
+zc_status_t zc_memtype_check_p2p(const void *buf, zc_memtype_t memtype, const char *arg)
+{
+    if (memtype == ZC_MEM_CUDA && zc_ucx_moves_cuda()) {
+        ZC_CHECK(zc_memtype_device_ok(buf, arg));
+        return ZC_OK;
+    }
+    return zc_memtype_check_host_path(buf, memtype, arg);
+}
+
+zc_status_t zc_memtype_check_device(const void *buf, const char *arg)
+{
+    return zc_memtype_device_ok(buf, arg);
+}
+
+zc_status_t zc_check_disjoint(const void *sendbuf, size_t send_bytes, const char *send_arg,
+                              const void *recvbuf, size_t recv_bytes, const char *recv_arg)
+{
+    uintptr_t s = (uintptr_t)sendbuf, r = (uintptr_t)recvbuf;
+
+    /* Empty ranges share no byte, wherever they point. */
+    if (send_bytes == 0 || recv_bytes == 0 || s + send_bytes <= r || r + recv_bytes <= s)
+        return ZC_OK;
+    return zc_error(ZC_ERR_INVALID_ARG,
+                    "%s, %s: the %zu bytes sent and the %zu bytes received overlap (no exchange "
+                    "in place: use separate buffers)", send_arg, recv_arg, send_bytes, recv_bytes);
+}

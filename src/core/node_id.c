@@ -1,0 +1,44 @@
+/* Node identity: which ranks share a node.  Like NCCL's host hash, the host
+ * name plus the kernel's boot id, so that two containers or two reboots of
+ * a host with the same name are not mistaken for each other; ZC_NODE_ID
+ * overrides it so one machine can play several nodes. */
+#include "config.h"
+
+#include <stdio.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "src/core/comm.h"
+#include "src/common/env.h"
+#include "src/common/hash.h"
+
+static void zc_host_identity(char *name, size_t len)
+{
+    char host[256] = "", boot_id[64] = "";
+    FILE *f = fopen("/proc/sys/kernel/random/boot_id", "r");
+
+    gethostname(host, sizeof(host) - 1);
+    if (f) {
+        if (fgets(boot_id, sizeof(boot_id), f))
+            boot_id[strcspn(boot_id, "\n")] = '\0';
+        fclose(f);
+    }
+    snprintf(name, len, "%s:%s", host, boot_id);
+}
+
+void zc_node_identity(const char *configured, char *name, size_t len, uint64_t *node_hash,
+                      uint64_t *host_hash)
+{
+    char host[ZC_NODE_NAME_MAX * 2];
+    const char *node = configured && *configured ? configured : zc_env_get("ZC_NODE_ID");
+
+    zc_host_identity(host, sizeof(host));
+    *host_hash = zc_fnv1a_str(ZC_FNV1A_INIT, host);
+    if (node && *node) {
+        snprintf(name, len, "%s", node);
+        *node_hash = zc_fnv1a_str(ZC_FNV1A_INIT, node);
+    } else {
+        snprintf(name, len, "%s", host);
+        *node_hash = *host_hash;
+    }
+}

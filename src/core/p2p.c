@@ -1,0 +1,218 @@
+/* Point-to-point: argument checks, requests, and the blocking wait. */
+#include "config.h"
+
+#include <stdlib.h>
+
+#include "src/common/clock.h"
+#include "src/core/memtype.h"
+#include "src/core/p2p.h"
+#include "src/core/sched.h"
+#include "src/common/status.h"
+
+/* How often a blocked wait looks for dead peers. */
+#define ZC_WAIT_SLICE_MS 100
+
+zc_status_t zc_p2p_post(zc_comm_h comm, zc_request_kind_t kind, void *buf, size_t bytes, int peer,
+                        uint64_t tag, int rail, zc_request_h *req_out)
+{
+    zc_request_h req = calloc(1, sizeof(*req));
+    zc_status_t st;
+
+    if (!req)
+        return zc_error(ZC_ERR_NO_MEMORY, "cannot allocate a request");
+    req->comm = comm;
+    req->kind = kind;
+    req->peer = peer;
+    req->bytes = bytes;
+    if (kind == ZC_REQ_SEND)
+        st = comm->host_ops->isend(comm->host, buf, bytes, peer, tag, rail, req);
+    else
+        st = comm->host_ops->irecv(comm->host, buf, bytes, peer, tag, rail, req);
+    if (st != ZC_OK) {
+        free(req);
+        return st;
+    }
+    *req_out = req;
+    return ZC_OK;
+}
+
+static zc_status_t zc_p2p_finish(zc_request_h *req)
+{
+    zc_status_t st = (*req)->status;
+
+    zc_sched_destroy((*req)->sched);
+    free(*req);
+    *req = NULL;
+    return st;
+}
+
+void zc_p2p_abandon(zc_request_h *req, zc_status_t status)
+{
+    zc_comm_h comm = (*req)->comm;
+
+    if (!(*req)->done)
+        comm->host_ops->abandon(comm->host, *req, status);
+    (void)zc_p2p_finish(req);
+}
+
+/* Done, or a reason to stop waiting: the peer is dead. */
+static int zc_p2p_settled(zc_request_h req)
+{
+    zc_comm_h comm = req->comm;
+
+    comm->host_ops->progress(comm->host);
+    if (req->done)
+        return 1;
+    if (zc_comm_peer_failed(comm, req->peer)) {
+        comm->host_ops->abandon(comm->host, req,
+                                zc_error(ZC_ERR_PEER_FAILED, "rank %d failed during a %s",
+                                         req->peer, req->kind == ZC_REQ_SEND ? "send to it"
+                                                                             : "receive from it"));
+        return 1;
+    }
+    return 0;
+}
+
+zc_status_t zc_p2p_test(zc_request_h *req)
+{
+    return zc_p2p_settled(*req) ? zc_p2p_finish(req) : ZC_INPROGRESS;
+}
+
+zc_status_t zc_p2p_wait(zc_request_h *req)
+{
+    zc_comm_h comm = (*req)->comm;
+    int64_t deadline = zc_now_ms() + comm->timeout_ms;
+
+    while (!zc_p2p_settled(*req)) {
+        int left = zc_ms_left(deadline);
+        if (left == 0) {
+            /* Named from this rank's side: the peer is who it waits for. */
+            zc_status_t st = zc_error(ZC_ERR_TIMEOUT,
+                                      "a %s of %zu bytes %s rank %d did not complete within %d ms",
+                                      (*req)->kind == ZC_REQ_SEND ? "send" : "receive",
+                                      (*req)->bytes, (*req)->kind == ZC_REQ_SEND ? "to" : "from",
+                                      (*req)->peer, comm->timeout_ms);
+            zc_p2p_abandon(req, st);
+            return st;
+        }
+        comm->host_ops->wait_event(comm->host, left < ZC_WAIT_SLICE_MS ? left : ZC_WAIT_SLICE_MS);
+    }
+    return zc_p2p_finish(req);
+}
+
+zc_status_t zc_p2p_wait_all(zc_request_h *reqs, int n)
+{
+    zc_status_t first = ZC_OK;
+
+    for (int i = 0; i < n; i++) {
+        if (!reqs[i])
+            continue;
+        if (first == ZC_OK)
+            first = zc_p2p_wait(&reqs[i]);
+        else
+            zc_p2p_abandon(&reqs[i], first);
+    }
+    return first;
+}
+
+/* ---- public calls ---------------------------------------------------- */
+
+static zc_status_t zc_p2p_check(const void *buf, int64_t count, zc_datatype_t dtype,
+                                zc_memtype_t memtype, int peer, zc_comm_h comm, size_t *bytes)
+{
+    size_t elem = zc_datatype_size(dtype);
+
+    ZC_CHECK(zc_comm_check(comm));
+    ZC_ARG_CHECK(count >= 0, "count: %lld is negative", (long long)count);
+    ZC_ARG_CHECK(elem != 0, "dtype: %d is not a zc_datatype_t", (int)dtype);
+    ZC_ARG_CHECK((uint64_t)count <= (uint64_t)INT64_MAX / elem,
+                 "count: %lld elements of %zu bytes overflow", (long long)count, elem);
+    ZC_ARG_CHECK(buf != NULL || count == 0, "buf: is NULL with count %lld", (long long)count);
+    ZC_ARG_CHECK(peer >= 0 && peer < comm->size, "peer: %d is out of range 0..%d", peer,
+                 comm->size - 1);
+    ZC_CHECK(zc_memtype_check_p2p(buf, memtype, "buf"));
+    *bytes = (size_t)count * elem;
+    return ZC_OK;
+}
+
+/* A checked public send or receive: P2P tags name the sender. */
+static zc_status_t zc_p2p_start(zc_comm_h comm, zc_request_kind_t kind, void *buf, size_t bytes,
+                                int peer, zc_request_h *request)
+{
+    int sender = kind == ZC_REQ_SEND ? comm->rank : peer;
+
+    return zc_p2p_post(comm, kind, buf, bytes, peer, ZC_TAG(sender, ZC_TAG_CLASS_P2P, 0),
+                       ZC_RAIL_AUTO, request);
+}
+
+zc_status_t zc_send(const void *buf, int64_t count, zc_datatype_t dtype, zc_memtype_t memtype,
+                    int peer, zc_comm_h comm, zc_request_h *request)
+{
+    size_t bytes;
+
+    ZC_ARG_CHECK(request != NULL, "request: is NULL");
+    ZC_CHECK(zc_p2p_check(buf, count, dtype, memtype, peer, comm, &bytes));
+    return zc_p2p_start(comm, ZC_REQ_SEND, (void *)buf, bytes, peer, request);
+}
+
+zc_status_t zc_recv(void *buf, int64_t count, zc_datatype_t dtype, zc_memtype_t memtype, int peer,
+                    zc_comm_h comm, zc_request_h *request)
+{
+    size_t bytes;
+
+    ZC_ARG_CHECK(request != NULL, "request: is NULL");
+    ZC_CHECK(zc_p2p_check(buf, count, dtype, memtype, peer, comm, &bytes));
+    return zc_p2p_start(comm, ZC_REQ_RECV, buf, bytes, peer, request);
+}
+
+static zc_status_t zc_request_check(zc_request_h *request)
+{
+    ZC_ARG_CHECK(request != NULL, "request: is NULL");
+    ZC_ARG_CHECK(*request != NULL, "request: *request is NULL (already completed?)");
+    zc_status_t st = zc_comm_check((*request)->comm);
+    if (st != ZC_OK) {
+        /* Its communicator is gone, and with it the operation: release. */
+        free(*request);
+        *request = NULL;
+        return zc_error(st, "request: its communicator was destroyed");
+    }
+    return ZC_OK;
+}
+
+zc_status_t zc_test(zc_request_h *request)
+{
+    ZC_CHECK(zc_request_check(request));
+    if ((*request)->kind != ZC_REQ_SCHED)
+        return zc_p2p_test(request);
+    (*request)->status = zc_sched_test((*request)->sched);
+    return (*request)->status == ZC_INPROGRESS ? ZC_INPROGRESS : zc_p2p_finish(request);
+}
+
+zc_status_t zc_wait(zc_request_h *request)
+{
+    ZC_CHECK(zc_request_check(request));
+    if ((*request)->kind != ZC_REQ_SCHED)
+        return zc_p2p_wait(request);
+    (*request)->status = zc_sched_wait((*request)->sched);
+    return zc_p2p_finish(request);
+}
+
+zc_status_t zc_sendrecv(const void *sendbuf, int64_t sendcount, int dst, void *recvbuf,
+                        int64_t recvcount, int src, zc_datatype_t dtype, zc_memtype_t memtype,
+                        zc_comm_h comm)
+{
+    size_t sbytes, rbytes;
+    zc_request_h reqs[2];
+
+    ZC_CHECK(zc_p2p_check(recvbuf, recvcount, dtype, memtype, src, comm, &rbytes));
+    ZC_CHECK(zc_p2p_check(sendbuf, sendcount, dtype, memtype, dst, comm, &sbytes));
+    /* Checked before anything is posted: a refused call sends nothing. */
+    ZC_CHECK(zc_check_disjoint(sendbuf, sbytes, "sendbuf", recvbuf, rbytes, "recvbuf"));
+    ZC_CHECK(zc_p2p_start(comm, ZC_REQ_RECV, recvbuf, rbytes, src, &reqs[0]));
+    zc_status_t st = zc_p2p_start(comm, ZC_REQ_SEND, (void *)sendbuf, sbytes, dst, &reqs[1]);
+    if (st != ZC_OK) {
+        zc_p2p_abandon(&reqs[0], st);
+        return st;
+    }
+    return zc_p2p_wait_all(reqs, 2);
+}

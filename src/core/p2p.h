@@ -1,0 +1,21 @@
+/* Point-to-point requests, for the public calls and the collectives. */
+#ifndef ZC_P2P_H
+#define ZC_P2P_H
+
+#include "src/core/comm.h"
+
+/* Post a send or receive of `bytes` with a full 64-bit `tag` (ZC_TAG) on
+ * `rail` (ZC_RAIL_AUTO: the sender's own; ignored inside a node). */
+zc_status_t zc_p2p_post(zc_comm_h comm, zc_request_kind_t kind, void *buf, size_t bytes, int peer,
+                        uint64_t tag, int rail, zc_request_h *req);
+/* Progress once; ZC_INPROGRESS or the final status (then *req is freed). */
+zc_status_t zc_p2p_test(zc_request_h *req);
+/* Block until done, the peer fails or the comm's timeout passes; frees. */
+zc_status_t zc_p2p_wait(zc_request_h *req);
+/* Wait for all; after the first failure the rest are abandoned with the
+ * same status instead of each waiting out its own timeout.  Frees all. */
+zc_status_t zc_p2p_wait_all(zc_request_h *reqs, int n);
+/* Give up on a request and free it. */
+void zc_p2p_abandon(zc_request_h *req, zc_status_t status);
+
+#endif

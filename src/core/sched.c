@@ -1,0 +1,259 @@
+/* Schedule engine: ops with dependencies, posted when ready. */
+#include "config.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "src/common/clock.h"
+#include "src/common/log.h"
+#include "src/core/p2p.h"
+#include "src/core/sched.h"
+#include "src/common/status.h"
+
+/* How often a blocked wait looks for dead peers. */
+#define ZC_SCHED_SLICE_MS 100
+
+typedef enum { ZC_OP_P2P, ZC_OP_COPY, ZC_OP_CALL } zc_op_kind_t;
+typedef enum { ZC_OP_WAITING, ZC_OP_POSTED, ZC_OP_DONE } zc_op_state_t;
+
+typedef struct {
+    zc_op_kind_t kind;
+    zc_op_state_t state;
+    zc_request_kind_t dir;
+    void *buf;
+    const void *src;       /* copies */
+    size_t bytes;
+    int peer;              /* calls: their `i` */
+    int rail;
+    uint64_t tag;
+    zc_sched_fn_t fn;      /* calls, with `buf` as their `arg` */
+    int dep[2];
+    zc_request_h req;
+} zc_op_t;
+
+struct zc_sched {
+    zc_comm_h comm;
+    zc_op_t *ops;
+    int nops, cap;
+    int first_open;        /* every op before it is done */
+    void **buffers;
+    int nbuffers;
+    zc_status_t error;     /* sticky: building or running failed */
+};
+
+zc_status_t zc_sched_create(zc_comm_h comm, zc_sched_t **sched)
+{
+    zc_sched_t *s = calloc(1, sizeof(*s));
+
+    if (!s)
+        return zc_error(ZC_ERR_NO_MEMORY, "cannot allocate a schedule");
+    s->comm = comm;
+    *sched = s;
+    return ZC_OK;
+}
+
+static int zc_sched_add(zc_sched_t *s, const zc_op_t *op)
+{
+    /* Dependencies point backwards, so one pass in index order posts
+     * everything that became ready. */
+    for (int d = 0; d < 2; d++)
+        if (op->dep[d] >= s->nops) {
+            s->error = zc_error(ZC_ERR_INTERNAL, "schedule op %d depends on a later op %d",
+                                s->nops, op->dep[d]);
+            return -1;
+        }
+    if (s->nops == s->cap) {
+        int cap = s->cap ? 2 * s->cap : 64;
+        zc_op_t *ops = realloc(s->ops, sizeof(*ops) * (size_t)cap);
+        if (!ops) {
+            s->error = zc_error(ZC_ERR_NO_MEMORY, "cannot grow a schedule to %d ops", cap);
+            return -1;
+        }
+        s->ops = ops;
+        s->cap = cap;
+    }
+    s->ops[s->nops] = *op;
+    return s->nops++;
+}
+
+int zc_sched_p2p(zc_sched_t *s, zc_request_kind_t kind, void *buf, size_t bytes, int peer,
+                 uint64_t tag, int rail, int dep0, int dep1)
+{
+    zc_op_t op = {.kind = ZC_OP_P2P, .dir = kind, .buf = buf, .bytes = bytes, .peer = peer,
+                  .tag = tag, .rail = rail, .dep = {dep0, dep1}};
+    return zc_sched_add(s, &op);
+}
+
+int zc_sched_copy(zc_sched_t *s, void *dst, const void *src, size_t bytes, int dep0, int dep1)
+{
+    zc_op_t op = {.kind = ZC_OP_COPY, .buf = dst, .src = src, .bytes = bytes,
+                  .dep = {dep0, dep1}};
+    return zc_sched_add(s, &op);
+}
+
+int zc_sched_call(zc_sched_t *s, zc_sched_fn_t fn, void *arg, int i, int dep0, int dep1)
+{
+    zc_op_t op = {.kind = ZC_OP_CALL, .fn = fn, .buf = arg, .peer = i, .dep = {dep0, dep1}};
+    return zc_sched_add(s, &op);
+}
+
+void *zc_sched_buffer(zc_sched_t *s, size_t bytes)
+{
+    void **list = realloc(s->buffers, sizeof(void *) * (size_t)(s->nbuffers + 1));
+    void *buf = list ? malloc(bytes ? bytes : 1) : NULL;
+
+    if (list)
+        s->buffers = list;
+    if (!buf) {
+        s->error = zc_error(ZC_ERR_NO_MEMORY, "cannot allocate %zu bytes of staging", bytes);
+        return NULL;
+    }
+    s->buffers[s->nbuffers++] = buf;
+    return buf;
+}
+
+void zc_sched_destroy(zc_sched_t *s)
+{
+    int unfinished = 0;
+
+    if (!s)
+        return;
+    for (int i = 0; i < s->nops; i++) {
+        if (s->ops[i].req) {
+            unfinished += !s->ops[i].req->done;
+            zc_p2p_abandon(&s->ops[i].req, ZC_ERR_INTERNAL);
+        }
+    }
+    /* A receive UCX has already matched cannot be cancelled and may still
+     * write into its staging slot: such buffers are never freed. */
+    if (unfinished)
+        zc_log_debug("schedule abandoned with %d operations in flight: keeping %d staging buffers",
+                     unfinished, s->nbuffers);
+    for (int i = 0; i < s->nbuffers && !unfinished; i++)
+        free(s->buffers[i]);
+    free(s->buffers);
+    free(s->ops);
+    free(s);
+}
+
+static int zc_op_ready(const zc_sched_t *s, const zc_op_t *op)
+{
+    for (int d = 0; d < 2; d++)
+        if (op->dep[d] >= 0 && s->ops[op->dep[d]].state != ZC_OP_DONE)
+            return 0;
+    return 1;
+}
+
+/* One pass: finish what completed, post what became ready.  *moved tells
+ * whether anything happened (for the timeout, which counts from the last
+ * progress). */
+static zc_status_t zc_sched_pass(zc_sched_t *s, int *moved)
+{
+    int open = s->nops;
+
+    s->comm->host_ops->progress(s->comm->host);
+    for (int i = s->first_open; i < s->nops; i++) {
+        zc_op_t *op = &s->ops[i];
+        if (op->state == ZC_OP_POSTED && op->req->done) {
+            zc_status_t st = op->req->status;
+            zc_p2p_abandon(&op->req, st);  /* done: only frees it */
+            if (st != ZC_OK)
+                return s->error = st;
+            op->state = ZC_OP_DONE;
+            *moved = 1;
+        }
+        if (op->state == ZC_OP_WAITING && zc_op_ready(s, op)) {
+            if (op->kind == ZC_OP_COPY) {
+                memmove(op->buf, op->src, op->bytes);
+                op->state = ZC_OP_DONE;
+            } else if (op->kind == ZC_OP_CALL) {
+                zc_status_t st = op->fn(op->buf, op->peer);
+                if (st != ZC_OK)
+                    return s->error = st;
+                op->state = ZC_OP_DONE;
+            } else {
+                zc_status_t st = zc_p2p_post(s->comm, op->dir, op->buf, op->bytes, op->peer,
+                                             op->tag, op->rail, &op->req);
+                if (st != ZC_OK)
+                    return s->error = st;
+                op->state = ZC_OP_POSTED;
+            }
+            *moved = 1;
+        }
+        if (op->state != ZC_OP_DONE && open == s->nops)
+            open = i;
+    }
+    s->first_open = open;
+    return open == s->nops ? ZC_OK : ZC_INPROGRESS;
+}
+
+zc_status_t zc_sched_test(zc_sched_t *s)
+{
+    int moved = 0;
+
+    if (s->error)
+        return s->error;
+    return zc_sched_pass(s, &moved);
+}
+
+/* The first posted op whose peer is dead, or -1. */
+static int zc_sched_dead_peer(zc_sched_t *s)
+{
+    for (int i = s->first_open; i < s->nops; i++)
+        if (s->ops[i].state == ZC_OP_POSTED && zc_comm_peer_failed(s->comm, s->ops[i].peer))
+            return s->ops[i].peer;
+    return -1;
+}
+
+zc_status_t zc_sched_wait(zc_sched_t *s)
+{
+    int64_t deadline = zc_now_ms() + s->comm->timeout_ms;
+
+    if (s->error)
+        return s->error;
+    for (;;) {
+        int moved = 0, dead;
+        zc_status_t st = zc_sched_pass(s, &moved);
+        if (st != ZC_INPROGRESS)
+            return st;
+        if (moved) {
+            deadline = zc_now_ms() + s->comm->timeout_ms;
+            continue;
+        }
+        if ((dead = zc_sched_dead_peer(s)) >= 0)
+            return s->error = zc_error(ZC_ERR_PEER_FAILED, "rank %d failed or left during a collective",
+                                       dead);
+        int left = zc_ms_left(deadline);
+        if (left == 0)
+            return s->error = zc_error(ZC_ERR_TIMEOUT,
+                                       "a collective made no progress for %d ms (waiting on "
+                                       "rank %d)", s->comm->timeout_ms,
+                                       s->ops[s->first_open].peer);
+        s->comm->host_ops->wait_event(s->comm->host,
+                                      left < ZC_SCHED_SLICE_MS ? left : ZC_SCHED_SLICE_MS);
+    }
+}
+
+zc_status_t zc_sched_start(zc_sched_t *s, zc_request_h *request)
+{
+    zc_request_h req;
+    int moved = 0;
+
+    if (s->error) {
+        zc_status_t st = s->error;
+        zc_sched_destroy(s);
+        return st;
+    }
+    req = calloc(1, sizeof(*req));
+    if (!req) {
+        zc_sched_destroy(s);
+        return zc_error(ZC_ERR_NO_MEMORY, "cannot allocate a request");
+    }
+    req->comm = s->comm;
+    req->kind = ZC_REQ_SCHED;
+    req->peer = -1;
+    req->sched = s;
+    (void)zc_sched_pass(s, &moved);  /* post what can go now; errors surface in wait */
+    *request = req;
+    return ZC_OK;
+}

@@ -1,0 +1,43 @@
+/* Schedules: the collectives (routed transfer, alltoallv, ring attention)
+ * as a list of sends, receives and local copies with dependencies, posted
+ * as soon as what they depend on is done and progressed under one request.
+ * A schedule owns its staging buffers. */
+#ifndef ZC_SCHED_H
+#define ZC_SCHED_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "src/core/comm.h"
+
+typedef struct zc_sched zc_sched_t;
+
+#define ZC_SCHED_NONE (-1)  /* no dependency */
+
+zc_status_t zc_sched_create(zc_comm_h comm, zc_sched_t **sched);
+/* A send or receive posted once ops `dep0` and `dep1` are done; returns its
+ * index, or -1 when out of memory (the schedule then fails at start). */
+int zc_sched_p2p(zc_sched_t *sched, zc_request_kind_t kind, void *buf, size_t bytes, int peer,
+                 uint64_t tag, int rail, int dep0, int dep1);
+/* A local memcpy, run once its dependencies are done. */
+int zc_sched_copy(zc_sched_t *sched, void *dst, const void *src, size_t bytes, int dep0,
+                  int dep1);
+/* A local step run once its dependencies are done: fn(arg, i).  A status
+ * other than ZC_OK fails the schedule right there, so nothing that waits
+ * for this op is ever posted: how a collective that finds its ranks
+ * disagree stops before its data moves. */
+typedef zc_status_t (*zc_sched_fn_t)(void *arg, int i);
+int zc_sched_call(zc_sched_t *sched, zc_sched_fn_t fn, void *arg, int i, int dep0, int dep1);
+/* Staging memory freed with the schedule; NULL when out of memory. */
+void *zc_sched_buffer(zc_sched_t *sched, size_t bytes);
+/* Hand the schedule to a request (zc_test/zc_wait progress it); on
+ * failure the schedule is destroyed. */
+zc_status_t zc_sched_start(zc_sched_t *sched, zc_request_h *request);
+void zc_sched_destroy(zc_sched_t *sched);
+
+/* For p2p.c: progress once (ZC_INPROGRESS, ZC_OK or the first error), and
+ * block until done, the comm's timeout without progress, or a dead peer. */
+zc_status_t zc_sched_test(zc_sched_t *sched);
+zc_status_t zc_sched_wait(zc_sched_t *sched);
+
+#endif

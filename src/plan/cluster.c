@@ -1,0 +1,105 @@
+/* Cluster description files for the cost model: "key value" lines, '#'
+ * starts a comment.  Every key of zc_cluster_t is required once. */
+#include "config.h"
+
+#include <errno.h>
+#include <limits.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "src/plan/plan.h"
+#include "src/common/status.h"
+
+#define ZC_CL_INT(f)    {#f, offsetof(zc_cluster_t, f), 0}
+#define ZC_CL_DOUBLE(f) {#f, offsetof(zc_cluster_t, f), 1}
+
+static const struct {
+    const char *key;
+    size_t offset;
+    int is_double;
+} zc_cluster_keys[] = {
+    ZC_CL_INT(gpus_per_node), ZC_CL_INT(nics_per_node), ZC_CL_DOUBLE(nic_gbps),
+    ZC_CL_DOUBLE(intra_gbytes), ZC_CL_DOUBLE(attn_tflops), ZC_CL_DOUBLE(linear_tflops),
+    ZC_CL_INT(layers), ZC_CL_INT(hidden), ZC_CL_INT(heads), ZC_CL_INT(head_dim),
+    ZC_CL_INT(kv_heads), ZC_CL_INT(ffn_hidden), ZC_CL_INT(bytes_per_elem),
+};
+
+#define ZC_NKEYS (sizeof(zc_cluster_keys) / sizeof(zc_cluster_keys[0]))
+
+static zc_status_t zc_cluster_line(const char *path, int lineno, char *line, zc_cluster_t *c,
+                                   unsigned char *seen)
+{
+    char *key = strtok(line, " \t\r\n"), *val = strtok(NULL, " \t\r\n"), *end;
+
+    if (!key)
+        return ZC_OK;
+    if (!val || strtok(NULL, " \t\r\n"))
+        return zc_error(ZC_ERR_INVALID_ARG, "path: %s:%d: expected \"key value\"", path, lineno);
+    if (strcmp(key, "name") == 0) {
+        snprintf(c->name, sizeof(c->name), "%s", val);
+        return ZC_OK;
+    }
+    for (size_t k = 0; k < ZC_NKEYS; k++) {
+        char *field = (char *)c + zc_cluster_keys[k].offset;
+        double v;
+
+        if (strcmp(key, zc_cluster_keys[k].key) != 0)
+            continue;
+        errno = 0;
+        v = strtod(val, &end);
+        if (seen[k])
+            return zc_error(ZC_ERR_INVALID_ARG, "path: %s:%d: %s is given twice", path, lineno,
+                            key);
+        if (errno || *end || v <= 0 ||
+            (!zc_cluster_keys[k].is_double && (v > INT_MAX || v != (int)v)))
+            return zc_error(ZC_ERR_INVALID_ARG, "path: %s:%d: %s must be a positive %s, not %s",
+                            path, lineno, key, zc_cluster_keys[k].is_double ? "number"
+                            : "integer", val);
+        if (zc_cluster_keys[k].is_double)
+            *(double *)field = v;
+        else
+            *(int *)field = (int)v;
+        seen[k] = 1;
+        return ZC_OK;
+    }
+    return zc_error(ZC_ERR_INVALID_ARG, "path: %s:%d: unknown key %s", path, lineno, key);
+}
+
+zc_status_t zc_cluster_load(const char *path, zc_cluster_t *cluster)
+{
+    unsigned char seen[ZC_NKEYS] = {0};
+    zc_cluster_t c;
+    char line[512];
+    int lineno = 0;
+    zc_status_t st = ZC_OK;
+    FILE *f;
+
+    zc_error_clear();
+    ZC_ARG_CHECK(path != NULL, "path: NULL");
+    ZC_ARG_CHECK(cluster != NULL, "cluster: NULL");
+    f = fopen(path, "r");
+    if (!f)
+        return zc_error(ZC_ERR_INVALID_ARG, "path: cannot open %s: %m", path);
+    memset(&c, 0, sizeof(c));
+    c.size = sizeof(c);
+    while (fgets(line, sizeof(line), f)) {
+        char *hash = strchr(line, '#');
+
+        lineno++;
+        if (hash)
+            *hash = '\0';
+        ZC_CHECK_GOTO(zc_cluster_line(path, lineno, line, &c, seen), st, out);
+    }
+    for (size_t k = 0; k < ZC_NKEYS; k++)
+        if (!seen[k]) {
+            st = zc_error(ZC_ERR_INVALID_ARG, "path: %s lacks the key %s", path,
+                          zc_cluster_keys[k].key);
+            goto out;
+        }
+    *cluster = c;
+out:
+    fclose(f);
+    return st;
+}
