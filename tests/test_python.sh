@@ -1,11 +1,16 @@
 #!/bin/bash
-# The Python binding (python/zcomm) under Debian's /usr/bin/python3 with
-# numpy and torch: error mapping and argument checks, then point-to-point,
-# routed transfers, alltoallv, remap and ring attention on forked ranks
-# against single-process PyTorch, then the example training step
-# (python/examples/train_step.py) on 4 forked ranks and, as root, on the
-# emulated cluster of 2 nodes x 4 NICs x 4 ranks.  Each program prints TAP;
-# this script renumbers it.  Skips when that python lacks numpy or torch.
+# The Python package (python/zcomm) under Debian's /usr/bin/python3 with
+# numpy and torch: error mapping and argument checks, the ctypes structs and
+# function table against zcomm.h (a compiled probe), then on forked ranks
+# point-to-point, routed transfers, alltoallv, remap and ring attention
+# against single-process PyTorch, the packed-batch API (zcomm.torch:
+# VarlenPlan, varlen_attn, ZeppelinAttention, from_torch over gloo, bad
+# input), the same under torchrun (two launchers, one per emulated node),
+# the example training step (python/examples/train_step.py) and the example
+# training (python/examples/train.py, 50 steps against one process) on 4
+# forked ranks and, as root, on the emulated cluster of 2 nodes x 4 NICs x
+# 4 ranks.  Each program prints TAP; this script renumbers it.  Skips when
+# that python lacks numpy or torch.
 set -u
 srcdir=${ZC_TEST_SRCDIR:-$(dirname "$0")}
 python=${ZC_PYTHON:-/usr/bin/python3}
@@ -55,10 +60,48 @@ tap() {
     fi
 }
 
-for script in test_binding.py test_distributed.py; do
+for script in test_binding.py test_distributed.py test_varlen.py; do
     timeout 300 "$python" "$pydir/tests/$script" >"$logs/$script" 2>&1
     tap "$script" "$logs/$script" $?
 done
+# zcomm_version.h is generated in the build tree's include/.
+timeout 120 "$python" "$pydir/tests/test_structs.py" "$srcdir/../include" "$PWD/include" \
+    >"$logs/structs" 2>&1
+tap "test_structs.py" "$logs/structs" $?
+
+# torchrun: one launcher per emulated node (ZC_NODE_ID), 2 workers each.
+# torch 1.13's torchrun under Python 3.11 cannot leave the workers' output
+# alone (its Std flags lose NONE and ALL: --redirects/--tee 0 or 3 crash it),
+# so stdout goes to its log files and rank 0 writes the TAP to a file.
+port=$("$python" -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+: >"$logs/torchrun.tap"
+pids=()
+for node in 0 1; do
+    ZC_NODE_ID=torchrun-node$node-$$ timeout 300 "$python" -m torch.distributed.run \
+        --nnodes 2 --nproc_per_node 2 --node_rank $node --master_addr 127.0.0.1 \
+        --master_port "$port" --redirects 1 --tee 2 --log_dir "$logs/torchrun$node" \
+        "$pydir/tests/test_torchrun.py" 2 "$logs/torchrun.tap" >"$logs/torchrun$node.out" 2>&1 &
+    pids+=($!)
+done
+status=0
+for pid in "${pids[@]}"; do wait "$pid" || status=$?; done
+tap "test_torchrun.py under torchrun, 2 nodes x 2" "$logs/torchrun.tap" $status
+[ "$status" = 0 ] || tail -20 "$logs/torchrun0.out" | sed 's/^/# /'
+
+plot=
+"$python" -c 'import matplotlib' 2>/dev/null && plot="--plot $logs/train.png"
+timeout 300 "$python" "$pydir/examples/train.py" --fork 4 --nodes 2 $plot >"$logs/train" 2>&1
+tap "train.py --fork 4 --nodes 2" "$logs/train" $?
+if [ -n "$plot" ]; then
+    n=$((n + 1))
+    if [ "$(head -c 8 "$logs/train.png" 2>/dev/null | od -An -tx1 | tr -d ' ')" = 89504e470d0a1a0a ]; then
+        echo "ok $n - train.py --plot wrote a PNG"
+    else
+        failed=$((failed + 1)); echo "not ok $n - train.py --plot wrote a PNG"
+    fi
+else
+    echo "# no matplotlib: train.py's plot is left out"
+fi
 
 timeout 300 "$python" "$pydir/examples/train_step.py" --fork 4 --nodes 2 >"$logs/fork" 2>&1
 tap "train_step.py --fork 4 --nodes 2" "$logs/fork" $?
@@ -74,8 +117,16 @@ if [ "$(id -u)" = 0 ] && ip netns add "$probe" 2>/dev/null; then
     mkdir -p "$logs/cluster" && touch "$logs/cluster/rank0.log"
     tap "train_step.py on zc_cluster 2 nodes x 4 ranks" "$logs/cluster/rank0.log" $status
     [ "$status" = 0 ] || sed 's/^/# /' "$logs/cluster.out" | tail -20
+    bash "$srcdir/cluster/zc_cluster" -N 2 -K 4 -R 4 -t 500 -q -o "$logs/cluster-train" \
+        -x "PYTHONPATH=$PYTHONPATH" -x "ZC_LIBRARY=$ZC_LIBRARY" -x PYTHONDONTWRITEBYTECODE=1 \
+        -x OMP_NUM_THREADS=1 -- "$python" "$pydir/examples/train.py" \
+        >"$logs/cluster-train.out" 2>&1
+    status=$?
+    mkdir -p "$logs/cluster-train" && touch "$logs/cluster-train/rank0.log"
+    tap "train.py on zc_cluster 2 nodes x 4 ranks" "$logs/cluster-train/rank0.log" $status
+    [ "$status" = 0 ] || sed 's/^/# /' "$logs/cluster-train.out" | tail -20
 else
-    echo "# not root or no netns: the emulated-cluster run of train_step.py is left out"
+    echo "# not root or no netns: the emulated-cluster runs of train_step.py and train.py are left out"
 fi
 echo "1..$n"
 [ "$failed" = 0 ]

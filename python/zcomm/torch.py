@@ -84,7 +84,7 @@ def _agree(comm, error, cu, capacity, method, where):
                          [words] * comm.size, [r * words for r in range(comm.size)])
     table = got.view(comm.size, words).tolist()
     if error:
-        raise invalid(where, error[1])
+        raise ZcommError(error[2] if len(error) > 2 else _lib.INVALID_ARG, error[1], where)
     for r, row in enumerate(table):
         if row[0]:
             name = _ARG_NAMES.get(row[0], "arguments")
@@ -151,10 +151,11 @@ class _Route:
 def _bytes(x):
     """x [rows, ...] contiguous as uint8 [rows, row_bytes]: any dtype moves."""
     rows = x.shape[0]
-    flat = x.reshape(rows, -1)
-    if flat.shape[1] == 0 or rows == 0:
-        return torch.empty(rows, flat.shape[1] * x.element_size(), dtype=torch.uint8,
-                           device=x.device), flat.shape[1] * x.element_size()
+    per_row = math.prod(x.shape[1:])
+    if per_row == 0 or rows == 0:  # no bytes to view (reshape(0, -1) is ambiguous)
+        return (torch.empty(rows, per_row * x.element_size(), dtype=torch.uint8,
+                            device=x.device), per_row * x.element_size())
+    flat = x.reshape(rows, per_row)
     if x.dtype == torch.bool:
         flat = flat.view(torch.uint8)
     return flat.view(torch.uint8), flat.shape[1] * x.element_size()
@@ -257,7 +258,7 @@ class VarlenPlan:
                          % (capacity,))
             elif capacity * comm.size < total:
                 error = (2, "capacity: %d tokens per rank x %d ranks holds less than the "
-                         "%d tokens of cu_seqlens" % (capacity, comm.size, total))
+                         "%d tokens of cu_seqlens" % (capacity, comm.size, total), _lib.CAPACITY)
         _agree(comm, error, cu, capacity, method, where)
 
         self.cu_seqlens = torch.tensor(cu, dtype=torch.int64)
@@ -446,6 +447,24 @@ def varlen_attn(q, k, v, plan, causal=True, softmax_scale=None, dropout_p=0.0):
     return _VarlenAttn.apply(q.contiguous(), k.contiguous(), v.contiguous(), plan, scale)
 
 
+def all_reduce_sum(tensor, comm):
+    """The sum of `tensor` over the ranks of comm, the same bits on every
+    rank (an all-gather through zc_remap_alltoallv, added in rank order):
+    for gradients of small models and metrics, not bandwidth-optimal.  Not
+    differentiable; every rank calls it with the same shape and dtype."""
+    where = "all_reduce_sum"
+    if not isinstance(tensor, torch.Tensor):
+        raise invalid(where, "tensor: expected a torch tensor, got %s" % type(tensor).__name__)
+    if not isinstance(comm, Communicator):
+        raise invalid(where, "comm: expected a zcomm.Communicator, got %s"
+                      % type(comm).__name__)
+    flat = tensor.detach().reshape(1, -1).contiguous()
+    gathered = flat.new_empty((comm.size, flat.shape[1]))
+    _alltoallv_rows(comm, flat.expand(comm.size, -1).contiguous(), [1] * comm.size, gathered,
+                    [1] * comm.size)
+    return gathered.sum(0).view_as(tensor)
+
+
 class ZeppelinAttention(torch.nn.Module):
     """varlen_attn as a module: forward(q, k, v, plan) with the plan of the
     current batch (plans change with every batch; the module holds only
@@ -462,4 +481,4 @@ class ZeppelinAttention(torch.nn.Module):
         return "causal=%s, softmax_scale=%s" % (self.causal, self.softmax_scale)
 
 
-__all__ = ["VarlenPlan", "varlen_attn", "ZeppelinAttention", "METHODS"]
+__all__ = ["VarlenPlan", "varlen_attn", "ZeppelinAttention", "all_reduce_sum", "METHODS"]
