@@ -9,6 +9,7 @@ packages=(
   openmpi-bin libopenmpi-dev libglpk-dev
   iproute2 procps psmisc
   python3-numpy python3-scipy python3-torch libopenblas0-pthread
+  python3-pip python3-setuptools python3-wheel python3-venv python3-matplotlib
 )
 
 missing=()

@@ -1,0 +1,74 @@
+/* Which communicators are live (a destroyed or forged handle is refused,
+ * not dereferenced) and which of a communicator's peers are dead.  Below
+ * point-to-point and the schedules, which ask it; the communicator's
+ * creation and destruction register and unregister. */
+#include "config.h"
+
+#include <errno.h>
+#include <pthread.h>
+#include <signal.h>
+
+#include "src/core/comm.h"
+#include "src/common/status.h"
+
+/* Live communicators, so that a destroyed or forged handle is refused
+ * instead of dereferenced. */
+static pthread_mutex_t zc_live_lock = PTHREAD_MUTEX_INITIALIZER;
+static struct zc_comm *zc_live_comms;
+
+zc_status_t zc_comm_check(zc_comm_h comm)
+{
+    struct zc_comm *c;
+
+    if (!comm)
+        return zc_error(ZC_ERR_INVALID_ARG, "comm: is NULL");
+    pthread_mutex_lock(&zc_live_lock);
+    for (c = zc_live_comms; c && c != comm; c = c->next_live)
+        ;
+    pthread_mutex_unlock(&zc_live_lock);
+    if (!c || c->magic != ZC_COMM_MAGIC)
+        return zc_error(ZC_ERR_INVALID_ARG, "comm: not a live communicator (destroyed?)");
+    return ZC_OK;
+}
+
+void zc_comm_register(struct zc_comm *comm)
+{
+    pthread_mutex_lock(&zc_live_lock);
+    comm->next_live = zc_live_comms;
+    zc_live_comms = comm;
+    pthread_mutex_unlock(&zc_live_lock);
+}
+
+int zc_comm_unregister(struct zc_comm *comm)
+{
+    int found = 0;
+
+    pthread_mutex_lock(&zc_live_lock);
+    for (struct zc_comm **p = &zc_live_comms; *p; p = &(*p)->next_live) {
+        if (*p == comm) {
+            *p = comm->next_live;
+            found = 1;
+            break;
+        }
+    }
+    pthread_mutex_unlock(&zc_live_lock);
+    return found;
+}
+
+int zc_comm_peer_watchable(zc_comm_h comm, int peer)
+{
+    const zc_rank_info_t *me = &comm->ranks[comm->rank], *other = &comm->ranks[peer];
+
+    return other->node_hash == me->node_hash && other->host_hash == me->host_hash &&
+           other->pid_ns == me->pid_ns;
+}
+
+int zc_comm_peer_failed(zc_comm_h comm, int peer)
+{
+    if (comm->host_ops->peer_failed(comm->host, peer))
+        return 1;
+    /* Peers reached over shared memory have no connection to break: their
+     * pid tells if they live. */
+    return zc_comm_peer_watchable(comm, peer) && kill(comm->ranks[peer].pid, 0) != 0 &&
+           errno == ESRCH;
+}
