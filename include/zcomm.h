@@ -583,7 +583,7 @@ ZC_API zc_status_t zc_ring_attn_fwd(zc_comm_h comm, zc_plan_h plan,
 ZC_API zc_status_t zc_ring_attn_bwd(zc_comm_h comm, zc_plan_h plan,
                                     const zc_ring_attn_args_t *args);
 
-/* ---- GPU path (transport/nccl, src/core/stream.c, kernels/cuda) -------- */
+/* ---- GPU path (src/core/device_nccl.c, src/core/p2p_stream.c, kernels/cuda) -- */
 
 /* Stream-ordered calls on device memory.  `stream` is a cudaStream_t (NULL:
  * the legacy default stream) of the CUDA device current in the calling

@@ -2,7 +2,7 @@
 """Refresh the generated parts of man/zcomm.7 from the source tree.
 
 zcomm(7) copies two lists that other files own: the environment variables
-of zc_env_table in src/common/env.c (name, default, help) and the pages in man/
+of zc_env_table in src/common/env_table.c (name, default, help) and the pages in man/
 for its SEE ALSO.  Run this after adding a variable or a page:
 
     python3 man/update-zcomm7.py
@@ -23,7 +23,7 @@ ENTRY = re.compile(r"\{\s*(%s)\s*,\s*(NULL|%s)\s*,\s*((?:%s\s*)+)\}" % (C_STRING
 
 
 def env_table():
-    src = open(os.path.join(TOP, "src", "env.c")).read()
+    src = open(os.path.join(TOP, "src", "common", "env_table.c")).read()
     body = src[src.index("zc_env_table[] = {"):]
     body = body[:body.index("\n};")]
     for m in ENTRY.finditer(body):
@@ -61,7 +61,7 @@ def replace(text, begin, end, lines):
 
 def main():
     text = open(PAGE).read()
-    text = replace(text, '.\\" BEGIN ENV TABLE (generated from src/common/env.c)\n',
+    text = replace(text, '.\\" BEGIN ENV TABLE (generated from src/common/env_table.c)\n',
                    '.\\" END ENV TABLE\n', list(env_lines()))
     text = replace(text, '.\\" BEGIN SEE ALSO (every page in man/)\n',
                    '.\\" END SEE ALSO\n', see_also_lines())

@@ -23,7 +23,7 @@
 #include <nccl.h>
 #pragma GCC diagnostic pop
 
-#include "transport/nccl/nccl_device.h"
+#include "src/core/device_nccl.h"
 #endif
 
 static int has(const char *needle)

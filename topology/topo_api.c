@@ -7,7 +7,7 @@
 
 #include "src/common/env.h"
 #include "src/common/status.h"
-#include "topo.h"
+#include "topology/topo.h"
 
 /* Live machine: hwloc, then CUDA and verbs where they work. */
 static zc_status_t zc_topo_load_live(zc_topo_t *topo)

@@ -15,7 +15,7 @@
 #include <string.h>
 
 #include "src/common/status.h"
-#include "topo.h"
+#include "topology/topo.h"
 
 typedef struct {
     zc_topo_t *topo;

@@ -9,7 +9,7 @@
 #include <string.h>
 
 #include "src/common/status.h"
-#include "topo.h"
+#include "topology/topo.h"
 
 #define ZC_PCI_VENDOR_NVIDIA 0x10de
 #define ZC_PCI_CLASS_DISPLAY 0x03     /* base class of VGA (0300) and 3D (0302) */

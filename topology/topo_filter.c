@@ -10,7 +10,7 @@
 #include <string.h>
 
 #include "src/common/status.h"
-#include "topo.h"
+#include "topology/topo.h"
 
 static zc_status_t zc_filter_item(const char *item, size_t len, const char *argname,
                                   zc_topo_filter_t *filter)

@@ -7,7 +7,7 @@
 #include <string.h>
 
 #include "src/common/status.h"
-#include "topo.h"
+#include "topology/topo.h"
 
 zc_status_t zc_topo_alloc(const char *source, unsigned flags, zc_topo_t **topo)
 {

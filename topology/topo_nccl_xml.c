@@ -15,7 +15,7 @@
 #include <string.h>
 
 #include "src/common/status.h"
-#include "topo.h"
+#include "topology/topo.h"
 
 #define ZC_NCCL_VENDOR_NVIDIA 0x10de
 

@@ -10,7 +10,7 @@
 #include <string.h>
 
 #include "src/common/status.h"
-#include "topo.h"
+#include "topology/topo.h"
 
 static zc_status_t zc_netdev_apply(zc_topo_t *topo, const char *item, size_t len,
                                    const char *argname)

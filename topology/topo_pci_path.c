@@ -15,7 +15,7 @@
 #include <stdlib.h>
 
 #include "src/common/status.h"
-#include "topo.h"
+#include "topology/topo.h"
 
 /* Longest chain of bridges we follow; real trees are under 10 deep, and a
  * loop in a broken model must not hang us. */

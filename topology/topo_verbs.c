@@ -13,7 +13,7 @@
 #endif
 
 #include "src/common/status.h"
-#include "topo.h"
+#include "topology/topo.h"
 
 #ifdef HAVE_VERBS
 

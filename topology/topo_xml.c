@@ -15,7 +15,7 @@
 #include <sys/stat.h>
 
 #include "src/common/status.h"
-#include "topo.h"
+#include "topology/topo.h"
 
 /* Limits that keep a hostile file from costing more than its size. */
 #define ZC_XML_MAX_BYTES (64u << 20)

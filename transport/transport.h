@@ -1,5 +1,5 @@
-/* The ops table every transport backend provides (UCX for host memory,
- * NCCL for device memory).  Backend status codes are converted to
+/* The ops table of a host-memory transport backend (UCX).  The device
+ * backend (NCCL) implements the ops of src/core/device.h instead.  Backend status codes are converted to
  * zc_status_t inside the backend; the core never sees them. */
 #ifndef ZC_TRANSPORT_H
 #define ZC_TRANSPORT_H
@@ -7,7 +7,6 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "src/core/bootstrap.h"
 #include "zcomm.h"
 
 typedef struct zc_transport zc_transport_t;
@@ -25,6 +24,12 @@ typedef struct zc_transport zc_transport_t;
 #define ZC_RAIL_AUTO (-1)
 
 /* A request is one send or receive, or a whole schedule (src/core/sched.h). */
+typedef struct {
+    zc_status_t (*test)(void *sched);   /* progress once: ZC_INPROGRESS or final */
+    zc_status_t (*wait)(void *sched);   /* block until final */
+    void (*destroy)(void *sched);
+} zc_request_driver_t;
+
 typedef enum { ZC_REQ_SEND, ZC_REQ_RECV, ZC_REQ_SCHED } zc_request_kind_t;
 
 struct zc_request {
@@ -35,13 +40,42 @@ struct zc_request {
     int done;              /* set by the backend on completion */
     zc_status_t status;    /* final status once done */
     void *backend;         /* backend's own request */
-    struct zc_sched *sched; /* ZC_REQ_SCHED: the schedule it runs */
+    /* ZC_REQ_SCHED: the schedule it runs and how to drive it (set by
+     * src/core/sched.c, so that point-to-point calls it without knowing
+     * schedules: the dependency points from schedules to requests only). */
+    void *sched;
+    const zc_request_driver_t *driver;
 };
+
+/* The ranks a host transport connects, as the communicator placed them.
+ * The arrays belong to the caller and outlive the transport. */
+typedef struct {
+    int rank, size;
+    int node;                  /* this rank's node */
+    int local_size;            /* ranks on this node */
+    int timeout_ms;            /* how long to wait for a peer */
+    const int *rank_node;      /* [size]: node of each rank */
+    /* Rails for traffic between nodes: the same count on every node (0:
+     * one lane, UCX chooses), the rail each rank sends on, and the UCX
+     * device list of each rail on this node ("veth0", "mlx5_0:1"). */
+    int nrails;
+    const int *rank_rail;      /* [size] */
+    const char *rail_devices[ZC_PLAN_MAX_RAILS];
+    /* Non-zero if `peer`'s process can be watched by its pid (same host
+     * and pid namespace): its death is seen without UCX's error handling. */
+    int (*peer_watchable)(const void *ctx, int peer);
+    const void *peer_ctx;
+    /* Every rank contributes `len` bytes; `recv` gets size * len in rank
+     * order (the bootstrap, before any endpoint exists). */
+    zc_status_t (*allgather)(void *ctx, const void *send, void *recv, size_t len);
+    void *allgather_ctx;
+    size_t allgather_max;      /* largest `len` it takes */
+} zc_transport_world_t;
 
 typedef struct {
     const char *name;
-    /* Collective over the bootstrap: every rank creates its endpoints. */
-    zc_status_t (*create)(zc_comm_h comm, zc_bootstrap_t *bs, zc_transport_t **tp);
+    /* Collective over `world`'s allgather: every rank creates its endpoints. */
+    zc_status_t (*create)(const zc_transport_world_t *world, zc_transport_t **tp);
     /* Flushes what was sent, then frees everything; never blocks past the
      * communicator's timeout. */
     void (*destroy)(zc_transport_t *tp);

@@ -12,8 +12,8 @@
 #include "kernels/attn_check.h"
 #include "kernels/attn_math.h"
 #include "kernels/cuda/attn_gpu.h"
-#include "src/core/memtype.h"
-#include "src/plan/plan.h"
+#include "kernels/cuda/cuda_check.h"
+#include "kernels/zigzag.h"
 #include "src/common/status.h"
 #ifdef HAVE_CUDA
 #include <cuda_runtime.h>

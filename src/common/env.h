@@ -1,4 +1,4 @@
-/* Environment variables: every one is declared in the table in env.c, with
+/* Environment variables: every one is declared in the table in env_table.c, with
  * its default and help line; these getters fall back to that default. */
 #ifndef ZC_ENV_H
 #define ZC_ENV_H
@@ -7,7 +7,7 @@
 
 #include "zcomm.h"
 
-/* ZC_ROUTED_MIN_BYTES when unset (the table's default in env.c, which
+/* ZC_ROUTED_MIN_BYTES when unset (the table's default in env_table.c, which
  * tests/test_plan_args checks against this): transfers between nodes
  * smaller than this go direct.  A number here so that the cost model
  * (src/plan/cost.c), which reads no environment, prices small hops as they run

@@ -20,73 +20,10 @@
 #include "src/core/p2p.h"
 #include "src/common/status.h"
 
-#define ZC_COMM_MAGIC 0x7a636f6d6d2d6f6bULL  /* "zcomm-ok" */
 /* A bootstrap root nobody joins gives up after this many timeouts. */
 #define ZC_ROOT_IDLE_FACTOR 10
 
 _Static_assert(sizeof(zc_bootstrap_id_t) <= ZC_UNIQUE_ID_BYTES, "unique id too small");
-
-/* Live communicators, so that a destroyed or forged handle is refused
- * instead of dereferenced. */
-static pthread_mutex_t zc_live_lock = PTHREAD_MUTEX_INITIALIZER;
-static struct zc_comm *zc_live_comms;
-
-zc_status_t zc_comm_check(zc_comm_h comm)
-{
-    struct zc_comm *c;
-
-    if (!comm)
-        return zc_error(ZC_ERR_INVALID_ARG, "comm: is NULL");
-    pthread_mutex_lock(&zc_live_lock);
-    for (c = zc_live_comms; c && c != comm; c = c->next_live)
-        ;
-    pthread_mutex_unlock(&zc_live_lock);
-    if (!c || c->magic != ZC_COMM_MAGIC)
-        return zc_error(ZC_ERR_INVALID_ARG, "comm: not a live communicator (destroyed?)");
-    return ZC_OK;
-}
-
-static void zc_comm_register(struct zc_comm *comm)
-{
-    pthread_mutex_lock(&zc_live_lock);
-    comm->next_live = zc_live_comms;
-    zc_live_comms = comm;
-    pthread_mutex_unlock(&zc_live_lock);
-}
-
-static int zc_comm_unregister(struct zc_comm *comm)
-{
-    int found = 0;
-
-    pthread_mutex_lock(&zc_live_lock);
-    for (struct zc_comm **p = &zc_live_comms; *p; p = &(*p)->next_live) {
-        if (*p == comm) {
-            *p = comm->next_live;
-            found = 1;
-            break;
-        }
-    }
-    pthread_mutex_unlock(&zc_live_lock);
-    return found;
-}
-
-int zc_comm_peer_watchable(zc_comm_h comm, int peer)
-{
-    const zc_rank_info_t *me = &comm->ranks[comm->rank], *other = &comm->ranks[peer];
-
-    return other->node_hash == me->node_hash && other->host_hash == me->host_hash &&
-           other->pid_ns == me->pid_ns;
-}
-
-int zc_comm_peer_failed(zc_comm_h comm, int peer)
-{
-    if (comm->host_ops->peer_failed(comm->host, peer))
-        return 1;
-    /* Peers reached over shared memory have no connection to break: their
-     * pid tells if they live. */
-    return zc_comm_peer_watchable(comm, peer) && kill(comm->ranks[peer].pid, 0) != 0 &&
-           errno == ESRCH;
-}
 
 static zc_status_t zc_config_timeout(const zc_config_t *config, int *timeout_ms)
 {
@@ -191,6 +128,34 @@ static void zc_comm_free(struct zc_comm *comm)
     free(comm);
 }
 
+static int zc_comm_watchable(const void *comm, int peer)
+{
+    return zc_comm_peer_watchable((zc_comm_h)comm, peer);
+}
+
+static zc_status_t zc_comm_allgather(void *bs, const void *send, void *recv, size_t len)
+{
+    return zc_bootstrap_allgather(bs, send, recv, len);
+}
+
+/* The host transport's endpoints to every rank, as this communicator
+ * placed the ranks on nodes and rails. */
+static zc_status_t zc_comm_connect(struct zc_comm *comm, zc_bootstrap_t *bs)
+{
+    zc_transport_world_t world = {
+        .rank = comm->rank, .size = comm->size, .node = comm->node,
+        .local_size = comm->local_size, .timeout_ms = comm->timeout_ms,
+        .rank_node = comm->rank_node, .nrails = comm->nrails, .rank_rail = comm->rank_rail,
+        .peer_watchable = zc_comm_watchable, .peer_ctx = comm,
+        .allgather = zc_comm_allgather, .allgather_ctx = bs,
+        .allgather_max = ZC_BOOTSTRAP_MAX_BLOB,
+    };
+
+    for (int k = 0; k < comm->nrails; k++)
+        world.rail_devices[k] = comm->rails.devices[k];
+    return comm->host_ops->create(&world, &comm->host);
+}
+
 /* Everything after the bootstrap is up is the same for every init flavour. */
 static zc_status_t zc_comm_create(zc_bootstrap_t *bs, int nranks, int rank,
                                   const zc_config_t *config, int timeout_ms, zc_comm_h *comm_out)
@@ -218,7 +183,7 @@ static zc_status_t zc_comm_create(zc_bootstrap_t *bs, int nranks, int rank,
     ZC_CHECK_GOTO(zc_bootstrap_allgather(bs, &mine, comm->ranks, sizeof(mine)), st, err);
     zc_comm_place_nodes(comm);
     ZC_CHECK_GOTO(zc_comm_agree_rails(comm, bs), st, err);
-    ZC_CHECK_GOTO(comm->host_ops->create(comm, bs, &comm->host), st, err);
+    ZC_CHECK_GOTO(zc_comm_connect(comm, bs), st, err);
     /* Nobody returns (and may destroy or exit) before every rank has its
      * endpoints: connecting to a rank that is gone fails. */
     ZC_CHECK_GOTO(zc_bootstrap_allgather(bs, &mine.pid, ready, sizeof(mine.pid)), st, err);

@@ -46,7 +46,10 @@ struct zc_comm {
     struct zc_comm *next_live; /* registry of live communicators */
 };
 
-/* ZC_OK if `comm` is a live communicator, else ZC_ERR_INVALID_ARG naming it. */
+#define ZC_COMM_MAGIC 0x7a636f6d6d2d6f6bULL  /* "zcomm-ok" */
+
+/* Liveness (liveness.c).  ZC_OK if `comm` is a live communicator, else
+ * ZC_ERR_INVALID_ARG naming it. */
 zc_status_t zc_comm_check(zc_comm_h comm);
 /* Non-zero if `peer` shares this node, host and pid namespace, so that
  * its pid tells whether it lives. */
@@ -54,6 +57,10 @@ int zc_comm_peer_watchable(zc_comm_h comm, int peer);
 /* Non-zero if `peer` is known dead (its connection failed, or its process
  * is gone when it shares this host and pid namespace). */
 int zc_comm_peer_failed(zc_comm_h comm, int peer);
+/* Add a communicator to the live ones (magic set); remove it: non-zero if
+ * it was live. */
+void zc_comm_register(struct zc_comm *comm);
+int zc_comm_unregister(struct zc_comm *comm);
 
 /* The node identity string of this process (config, ZC_NODE_ID or host). */
 void zc_node_identity(const char *configured, char *name, size_t len, uint64_t *node_hash,

@@ -2,6 +2,8 @@
  * calls, each passed to the backend's ops (src/core/device.h). */
 #include "config.h"
 
+#include <stdlib.h>
+
 #include "src/core/device.h"
 #include "src/core/memtype.h"
 #include "src/common/status.h"
@@ -75,4 +77,40 @@ zc_status_t zc_device_copy(zc_device_t *device, void *dst, const void *src, size
                            void *stream)
 {
     return bytes == 0 ? ZC_OK : device->ops->copy(device, dst, src, bytes, stream);
+}
+
+void zc_group_add(zc_group_t *g, zc_request_kind_t kind, const void *buf, size_t bytes, int peer)
+{
+    if (g->error != ZC_OK)
+        return;
+    if (g->n == g->cap) {
+        int cap = g->cap ? 2 * g->cap : 16;
+        zc_device_op_t *ops = realloc(g->ops, sizeof(*ops) * (size_t)cap);
+        if (!ops) {
+            g->error = zc_error(ZC_ERR_NO_MEMORY, "cannot grow a group to %d ops", cap);
+            return;
+        }
+        g->ops = ops;
+        g->cap = cap;
+    }
+    g->ops[g->n++] = (zc_device_op_t){kind, (void *)buf, bytes, peer};
+}
+
+/* Enqueue the group and empty it for the next one. */
+zc_status_t zc_group_flush(zc_group_t *g, zc_device_t *dev, void *stream)
+{
+    zc_status_t st = g->error != ZC_OK ? g->error : zc_device_group(dev, g->ops, g->n, stream);
+
+    g->n = 0;
+    return st;
+}
+
+/* Device buffers (NULL for empty ones), then the communicator's backend;
+ * `sname` and `rname` name the buffers in messages. */
+zc_status_t zc_stream_begin(zc_comm_h comm, const void *sendbuf, const char *sname,
+                            const void *recvbuf, const char *rname, zc_device_t **dev)
+{
+    ZC_CHECK(zc_device_check_memory(comm, sendbuf, sname));
+    ZC_CHECK(zc_device_check_memory(comm, recvbuf, rname));
+    return zc_device_get(comm, dev);
 }

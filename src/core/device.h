@@ -1,6 +1,6 @@
 /* The device-memory backend of a communicator, which the stream-ordered
  * calls (src/core/stream.c, the ring attention's transfers) run on.  The
- * library's own is NCCL (transport/nccl, or device_none.c in a build
+ * library's own is NCCL (device_nccl.c, or device_none.c in a build
  * without it), created by the first call that needs it, so host-only users
  * never touch CUDA, and released with the communicator.  A test may
  * install another before that first call: tests/device_emu.c runs the
@@ -77,6 +77,23 @@ zc_status_t zc_device_alloc(zc_device_t *device, size_t bytes, void *stream, voi
 void zc_device_free(zc_device_t *device, void *ptr, void *stream);
 zc_status_t zc_device_copy(zc_device_t *device, void *dst, const void *src, size_t bytes,
                            void *stream);
+
+/* A group being built for zc_device_group: ops grown as needed; the first
+ * failure sticks and is what zc_group_flush returns. */
+typedef struct {
+    zc_device_op_t *ops;
+    int n, cap;
+    zc_status_t error;
+} zc_group_t;
+
+void zc_group_add(zc_group_t *g, zc_request_kind_t kind, const void *buf, size_t bytes, int peer);
+/* Enqueue the group on `stream` and empty it for the next one. */
+zc_status_t zc_group_flush(zc_group_t *g, zc_device_t *dev, void *stream);
+/* The start of a stream-ordered call: device buffers (NULL for empty
+ * ones), then the communicator's backend; `sname` and `rname` name the
+ * buffers in messages. */
+zc_status_t zc_stream_begin(zc_comm_h comm, const void *sendbuf, const char *sname,
+                            const void *recvbuf, const char *rname, zc_device_t **dev);
 
 /* Make the library's own backend for `comm`: NCCL, kept as comm->device
  * also when its creation fails (failed and why then say why); or, in a

@@ -28,7 +28,7 @@
 #include "src/core/memtype.h"
 #include "src/core/p2p.h"
 #include "src/common/status.h"
-#include "transport/nccl/nccl_device.h"
+#include "src/core/device_nccl.h"
 
 /* How often a wait asks the host path whether a peer died. */
 #define ZC_NCCL_PEER_CHECK_MS 100

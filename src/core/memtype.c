@@ -11,25 +11,6 @@
 #include "src/common/log.h"
 #include "src/core/memtype.h"
 #include "src/common/status.h"
-#ifdef HAVE_CUDA
-#include "kernels/cuda/cuda_device.h"
-#endif
-
-static pthread_once_t zc_cuda_once = PTHREAD_ONCE_INIT;
-static int zc_cuda_count; /* stays 0 when the runtime cannot count (no driver) */
-
-static void zc_cuda_probe(void)
-{
-#ifdef HAVE_CUDA
-    zc_cuda_count = zc_cuda_device_count();
-#endif
-}
-
-int zc_cuda_devices(void)
-{
-    pthread_once(&zc_cuda_once, zc_cuda_probe);
-    return zc_cuda_count;
-}
 
 static pthread_once_t zc_ucx_once = PTHREAD_ONCE_INIT;
 static int zc_ucx_cuda;
@@ -59,41 +40,13 @@ int zc_ucx_moves_cuda(void)
     return zc_ucx_cuda;
 }
 
-/* Device memory (or a device) as the caller says, else the error. */
-static zc_status_t zc_memtype_device_ok(const void *buf, const char *arg)
-{
-#ifdef HAVE_CUDA
-    if (zc_cuda_devices() == 0)
-        return zc_error(ZC_ERR_UNSUPPORTED, "memtype: ZC_MEM_CUDA but no CUDA device is visible");
-    if (buf && !zc_cuda_pointer_is_device(buf))
-        return zc_error(ZC_ERR_INVALID_ARG, "%s: is host memory but memtype is ZC_MEM_CUDA", arg);
-    return ZC_OK;
-#else
-    (void)buf;
-    (void)arg;
-    return zc_error(ZC_ERR_UNSUPPORTED, "memtype: ZC_MEM_CUDA but libzcomm was built without CUDA");
-#endif
-}
-
-static zc_status_t zc_memtype_host_ok(const void *buf, const char *arg)
-{
-#ifdef HAVE_CUDA
-    if (buf && zc_cuda_devices() > 0 && zc_cuda_pointer_is_device(buf))
-        return zc_error(ZC_ERR_INVALID_ARG, "%s: is device memory but memtype is ZC_MEM_HOST", arg);
-#else
-    (void)buf;
-    (void)arg;
-#endif
-    return ZC_OK;
-}
-
 zc_status_t zc_memtype_check_host_path(const void *buf, zc_memtype_t memtype, const char *arg)
 {
     switch (memtype) {
     case ZC_MEM_HOST:
-        return zc_memtype_host_ok(buf, arg);
+        return zc_memtype_check_host(buf, arg);
     case ZC_MEM_CUDA:
-        ZC_CHECK(zc_memtype_device_ok(buf, arg));
+        ZC_CHECK(zc_memtype_check_device(buf, arg));
         return zc_error(ZC_ERR_UNSUPPORTED,
                         "memtype: ZC_MEM_CUDA buffers take the stream-ordered device path "
                         "(zc_*_stream, NCCL), not this host-path call");
@@ -104,15 +57,10 @@ zc_status_t zc_memtype_check_host_path(const void *buf, zc_memtype_t memtype, co
 zc_status_t zc_memtype_check_p2p(const void *buf, zc_memtype_t memtype, const char *arg)
 {
     if (memtype == ZC_MEM_CUDA && zc_ucx_moves_cuda()) {
-        ZC_CHECK(zc_memtype_device_ok(buf, arg));
+        ZC_CHECK(zc_memtype_check_device(buf, arg));
         return ZC_OK;
     }
     return zc_memtype_check_host_path(buf, memtype, arg);
-}
-
-zc_status_t zc_memtype_check_device(const void *buf, const char *arg)
-{
-    return zc_memtype_device_ok(buf, arg);
 }
 
 zc_status_t zc_check_disjoint(const void *sendbuf, size_t send_bytes, const char *send_arg,

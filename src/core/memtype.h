@@ -5,6 +5,7 @@
 
 #include <stddef.h>
 
+#include "kernels/cuda/cuda_check.h"
 #include "zcomm.h"
 
 /* ZC_OK when `buf` may be used as `memtype` on the host (UCX) path, whose
@@ -19,12 +20,6 @@ zc_status_t zc_memtype_check_host_path(const void *buf, zc_memtype_t memtype, co
  * UCX found at run time moves CUDA memory (zc_ucx_moves_cuda). */
 zc_status_t zc_memtype_check_p2p(const void *buf, zc_memtype_t memtype, const char *arg);
 
-/* ZC_OK when `buf` is device memory for the stream-ordered path (kernels,
- * NCCL): ZC_ERR_UNSUPPORTED naming the memtype without CUDA or without a
- * device; ZC_ERR_INVALID_ARG for host memory.  NULL is accepted (empty
- * buffers). */
-zc_status_t zc_memtype_check_device(const void *buf, const char *arg);
-
 /* ZC_ERR_INVALID_ARG naming `send_arg` and `recv_arg` when the
  * `send_bytes` at `sendbuf` and the `recv_bytes` at `recvbuf` share a byte:
  * the network reads the one while it writes the other, in no defined order,
@@ -32,9 +27,6 @@ zc_status_t zc_memtype_check_device(const void *buf, const char *arg);
  * address arithmetic, so it holds for device pointers too. */
 zc_status_t zc_check_disjoint(const void *sendbuf, size_t send_bytes, const char *send_arg,
                               const void *recvbuf, size_t recv_bytes, const char *recv_arg);
-
-/* Number of CUDA devices (0 without CUDA or a driver), asked once. */
-int zc_cuda_devices(void);
 
 /* Non-zero when the UCX library loaded at run time reports CUDA among its
  * memory types (ucp_context_query), asked once.  Debian's UCX does not. */

@@ -6,7 +6,6 @@
 #include "src/common/clock.h"
 #include "src/core/memtype.h"
 #include "src/core/p2p.h"
-#include "src/core/sched.h"
 #include "src/common/status.h"
 
 /* How often a blocked wait looks for dead peers. */
@@ -40,7 +39,8 @@ static zc_status_t zc_p2p_finish(zc_request_h *req)
 {
     zc_status_t st = (*req)->status;
 
-    zc_sched_destroy((*req)->sched);
+    if ((*req)->driver)
+        (*req)->driver->destroy((*req)->sched);
     free(*req);
     *req = NULL;
     return st;
@@ -184,7 +184,7 @@ zc_status_t zc_test(zc_request_h *request)
     ZC_CHECK(zc_request_check(request));
     if ((*request)->kind != ZC_REQ_SCHED)
         return zc_p2p_test(request);
-    (*request)->status = zc_sched_test((*request)->sched);
+    (*request)->status = (*request)->driver->test((*request)->sched);
     return (*request)->status == ZC_INPROGRESS ? ZC_INPROGRESS : zc_p2p_finish(request);
 }
 
@@ -193,7 +193,7 @@ zc_status_t zc_wait(zc_request_h *request)
     ZC_CHECK(zc_request_check(request));
     if ((*request)->kind != ZC_REQ_SCHED)
         return zc_p2p_wait(request);
-    (*request)->status = zc_sched_wait((*request)->sched);
+    (*request)->status = (*request)->driver->wait((*request)->sched);
     return zc_p2p_finish(request);
 }
 

@@ -234,6 +234,25 @@ zc_status_t zc_sched_wait(zc_sched_t *s)
     }
 }
 
+static zc_status_t zc_sched_drive_test(void *s)
+{
+    return zc_sched_test(s);
+}
+
+static zc_status_t zc_sched_drive_wait(void *s)
+{
+    return zc_sched_wait(s);
+}
+
+static void zc_sched_drive_destroy(void *s)
+{
+    zc_sched_destroy(s);
+}
+
+static const zc_request_driver_t zc_sched_driver = {
+    .test = zc_sched_drive_test, .wait = zc_sched_drive_wait, .destroy = zc_sched_drive_destroy,
+};
+
 zc_status_t zc_sched_start(zc_sched_t *s, zc_request_h *request)
 {
     zc_request_h req;
@@ -253,6 +272,7 @@ zc_status_t zc_sched_start(zc_sched_t *s, zc_request_h *request)
     req->kind = ZC_REQ_SCHED;
     req->peer = -1;
     req->sched = s;
+    req->driver = &zc_sched_driver;
     (void)zc_sched_pass(s, &moved);  /* post what can go now; errors surface in wait */
     *request = req;
     return ZC_OK;

@@ -35,8 +35,9 @@ void *zc_sched_buffer(zc_sched_t *sched, size_t bytes);
 zc_status_t zc_sched_start(zc_sched_t *sched, zc_request_h *request);
 void zc_sched_destroy(zc_sched_t *sched);
 
-/* For p2p.c: progress once (ZC_INPROGRESS, ZC_OK or the first error), and
- * block until done, the comm's timeout without progress, or a dead peer. */
+/* Progress once (ZC_INPROGRESS, ZC_OK or the first error), and
+ * block until done, the comm's timeout without progress, or a dead peer
+ * (what zc_test and zc_wait call through the request's driver). */
 zc_status_t zc_sched_test(zc_sched_t *sched);
 zc_status_t zc_sched_wait(zc_sched_t *sched);
 

@@ -1,4 +1,4 @@
-/* What this build of the library is: version, features, data types. */
+/* What this build of the library is: its version and features. */
 #include "config.h"
 
 #include "zcomm.h"
@@ -18,29 +18,10 @@ unsigned zc_get_features(void)
     features |= ZC_FEATURE_CUDA;
 #endif
     /* Reported when the backend is built, not when configure merely found
-     * the library: transport/nccl is built exactly when HAVE_NCCL is set;
+     * the library: src/core/device_nccl.c is built exactly when HAVE_NCCL is set;
      * cuDNN SDPA is not written yet, so ZC_FEATURE_CUDNN stays off. */
 #ifdef HAVE_NCCL
     features |= ZC_FEATURE_NCCL;
 #endif
     return features;
-}
-
-static const struct {
-    const char *name;
-    size_t size;
-} zc_datatypes[ZC_DTYPE_COUNT] = {
-    [ZC_BYTE] = {"byte", 1},         [ZC_FLOAT32] = {"float32", 4},
-    [ZC_FLOAT16] = {"float16", 2},   [ZC_BFLOAT16] = {"bfloat16", 2},
-    [ZC_INT32] = {"int32", 4},       [ZC_INT64] = {"int64", 8},
-};
-
-size_t zc_datatype_size(zc_datatype_t dtype)
-{
-    return ((unsigned)dtype < ZC_DTYPE_COUNT) ? zc_datatypes[dtype].size : 0;
-}
-
-const char *zc_datatype_name(zc_datatype_t dtype)
-{
-    return ((unsigned)dtype < ZC_DTYPE_COUNT) ? zc_datatypes[dtype].name : "unknown";
 }

@@ -6,6 +6,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "kernels/zigzag.h"
 #include "zcomm.h"
 
 /* sizeof(zc_plan_opts_t) of the first layout, which ended before rails
@@ -66,10 +67,6 @@ struct zc_plan {
 };
 
 /* ---- zigzag chunk arithmetic (src/plan/zigzag.c) ---- */
-/* Chunk c of a sequence of n tokens cut into 2G chunks of an even ring:
- * remainders go one token each to the lowest chunks, so chunks differ by at
- * most one token. */
-void zc_zigzag_chunk(int64_t n, int g, int c, int64_t *begin, int64_t *end);
 /* Tokens held by ring position i: chunks i and 2G-1-i. */
 int64_t zc_zigzag_share(int64_t n, int g, int i);
 /* Causal (query, key) pairs of the queries [b, e): query q sees keys 0..q. */
@@ -88,8 +85,10 @@ void zc_ring_pairs(const int64_t *share, int g, int64_t *bounds, double *pairs);
 /* Build plan->pieces and plan->before from the partition. */
 zc_status_t zc_plan_layout(struct zc_plan *plan);
 
-/* ---- partition (src/plan/partition.c: the paper's Alg. 1 and 2; src/plan/fill.c:
- * the fill partitioner for what they cannot place) ---- */
+/* ---- partition (src/plan/partition.c: the driver of the paper's Alg. 1
+ * (src/plan/alg1_inter_node.c) and Alg. 2 (src/plan/alg2_intra_node.c);
+ * src/plan/fill.c: the fill partitioner for what they cannot place;
+ * zc_partition_free in src/plan/bins.c, below both) ---- */
 /* total: the lengths' sum (zc_plan_create has it checked). */
 zc_status_t zc_partition(int nnodes, int ppn, int64_t capacity, const int64_t *lengths,
                          size_t count, int64_t total, unsigned flags, zc_part_t *part);

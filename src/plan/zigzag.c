@@ -12,16 +12,6 @@
 #include "src/plan/plan.h"
 #include "src/common/status.h"
 
-void zc_zigzag_chunk(int64_t n, int g, int c, int64_t *begin, int64_t *end)
-{
-    int64_t nchunks = 2 * (int64_t)g;
-    int64_t base = n / nchunks, rem = n % nchunks;
-
-    /* No padding: the first `rem` chunks get one token more. */
-    *begin = c * base + (c < rem ? c : rem);
-    *end = *begin + base + (c < rem ? 1 : 0);
-}
-
 int64_t zc_zigzag_share(int64_t n, int g, int i)
 {
     int64_t b0, e0, b1, e1;

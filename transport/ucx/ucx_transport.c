@@ -17,14 +17,13 @@
 #include <string.h>
 
 #include "src/common/clock.h"
-#include "src/core/comm.h"
 #include "src/common/env.h"
 #include "src/common/log.h"
 #include "src/common/status.h"
 #include "transport/transport.h"
 #include "transport/ucx/ucx_lane.h"
 
-#define ZC_UCX_MAX_LANES (1 + ZC_MAX_RAILS)
+#define ZC_UCX_MAX_LANES (1 + ZC_PLAN_MAX_RAILS)
 
 /* What a UCX callback points at.  It outlives an abandoned zc_request:
  * the callback frees it when UCX finally lets go of the operation. */
@@ -45,7 +44,7 @@ typedef struct {
 } zc_ucx_op_t;
 
 struct zc_transport {
-    zc_comm_h comm;
+    zc_transport_world_t w;  /* who is where (the communicator's) */
     int nlanes;
     zc_ucx_lane_t lanes[ZC_UCX_MAX_LANES];
     zc_ucx_conn_t *conns;  /* [nlanes][size]; ep NULL where a lane does not reach */
@@ -59,7 +58,7 @@ struct zc_transport {
 
 static zc_ucx_conn_t *zc_ucx_conn(zc_transport_t *tp, int lane, int peer)
 {
-    return &tp->conns[(size_t)lane * (size_t)tp->comm->size + (size_t)peer];
+    return &tp->conns[(size_t)lane * (size_t)tp->w.size + (size_t)peer];
 }
 
 /* Which lane carries a message with `peer`: the intra-node lane, or the
@@ -67,17 +66,17 @@ static zc_ucx_conn_t *zc_ucx_conn(zc_transport_t *tp, int lane, int peer)
 static zc_status_t zc_ucx_pick_lane(zc_transport_t *tp, int peer, int rail, int sending,
                                     int *lane)
 {
-    zc_comm_h comm = tp->comm;
+    const zc_transport_world_t *w = &tp->w;
 
-    if (comm->nrails == 0 || comm->rank_node[peer] == comm->node) {
+    if (w->nrails == 0 || w->rank_node[peer] == w->node) {
         *lane = 0;
         return ZC_OK;
     }
     if (rail < 0)
-        rail = comm->rank_rail[sending ? comm->rank : peer];
-    if (rail >= comm->nrails)
+        rail = w->rank_rail[sending ? w->rank : peer];
+    if (rail >= w->nrails)
         return zc_error(ZC_ERR_INVALID_ARG, "rail: %d is out of range 0..%d", rail,
-                        comm->nrails - 1);
+                        w->nrails - 1);
     *lane = 1 + rail;
     return ZC_OK;
 }
@@ -284,14 +283,13 @@ static void zc_ucx_rail_bytes(zc_transport_t *tp, int rail, uint64_t *sent, uint
 
 /* Allgather of one lane's worker addresses, padded to the longest. */
 static zc_status_t zc_ucx_exchange_addresses(zc_transport_t *tp, zc_ucx_lane_t *lane,
-                                             zc_bootstrap_t *bs, char **table_out,
-                                             size_t *stride_out)
+                                             char **table_out, size_t *stride_out)
 {
     ucp_address_t *addr;
     size_t addr_len;
     uint64_t my_len, max_len = 0, *lens;
     char *mine = NULL, *table = NULL;
-    int n = tp->comm->size;
+    int n = tp->w.size;
     ucs_status_t us;
     zc_status_t st;
 
@@ -305,10 +303,10 @@ static zc_status_t zc_ucx_exchange_addresses(zc_transport_t *tp, zc_ucx_lane_t *
         goto out;
     }
     my_len = addr_len;
-    ZC_CHECK_GOTO(zc_bootstrap_allgather(bs, &my_len, lens, sizeof(my_len)), st, out);
+    ZC_CHECK_GOTO(tp->w.allgather(tp->w.allgather_ctx, &my_len, lens, sizeof(my_len)), st, out);
     for (int r = 0; r < n; r++)
         max_len = lens[r] > max_len ? lens[r] : max_len;
-    if (max_len > ZC_BOOTSTRAP_MAX_BLOB) {
+    if (max_len > tp->w.allgather_max) {
         st = zc_error(ZC_ERR_UNSUPPORTED, "ucx: worker addresses of %llu bytes are too long",
                       (unsigned long long)max_len);
         goto out;
@@ -320,7 +318,7 @@ static zc_status_t zc_ucx_exchange_addresses(zc_transport_t *tp, zc_ucx_lane_t *
         goto out;
     }
     memcpy(mine, addr, addr_len);
-    ZC_CHECK_GOTO(zc_bootstrap_allgather(bs, mine, table, max_len), st, out);
+    ZC_CHECK_GOTO(tp->w.allgather(tp->w.allgather_ctx, mine, table, max_len), st, out);
     *table_out = table;
     *stride_out = max_len;
     table = NULL;
@@ -333,17 +331,17 @@ out:
 }
 
 /* Endpoints of lane `l` to the peers it reaches. */
-static zc_status_t zc_ucx_connect_lane(zc_transport_t *tp, int l, zc_bootstrap_t *bs)
+static zc_status_t zc_ucx_connect_lane(zc_transport_t *tp, int l)
 {
-    zc_comm_h comm = tp->comm;
+    const zc_transport_world_t *w = &tp->w;
     char *table = NULL;
     size_t stride = 0;
     zc_status_t st;
 
-    ZC_CHECK(zc_ucx_exchange_addresses(tp, &tp->lanes[l], bs, &table, &stride));
-    for (int r = 0; r < comm->size; r++) {
-        int same_node = comm->rank_node[r] == comm->node;
-        if (comm->nrails > 0 && (l == 0) != same_node)
+    ZC_CHECK(zc_ucx_exchange_addresses(tp, &tp->lanes[l], &table, &stride));
+    for (int r = 0; r < w->size; r++) {
+        int same_node = w->rank_node[r] == w->node;
+        if (w->nrails > 0 && (l == 0) != same_node)
             continue;
         zc_ucx_conn_t *conn = zc_ucx_conn(tp, l, r);
         ucp_ep_params_t ep_params = {0};
@@ -355,7 +353,7 @@ static zc_status_t zc_ucx_connect_lane(zc_transport_t *tp, int l, zc_bootstrap_t
          * memory path (cma), a 4x loss here; peers on this host in this
          * pid namespace are watched through their pid instead (see
          * zc_comm_peer_failed), so only the others need it. */
-        ep_params.err_mode = zc_comm_peer_watchable(comm, r) ? UCP_ERR_HANDLING_MODE_NONE
+        ep_params.err_mode = w->peer_watchable(w->peer_ctx, r) ? UCP_ERR_HANDLING_MODE_NONE
                                                               : UCP_ERR_HANDLING_MODE_PEER;
         ep_params.err_handler.cb = zc_ucx_ep_error;
         ep_params.err_handler.arg = conn;
@@ -373,8 +371,8 @@ static zc_status_t zc_ucx_connect_lane(zc_transport_t *tp, int l, zc_bootstrap_t
 
 static void zc_ucx_close_endpoints(zc_transport_t *tp)
 {
-    int64_t deadline = zc_now_ms() + tp->comm->timeout_ms;
-    size_t n = (size_t)tp->nlanes * (size_t)tp->comm->size;
+    int64_t deadline = zc_now_ms() + tp->w.timeout_ms;
+    size_t n = (size_t)tp->nlanes * (size_t)tp->w.size;
     void **closing = calloc(n, sizeof(void *));
 
     /* Flush first, so that every message this rank sent is delivered
@@ -399,7 +397,7 @@ static void zc_ucx_close_endpoints(zc_transport_t *tp)
         while (closing[i] && ucp_request_check_status(closing[i]) == UCS_INPROGRESS) {
             if (zc_ms_left(deadline) == 0) {
                 zc_log_warn("ucx: closing an endpoint to rank %zu timed out",
-                            i % (size_t)tp->comm->size);
+                            i % (size_t)tp->w.size);
                 break;
             }
             zc_ucx_wait_event(tp, 50);
@@ -429,44 +427,44 @@ static void zc_ucx_destroy(zc_transport_t *tp)
 
 static zc_status_t zc_ucx_open_lanes(zc_transport_t *tp)
 {
-    zc_comm_h comm = tp->comm;
+    const zc_transport_world_t *w = &tp->w;
     /* The user's UCX_TLS wins over ours. */
     const char *user_tls = getenv("UCX_TLS");
 
-    if (comm->nrails == 0)
+    if (w->nrails == 0)
         return zc_ucx_lane_open(&tp->lanes[0], "all", user_tls ? NULL : zc_env_get("ZC_UCX_TLS"),
-                                NULL, comm->size);
+                                NULL, w->size);
     ZC_CHECK(zc_ucx_lane_open(&tp->lanes[0], "intra",
                               user_tls ? NULL : zc_env_get("ZC_UCX_INTRA_TLS"), NULL,
-                              comm->local_size));
-    for (int k = 0; k < comm->nrails; k++) {
+                              w->local_size));
+    for (int k = 0; k < w->nrails; k++) {
         char name[32];
         snprintf(name, sizeof(name), "rail %d", k);
         ZC_CHECK(zc_ucx_lane_open(&tp->lanes[1 + k], name, zc_env_get("ZC_UCX_NET_TLS"),
-                                  comm->rails.devices[k], comm->size));
+                                  w->rail_devices[k], w->size));
     }
     return ZC_OK;
 }
 
-static zc_status_t zc_ucx_create(zc_comm_h comm, zc_bootstrap_t *bs, zc_transport_t **tp_out)
+static zc_status_t zc_ucx_create(const zc_transport_world_t *world, zc_transport_t **tp_out)
 {
     zc_transport_t *tp = calloc(1, sizeof(*tp));
     zc_status_t st;
 
     if (!tp)
         return zc_error(ZC_ERR_NO_MEMORY, "cannot allocate the UCX transport");
-    tp->comm = comm;
+    tp->w = *world;
     st = zc_ucx_open_lanes(tp);
-    tp->nlanes = 1 + comm->nrails;
+    tp->nlanes = 1 + world->nrails;
     if (st != ZC_OK)
         goto err;
-    tp->conns = calloc((size_t)tp->nlanes * (size_t)comm->size, sizeof(*tp->conns));
+    tp->conns = calloc((size_t)tp->nlanes * (size_t)world->size, sizeof(*tp->conns));
     if (!tp->conns) {
         st = zc_error(ZC_ERR_NO_MEMORY, "cannot allocate the UCX endpoints");
         goto err;
     }
     for (int l = 0; l < tp->nlanes; l++)
-        ZC_CHECK_GOTO(zc_ucx_connect_lane(tp, l, bs), st, err);
+        ZC_CHECK_GOTO(zc_ucx_connect_lane(tp, l), st, err);
     *tp_out = tp;
     return ZC_OK;
 

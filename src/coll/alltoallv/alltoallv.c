@@ -26,7 +26,7 @@
 #include "src/core/comm.h"
 #include "src/common/env.h"
 #include "src/core/memtype.h"
-#include "src/plan/routing.h"
+#include "src/coll/routed/route.h"
 #include "src/core/sched.h"
 #include "src/common/status.h"
 

@@ -20,7 +20,7 @@
 #include "src/common/clock.h"
 #include "src/core/p2p.h"
 #include "src/coll/ring_attn/ring_attn.h"
-#include "src/plan/routing.h"
+#include "src/coll/routed/route.h"
 #include "src/common/status.h"
 
 /* A blocked wait sleeps on the transport's events at most this long, so a

@@ -16,7 +16,7 @@
 #include "src/common/env.h"
 #include "src/common/hash.h"
 #include "src/core/memtype.h"
-#include "src/plan/routing.h"
+#include "src/coll/routed/route.h"
 #include "src/core/sched.h"
 #include "src/common/status.h"
 
