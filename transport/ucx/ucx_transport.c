@@ -7,7 +7,8 @@
  * posts on its peer's rail; routed transfers name the rail.
  *
  * Waits sleep on the lanes' event fds instead of spinning: two cores run
- * every rank of a node here, and on real nodes the cores belong to compute.
+ * every rank of a node on a small test machine, and on real nodes the
+ * cores belong to compute.
  */
 #include "config.h"
 
@@ -350,9 +351,10 @@ static zc_status_t zc_ucx_connect_lane(zc_transport_t *tp, int l)
                                UCP_EP_PARAM_FIELD_ERR_HANDLER;
         ep_params.address = (const ucp_address_t *)(table + stride * (size_t)r);
         /* Peer-failure handling keeps UCX off its single-copy shared
-         * memory path (cma), a 4x loss here; peers on this host in this
-         * pid namespace are watched through their pid instead (see
-         * zc_comm_peer_failed), so only the others need it. */
+         * memory path (cma), which measured 4x slower on a 2-core test
+         * machine; peers on this host in this pid namespace are watched
+         * through their pid instead (see zc_comm_peer_failed), so only the
+         * others need it. */
         ep_params.err_mode = w->peer_watchable(w->peer_ctx, r) ? UCP_ERR_HANDLING_MODE_NONE
                                                               : UCP_ERR_HANDLING_MODE_PEER;
         ep_params.err_handler.cb = zc_ucx_ep_error;
