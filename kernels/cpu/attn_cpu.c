@@ -4,7 +4,11 @@
  * padded fp32 rows, then hands blocks to the SIMD path's kernels on the
  * thread pool: forward per (query block, head), backward per (key block,
  * kv head) so dk/dv need no synchronisation and dq partials are added under
- * a striped lock. */
+ * a striped lock.
+ *
+ * Calls go one way: this driver -> the SIMD paths
+ * (attn_cpu_{scalar,avx2,avx512}.c) -> the row outputs they share
+ * (attn_cpu_store.c: out/lse, dk/dv and the dq locks). */
 #include "config.h"
 
 #include <math.h>
@@ -23,7 +27,6 @@
 
 /* Workspace larger than this is freed after the call instead of kept. */
 #define ZC_ATTN_WS_KEEP  ((size_t)256 << 20)
-#define ZC_ATTN_DQ_LOCKS 64
 #define ZC_ATTN_ALIGN    64
 
 /* ---- SIMD path selection ----------------------------------------------- */
@@ -193,20 +196,7 @@ static zc_status_t zc_attn_check_bwd(const zc_attn_args_t *args, zc_attn_totals_
     return ZC_OK;
 }
 
-/* ---- element access and packing ------------------------------------------ */
-
-static inline float zc_attn_load(const void *p, zc_datatype_t dtype, int64_t i)
-{
-    return dtype == ZC_FLOAT32 ? ((const float *)p)[i] : zc_bf16_to_float(((const uint16_t *)p)[i]);
-}
-
-static inline void zc_attn_store(void *p, zc_datatype_t dtype, int64_t i, float x)
-{
-    if (dtype == ZC_FLOAT32)
-        ((float *)p)[i] = x;
-    else
-        ((uint16_t *)p)[i] = zc_float_to_bf16(x);
-}
+/* ---- packing ------------------------------------------------------------- */
 
 /* Everything a packing or scheduling pass needs; one per call. */
 typedef struct {
@@ -466,72 +456,6 @@ static void zc_attn_end(void)
 {
     zc_attn_ws_trim();
     pthread_mutex_unlock(&zc_attn_lock);
-}
-
-/* ---- row outputs (called by the block kernels) ------------------------------ */
-
-void zc_attn_cpu_store_out(const zc_attn_cpu_job_t *job, int64_t t, int h, const float *o,
-                           float m2, float l)
-{
-    const zc_attn_args_t *args = job->args;
-    const int d = job->d;
-    const int64_t row = t * job->hq + h;
-    const float lse = zc_attn_row_lse(m2, l);
-    const float inv = l == 0.0f ? 0.0f : 1.0f / l;
-
-    if (args->flags & ZC_ATTN_ACCUMULATE) {
-        float part[ZC_ATTN_MAX_HEAD_DIM];
-
-        for (int i = 0; i < d; i++)
-            part[i] = o[i] * inv;
-        zc_attn_merge_row((float *)args->out + row * d, &args->lse[row], part, lse, d);
-        return;
-    }
-    for (int i = 0; i < d; i++)
-        zc_attn_store(args->out, args->out_dtype, row * d + i, o[i] * inv);
-    args->lse[row] = lse;
-}
-
-static pthread_mutex_t zc_attn_dq_locks[ZC_ATTN_DQ_LOCKS] = {
-    [0 ... ZC_ATTN_DQ_LOCKS - 1] = PTHREAD_MUTEX_INITIALIZER
-};
-
-static pthread_mutex_t *zc_attn_dq_mutex(int64_t t0, int h)
-{
-    return &zc_attn_dq_locks[((uint64_t)t0 * 31 + (uint64_t)h) % ZC_ATTN_DQ_LOCKS];
-}
-
-void zc_attn_cpu_dq_lock(const zc_attn_cpu_job_t *job, int64_t t0, int h)
-{
-    pthread_mutex_lock(zc_attn_dq_mutex(t0, h));
-}
-
-void zc_attn_cpu_dq_unlock(const zc_attn_cpu_job_t *job, int64_t t0, int h)
-{
-    pthread_mutex_unlock(zc_attn_dq_mutex(t0, h));
-}
-
-void zc_attn_cpu_store_dkv(const zc_attn_cpu_job_t *job, int64_t t0, int rows, int hk,
-                           const float *dk, const float *dv)
-{
-    const zc_attn_args_t *args = job->args;
-    const int d = job->d;
-
-    for (int r = 0; r < rows; r++) {
-        const int64_t at = ((t0 + r) * job->hk + hk) * d;
-
-        if (args->flags & ZC_ATTN_ACCUMULATE) {
-            for (int i = 0; i < d; i++) {
-                ((float *)args->dk)[at + i] += dk[r * job->dp + i];
-                ((float *)args->dv)[at + i] += dv[r * job->dp + i];
-            }
-        } else {
-            for (int i = 0; i < d; i++) {
-                zc_attn_store(args->dk, args->grad_dtype, at + i, dk[r * job->dp + i]);
-                zc_attn_store(args->dv, args->grad_dtype, at + i, dv[r * job->dp + i]);
-            }
-        }
-    }
 }
 
 /* ---- forward ---------------------------------------------------------------- */

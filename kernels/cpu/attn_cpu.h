@@ -1,6 +1,7 @@
 /* Internal interface between the CPU attention driver (attn_cpu.c: argument
  * checks, packing, scheduling) and the block kernels compiled once per SIMD
- * path (attn_cpu_kernel.h included by attn_cpu_{scalar,avx2,avx512}.c). */
+ * path (attn_cpu_kernel.h included by attn_cpu_{scalar,avx2,avx512}.c),
+ * which write their rows through attn_cpu_store.h. */
 #ifndef ZC_KERNELS_CPU_ATTN_CPU_H
 #define ZC_KERNELS_CPU_ATTN_CPU_H
 
@@ -43,6 +44,20 @@ typedef struct {
     float *dq;                  /* [total_q][hq][d] fp32 accumulation (backward) */
 } zc_attn_cpu_job_t;
 
+/* Element i of a float32 or bfloat16 tensor, as fp32. */
+static inline float zc_attn_load(const void *p, zc_datatype_t dtype, int64_t i)
+{
+    return dtype == ZC_FLOAT32 ? ((const float *)p)[i] : zc_bf16_to_float(((const uint16_t *)p)[i]);
+}
+
+static inline void zc_attn_store(void *p, zc_datatype_t dtype, int64_t i, float x)
+{
+    if (dtype == ZC_FLOAT32)
+        ((float *)p)[i] = x;
+    else
+        ((uint16_t *)p)[i] = zc_float_to_bf16(x);
+}
+
 /* Keys [0, limit) of segment b are visible to its query row i. */
 static inline int64_t zc_attn_key_limit(const zc_attn_args_t *args, int b, int64_t i, int64_t lk)
 {
@@ -73,16 +88,6 @@ typedef struct {
 extern const zc_attn_cpu_kernels_t zc_attn_cpu_kernels_scalar;
 extern const zc_attn_cpu_kernels_t zc_attn_cpu_kernels_avx2;
 extern const zc_attn_cpu_kernels_t zc_attn_cpu_kernels_avx512;
-
-/* Row outputs, shared by every path (driver side, scalar code). */
-void zc_attn_cpu_store_out(const zc_attn_cpu_job_t *job, int64_t t, int h, const float *o,
-                           float m2, float l);
-/* The lock that serialises adds into the dq rows of query block t0, head h
- * (blocks of different keys add into the same rows concurrently). */
-void zc_attn_cpu_dq_lock(const zc_attn_cpu_job_t *job, int64_t t0, int h);
-void zc_attn_cpu_dq_unlock(const zc_attn_cpu_job_t *job, int64_t t0, int h);
-void zc_attn_cpu_store_dkv(const zc_attn_cpu_job_t *job, int64_t t0, int rows, int hk,
-                           const float *dk, const float *dv);
 
 /* SIMD path selection: auto picks the widest the CPU supports (ZC_CPU_ISA
  * overrides); tests force each path. */

@@ -26,6 +26,7 @@
 
 #include "kernels/attn_math.h"
 #include "kernels/cpu/attn_cpu.h"
+#include "kernels/cpu/attn_cpu_store.h"
 
 #define ZK_BQ ZC_ATTN_BQ
 #define ZK_BK ZC_ATTN_BK
