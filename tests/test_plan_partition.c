@@ -1,7 +1,7 @@
 /* Partitioner properties (Alg. 1 + Alg. 2, zigzag layout, proxies) over
  * thousands of seeded random batches from the paper's three distributions
  * and adversarial ones, plus one test per open case decided in
- * src/plan/partition.c. */
+ * src/plan/partition.c, alg1_inter_node.c and alg2_intra_node.c. */
 #include "config.h"
 
 #include <stdlib.h>

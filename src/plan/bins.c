@@ -1,10 +1,15 @@
-/* Bins for the partitioners (src/plan/partition.c, src/plan/fill.c): nodes or
- * devices with token loads, ordered, selected and heaped by (load, index),
- * and the zigzag positions of even rings handed to them.  Every tie goes
- * to the lowest index, so every rank builds the same plan. */
+/* Bins for the partitioners (the paper's: src/plan/partition.c,
+ * alg1_inter_node.c, alg2_intra_node.c; the fill partitioner:
+ * src/plan/fill.c): nodes or devices with token loads, ordered, selected
+ * and heaped by (load, index), and the zigzag positions of even rings
+ * handed to them.  Every tie goes to the lowest index, so every rank builds
+ * the same plan.  Also the release of a partitioner's result
+ * (zc_partition_free), which every partitioner calls on failure: it sits
+ * here, below all of them. */
 #include "config.h"
 
 #include <stdlib.h>
+#include <string.h>
 
 #include "src/plan/plan.h"
 
@@ -211,4 +216,13 @@ int64_t zc_even_ring_nodes(const int64_t *loads, int *chosen, int k, int64_t len
     }
     *rot = best;
     return hi;
+}
+
+void zc_partition_free(zc_part_t *part)
+{
+    free(part->seqs);
+    free(part->rank_pool);
+    free(part->share_pool);
+    free(part->s0);
+    memset(part, 0, sizeof(*part));
 }

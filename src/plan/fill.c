@@ -1,6 +1,7 @@
 /* The fill partitioner: Algorithms 1 and 2 of the Zeppelin paper (section
  * 3.1) with a fill step the paper leaves open, for the batches the paper's
- * algorithms as written (src/plan/partition.c) cannot place: above all batches
+ * algorithms as written (src/plan/partition.c, alg1_inter_node.c,
+ * alg2_intra_node.c) cannot place: above all batches
  * that fill every device, as training frameworks pack them, where lowering
  * the thresholds ends at the TE CP layout.
  *
