@@ -6,6 +6,7 @@
  *   src/coll/ring_attn/compute.c  one block: pieces -> kernel segments by global position
  *   src/coll/ring_attn/ring.c     ring pipelines (Zeppelin and TE CP modes)
  *   src/coll/ring_attn/gather.c   all-gather / reduce-scatter (LLaMA CP mode)
+ *   src/coll/ring_attn/buffers.c  staging, copies, row sizes, fp32 -> the caller's dtype
  * and the stream-ordered engine of the device path (src/coll/ring_attn/stream_engine.h),
  * which shares the checks, the groups and the kernel segments. */
 #ifndef ZC_RING_ATTN_H
@@ -229,7 +230,7 @@ zc_status_t zc_ra_ring_bwd(zc_ra_ctx_t *ctx, int g);
 zc_status_t zc_ra_gather_fwd(zc_ra_ctx_t *ctx, int g);
 zc_status_t zc_ra_gather_bwd(zc_ra_ctx_t *ctx, int g);
 
-/* Shared helpers (src/coll/ring_attn/ring_attn.c). */
+/* ---- src/coll/ring_attn/buffers.c: below every other part ---- */
 /* Bytes of `tokens` rows of K and V together in dtype, or in fp32. */
 size_t zc_ra_kv_bytes(const zc_ra_ctx_t *ctx, int64_t tokens);
 size_t zc_ra_dkv_bytes(const zc_ra_ctx_t *ctx, int64_t tokens);
