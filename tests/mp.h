@@ -1,7 +1,9 @@
 /* Multi-rank test cases: each rank is its own forked process; the parent
  * waits for all with a deadline, kills stragglers, and reports whether every
- * rank exited 0.  Ranks report failures on stderr and through their exit
- * status.  Header-only, for the test programs. */
+ * rank exited 0.  Ranks report failures on stderr, through their exit
+ * status, and (MP_CHECK) in a shared slot that the case's TAP line shows.
+ * Under ZC_TEST_CASE, mp_run only posts the case and the ok() that names
+ * it runs or skips it (tap.h).  Header-only, for the test programs. */
 #ifndef ZC_TESTS_MP_H
 #define ZC_TESTS_MP_H
 
@@ -15,6 +17,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "tap.h"
 #include "zcomm.h"
 
 typedef int (*mp_rank_fn)(int rank, int nranks, void *arg);
@@ -50,9 +53,22 @@ static inline int mp_case_id(int rank, void *id, size_t len, int (*make)(void *i
     return 0;
 }
 
-/* Run fn in nranks processes.  Returns the number of ranks that failed
+/* Each rank's failure detail (MP_CHECK), shared with the parent. */
+#define MP_DETAIL_LEN 240
+static char (*mp_detail)[MP_DETAIL_LEN];
+static int mp_self = -1;  /* this process's rank inside a case; -1 in the parent */
+
+/* Append "rank r: what" to the case's note for its TAP line. */
+static inline void mp_note(int r, const char *what)
+{
+    size_t n = strlen(tap_note_);
+
+    snprintf(tap_note_ + n, sizeof(tap_note_) - n, "%srank %d: %s", n ? "; " : "", r, what);
+}
+
+/* Run fn in nranks processes now.  Returns the number of ranks that failed
  * (non-zero exit, signal, or still running after timeout_s). */
-static inline int mp_run(int nranks, int timeout_s, mp_rank_fn fn, void *arg)
+static inline int mp_run_now(int nranks, int timeout_s, mp_rank_fn fn, void *arg)
 {
     pid_t pids[256];
     int failed = 0;
@@ -64,12 +80,18 @@ static inline int mp_run(int nranks, int timeout_s, mp_rank_fn fn, void *arg)
         mp_id_slot = mmap(NULL, sizeof(*mp_id_slot), PROT_READ | PROT_WRITE,
                           MAP_SHARED | MAP_ANONYMOUS, -1, 0);
     mp_id_slot->ready = 0;
+    if (!mp_detail)
+        mp_detail = mmap(NULL, 256 * sizeof(*mp_detail), PROT_READ | PROT_WRITE,
+                         MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+    memset(mp_detail, 0, (size_t)nranks * sizeof(*mp_detail));
+    tap_note_[0] = '\0';
     fflush(stdout);
     fflush(stderr);
     for (int r = 0; r < nranks; r++) {
         pids[r] = fork();
         if (pids[r] == 0) {
             alarm((unsigned)timeout_s + 5);  /* never outlive the case */
+            mp_self = r;
             _exit(fn(r, nranks, arg) == 0 ? 0 : 1);
         }
         if (pids[r] < 0)
@@ -84,9 +106,11 @@ static inline int mp_run(int nranks, int timeout_s, mp_rank_fn fn, void *arg)
                     int meant = r == mp_killed_rank && WIFSIGNALED(status) &&
                                 WTERMSIG(status) == SIGKILL;
                     if (!meant && (!WIFEXITED(status) || WEXITSTATUS(status) != 0)) {
-                        fprintf(stderr, "# rank %d: %s %d\n", r,
-                                WIFEXITED(status) ? "exit" : "signal",
-                                WIFEXITED(status) ? WEXITSTATUS(status) : WTERMSIG(status));
+                        char how[64];
+                        snprintf(how, sizeof(how), "%s %d", WIFEXITED(status) ? "exit" : "signal",
+                                 WIFEXITED(status) ? WEXITSTATUS(status) : WTERMSIG(status));
+                        fprintf(stderr, "# rank %d: %s\n", r, how);
+                        mp_note(r, mp_detail[r][0] ? mp_detail[r] : how);
                         failed++;
                     }
                     pids[r] = 0;
@@ -99,6 +123,7 @@ static inline int mp_run(int nranks, int timeout_s, mp_rank_fn fn, void *arg)
             for (int r = 0; r < nranks; r++) {
                 if (pids[r] > 0) {
                     fprintf(stderr, "# rank %d: still running after %d s, killed\n", r, timeout_s);
+                    mp_note(r, "still running at the deadline, killed");
                     kill(pids[r], SIGKILL);
                     waitpid(pids[r], NULL, 0);
                     failed++;
@@ -112,13 +137,53 @@ static inline int mp_run(int nranks, int timeout_s, mp_rank_fn fn, void *arg)
     return failed;
 }
 
+/* The case mp_run posted under ZC_TEST_CASE, for the ok() that names it. */
+static struct {
+    int nranks, timeout_s, killed;
+    mp_rank_fn fn;
+    void *arg;
+} mp_pending;
+
+static inline int mp_run_pending(void)
+{
+    int saved = mp_killed_rank, failed;
+
+    mp_killed_rank = mp_pending.killed;
+    failed = mp_run_now(mp_pending.nranks, mp_pending.timeout_s, mp_pending.fn, mp_pending.arg);
+    mp_killed_rank = saved;
+    return failed;
+}
+
+/* mp_run_now, or under ZC_TEST_CASE the case posted for the next ok()
+ * (then -1: callers compare the count with 0 inside that ok()).  Cases
+ * whose result is looked at otherwise call mp_run_now. */
+static inline int mp_run(int nranks, int timeout_s, mp_rank_fn fn, void *arg)
+{
+    const char *only = getenv("ZC_TEST_CASE");
+
+    if (!only || !*only)
+        return mp_run_now(nranks, timeout_s, fn, arg);
+    mp_pending.nranks = nranks;
+    mp_pending.timeout_s = timeout_s;
+    mp_pending.killed = mp_killed_rank;
+    mp_pending.fn = fn;
+    mp_pending.arg = arg;
+    tap_pending_ = mp_run_pending;
+    return -1;
+}
+
 /* A rank's check: print what failed and count it. */
 #define MP_CHECK(cond, ...)                                                   \
     do {                                                                      \
         if (!(cond)) {                                                        \
-            fprintf(stderr, "# rank check failed at %s:%d: ", __FILE__, __LINE__); \
-            fprintf(stderr, __VA_ARGS__);                                     \
-            fprintf(stderr, " (%s)\n", zc_get_last_error());                 \
+            char mp_what_[MP_DETAIL_LEN / 2];                                 \
+            snprintf(mp_what_, sizeof(mp_what_), __VA_ARGS__);                \
+            fprintf(stderr, "# rank check failed at %s:%d: %s (%s)\n", __FILE__, \
+                    __LINE__, mp_what_, zc_get_last_error());                 \
+            if (mp_detail && mp_self >= 0 && !mp_detail[mp_self][0])          \
+                snprintf(mp_detail[mp_self], MP_DETAIL_LEN, "%s:%d: %s (%s)", \
+                         strrchr(__FILE__, '/') ? strrchr(__FILE__, '/') + 1 : __FILE__, \
+                         __LINE__, mp_what_, zc_get_last_error());            \
             return 1;                                                         \
         }                                                                     \
     } while (0)

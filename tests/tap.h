@@ -3,13 +3,19 @@
  *   tap_plan(n);  ok(cond, "name %d", i);  tap_skip(n, "reason");
  *   return tap_done();   // exit status: 0 when every test passed
  *
- * tap_skip_all("reason") prints "1..0 # SKIP reason" for a whole program. */
+ * tap_skip_all("reason") prints "1..0 # SKIP reason" for a whole program.
+ *
+ * One case by name: ZC_TEST_CASE=TEXT runs only the multi-rank cases
+ * (mp.h) whose name contains TEXT or whose number is TEXT; the others
+ * print as skipped.  A failing multi-rank case carries each failed rank's
+ * detail on its TAP line. */
 #ifndef ZC_TESTS_TAP_H
 #define ZC_TESTS_TAP_H
 
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 static int tap_count_;
 static int tap_failed_;
@@ -22,17 +28,49 @@ static inline void tap_plan(int n)
     fflush(stdout);
 }
 
+/* Set by mp.h: a multi-rank case posted under ZC_TEST_CASE, run (or
+ * skipped) by the ok() that names it; and the failed ranks' details of the
+ * last case, printed on its line when it fails. */
+static int (*tap_pending_)(void);
+static char tap_note_[2048];
+
+/* Non-zero when ZC_TEST_CASE selects the case numbered `n` named `name`. */
+static inline int tap_selected(int n, const char *name)
+{
+    const char *want = getenv("ZC_TEST_CASE");
+    char num[16];
+
+    if (!want || !*want)
+        return 1;
+    snprintf(num, sizeof(num), "%d", n);
+    return strcmp(want, num) == 0 || strstr(name, want) != NULL;
+}
+
 __attribute__((format(printf, 2, 3)))
 static inline int ok(int cond, const char *fmt, ...)
 {
+    char name[1024];
     va_list ap;
 
-    tap_count_++;
-    printf("%s %d - ", cond ? "ok" : "not ok", tap_count_);
     va_start(ap, fmt);
-    vprintf(fmt, ap);
+    vsnprintf(name, sizeof(name), fmt, ap);
     va_end(ap);
+    tap_count_++;
+    if (tap_pending_) {
+        int (*run)(void) = tap_pending_;
+        tap_pending_ = NULL;
+        if (!tap_selected(tap_count_, name)) {
+            printf("ok %d - %s # SKIP not selected by ZC_TEST_CASE\n", tap_count_, name);
+            fflush(stdout);
+            return 1;
+        }
+        cond = run() == 0;
+    }
+    printf("%s %d - %s", cond ? "ok" : "not ok", tap_count_, name);
+    if (!cond && tap_note_[0])
+        printf(" -- %s", tap_note_);
     printf("\n");
+    tap_note_[0] = '\0';
     fflush(stdout);
     if (!cond)
         tap_failed_++;

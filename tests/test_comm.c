@@ -98,7 +98,7 @@ static int oob_case(int nranks)
     pthread_barrierattr_init(&attr);
     pthread_barrierattr_setpshared(&attr, PTHREAD_PROCESS_SHARED);
     pthread_barrier_init(&oob_shm->barrier, &attr, (unsigned)nranks);
-    int failed = mp_run(nranks, CASE_TIMEOUT_S, rank_by_oob, NULL);
+    int failed = mp_run_now(nranks, CASE_TIMEOUT_S, rank_by_oob, NULL);
     pthread_barrier_destroy(&oob_shm->barrier);
     return failed;
 }
@@ -239,7 +239,7 @@ static int rank_nranks_mismatch(int rank, int nranks, void *arg)
 static int mismatch_case(int first)
 {
     memset((void *)shared, 0, sizeof(*shared));
-    int failed = mp_run(2, CASE_TIMEOUT_S, rank_nranks_mismatch, &first);
+    int failed = mp_run_now(2, CASE_TIMEOUT_S, rank_nranks_mismatch, &first);
 
     for (int r = 0; r < 2; r++) {
         if (shared->status[r] != ZC_ERR_MISMATCH || !shared->detail_ok[r]) {
