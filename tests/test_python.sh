@@ -9,7 +9,8 @@
 # the example training step (python/examples/train_step.py) and the example
 # training (python/examples/train.py, 50 steps against one process) on 4
 # forked ranks and, as root, on the emulated cluster of 2 nodes x 4 NICs x
-# 4 ranks.  Each program prints TAP; this script renumbers it.  Skips when
+# 4 ranks (train.py there with --torch: gloo and from_torch).  Each program
+# prints TAP; this script renumbers it.  Skips when
 # that python lacks numpy or torch.
 set -u
 srcdir=${ZC_TEST_SRCDIR:-$(dirname "$0")}
@@ -119,11 +120,12 @@ if [ "$(id -u)" = 0 ] && ip netns add "$probe" 2>/dev/null; then
     [ "$status" = 0 ] || sed 's/^/# /' "$logs/cluster.out" | tail -20
     bash "$srcdir/cluster/zc_cluster" -N 2 -K 4 -R 4 -t 500 -q -o "$logs/cluster-train" \
         -x "PYTHONPATH=$PYTHONPATH" -x "ZC_LIBRARY=$ZC_LIBRARY" -x PYTHONDONTWRITEBYTECODE=1 \
-        -x OMP_NUM_THREADS=1 -- "$python" "$pydir/examples/train.py" \
+        -x OMP_NUM_THREADS=1 -- "$python" "$pydir/examples/train.py" --torch \
         >"$logs/cluster-train.out" 2>&1
     status=$?
     mkdir -p "$logs/cluster-train" && touch "$logs/cluster-train/rank0.log"
-    tap "train.py on zc_cluster 2 nodes x 4 ranks" "$logs/cluster-train/rank0.log" $status
+    tap "train.py --torch (gloo, from_torch) on zc_cluster 2 nodes x 4 ranks" \
+        "$logs/cluster-train/rank0.log" $status
     [ "$status" = 0 ] || sed 's/^/# /' "$logs/cluster-train.out" | tail -20
 else
     echo "# not root or no netns: the emulated-cluster runs of train_step.py and train.py are left out"

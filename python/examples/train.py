@@ -247,7 +247,8 @@ def parse(argv):
                     help="run N ranks on this machine (forked) instead of one rank of a job")
     ap.add_argument("--nodes", type=int, default=1, help="with --fork: emulated nodes")
     ap.add_argument("--torch", action="store_true",
-                    help="the communicator from torch.distributed (gloo; torchrun)")
+                    help="the communicator from torch.distributed's gloo group "
+                    "(Communicator.from_torch): torchrun's variables, else ZC_*'s")
     return ap.parse_args(argv)
 
 
@@ -263,7 +264,17 @@ def main(argv):
                 print("# rank %d: %s" % (rank, value), file=sys.stderr)
         return 0 if all(ok and value == 0 for ok, value in codes) else 1
     if cfg.torch:
+        import os
         import torch.distributed as dist
+        if "MASTER_ADDR" not in os.environ and "ZC_MASTER_ADDR" in os.environ:
+            # Not torchrun (zc_cluster, a ZC_* job): torch's rendezvous from
+            # libzcomm's variables, gloo on the bootstrap interface.
+            os.environ.update({"MASTER_ADDR": os.environ["ZC_MASTER_ADDR"],
+                               "MASTER_PORT": str(int(os.environ["ZC_MASTER_PORT"]) + 1),
+                               "RANK": os.environ["ZC_RANK"],
+                               "WORLD_SIZE": os.environ["ZC_SIZE"]})
+            if "ZC_SOCKET_IFNAME" in os.environ:
+                os.environ.setdefault("GLOO_SOCKET_IFNAME", os.environ["ZC_SOCKET_IFNAME"])
         dist.init_process_group("gloo")
         comm = zcomm.Communicator.from_torch()
     else:

@@ -2,9 +2,9 @@
 process group from torchrun's environment, Communicator.from_torch() on it
 (nodes from ZC_NODE_ID, one torchrun per emulated node), then the
 packed-batch API: a VarlenPlan, dispatch, varlen_attn forward and backward
-through undispatch against single-process PyTorch, the linear remap, and
-ranks that disagree on cu_seqlens failing on every rank.  Results are
-gathered over the torch group; global rank 0 prints TAP and every worker
+through undispatch against single-process PyTorch, the linear remap,
+position_ids, cu_seqlens_local, all_reduce_sum, and ranks that disagree
+on cu_seqlens failing on every rank.  Results are over the torch group; global rank 0 prints TAP and every worker
 exits non-zero when a case failed anywhere.
 usage: torchrun --nnodes N --nproc_per_node P ... test_torchrun.py NODES TAP_FILE
 (rank 0 writes the TAP to TAP_FILE: torchrun 1.13 under Python 3.11 cannot
@@ -54,6 +54,22 @@ def cases(comm, nodes):
         res.append(("%s: varlen_attn through dispatch, the linear layout and undispatch "
                     "matches PyTorch, gradients included" % method, max(errs) < 2e-5, errs))
         plan.close()
+    plan = zt.VarlenPlan(cu, comm)
+    lo, hi = plan.loader_range
+    g = plan.dispatch(torch.arange(T)[lo:hi])                 # global token index
+    cu64 = cu.long()
+    want = g - cu64[torch.bucketize(g, cu64[1:], right=True)]
+    res.append(("position_ids: each token's position in its sequence",
+                torch.equal(plan.position_ids(), want), ""))
+    seg = plan.cu_seqlens_local
+    res.append(("cu_seqlens_local delimits runs of consecutive tokens",
+                int(seg[-1]) == plan.tokens and all(
+                    bool((g[seg[i] + 1:seg[i + 1]] - g[seg[i]:seg[i + 1] - 1] == 1).all())
+                    for i in range(len(seg) - 1)), seg))
+    total = zt.all_reduce_sum(torch.tensor([float(comm.rank), 1.0]), comm)
+    res.append(("all_reduce_sum over the ranks",
+                total.tolist() == [comm.size * (comm.size - 1) / 2, comm.size], total))
+    plan.close()
     bad = cu.clone()
     if comm.rank == 0:
         bad[2] -= 1
