@@ -258,7 +258,6 @@ template <int DE>
 __global__ void __launch_bounds__(ZK_THREADS) zk_bwd(zc_attn_cuda_t a)
 {
     extern __shared__ float zk_smem[];
-    __shared__ int scnt[ZK_WARPS];
     const int d = a.d, ks = zk_col_stride(d);
     float *sk = zk_smem;                 /* [BK][ks] */
     float *sv = sk + ZK_BK * ks;         /* [BK][ks] */
@@ -268,6 +267,7 @@ __global__ void __launch_bounds__(ZK_THREADS) zk_bwd(zc_attn_cuda_t a)
     float *sdo = sq + ZK_WARPS * d;      /* [WARPS][d] */
     float *sp = sdo + ZK_WARPS * d;      /* [WARPS][BK] */
     float *sds = sp + ZK_WARPS * ZK_BK;  /* [WARPS][BK] */
+    int *scnt = (int *)(sds + ZK_WARPS * ZK_BK); /* [WARPS]: keys each warp's row sees */
     const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
     const int hk = blockIdx.y, group = a.hq / a.hk;
     const zk_seg_t seg = zk_segment(a);
@@ -449,10 +449,29 @@ extern "C" size_t zc_attn_cuda_smem(int backward, int d)
 
     if (backward)
         floats = 2 * ZK_BK * ks + 2 * ZK_BK * (size_t)d + 2 * ZK_WARPS * (size_t)d +
-                 2 * ZK_WARPS * ZK_BK;
+                 2 * ZK_WARPS * ZK_BK + ZK_WARPS /* scnt */;
     else
         floats = ZC_ATTN_CUDA_BQ * (size_t)d + 2 * ZK_BK * ks;
     return floats * sizeof(float);
+}
+
+/* Every launch goes through cudaLaunchKernelEx, not <<<...>>>: the same
+ * launch in plain C++, which the host compiler reads too, so that
+ * tests/test_cuda_emu runs these kernels on the CPU. */
+template <typename... Params, typename... Args>
+static cudaError_t zk_run(void (*kernel)(Params...), dim3 grid, unsigned threads, size_t smem,
+                          cudaStream_t stream, Args... args)
+{
+    cudaLaunchConfig_t cfg = {};
+    cudaError_t err, last;
+
+    cfg.gridDim = grid;
+    cfg.blockDim = dim3(threads);
+    cfg.dynamicSmemBytes = smem;
+    cfg.stream = stream;
+    err = cudaLaunchKernelEx(&cfg, kernel, args...);
+    last = cudaGetLastError(); /* clears the error, as the <<<>>> form's check did */
+    return err != cudaSuccess ? err : last;
 }
 
 template <typename K>
@@ -464,8 +483,7 @@ static cudaError_t zk_launch(K kernel, dim3 grid, size_t smem, const zc_attn_cud
 
     if (err != cudaSuccess)
         return err;
-    kernel<<<grid, ZK_THREADS, smem, stream>>>(*a);
-    return cudaGetLastError();
+    return zk_run(kernel, grid, ZK_THREADS, smem, stream, *a);
 }
 
 /* The kernel instance for the head dim: DE = values per lane. */
@@ -510,9 +528,8 @@ extern "C" int zc_attn_cuda_delta(const void *dout, int dtype, const void *out, 
 {
     if (rows == 0)
         return cudaSuccess;
-    zk_delta<<<zk_row_blocks(rows), ZK_THREADS, 0, (cudaStream_t)stream>>>(
-        dout, dtype, out, out_dtype, delta, rows, d);
-    return (int)cudaGetLastError();
+    return (int)zk_run(zk_delta, zk_row_blocks(rows), ZK_THREADS, 0, (cudaStream_t)stream, dout,
+                       dtype, out, out_dtype, delta, rows, d);
 }
 
 extern "C" int zc_attn_cuda_merge(const float *part_out, const float *part_lse, int64_t rows,
@@ -520,9 +537,8 @@ extern "C" int zc_attn_cuda_merge(const float *part_out, const float *part_lse, 
 {
     if (rows == 0)
         return cudaSuccess;
-    zk_merge<<<zk_row_blocks(rows), ZK_THREADS, 0, (cudaStream_t)stream>>>(part_out, part_lse,
-                                                                            rows, d, out, lse);
-    return (int)cudaGetLastError();
+    return (int)zk_run(zk_merge, zk_row_blocks(rows), ZK_THREADS, 0, (cudaStream_t)stream,
+                       part_out, part_lse, rows, d, out, lse);
 }
 
 /* Grid of a grid-stride loop over `count` elements. */
@@ -538,25 +554,24 @@ extern "C" int zc_attn_cuda_convert(const void *src, int src_dtype, int64_t coun
 {
     if (count == 0)
         return cudaSuccess;
-    zk_convert<<<zk_stride_blocks(count), 256, 0, (cudaStream_t)stream>>>(src, src_dtype, count,
-                                                                           dst, dst_dtype);
-    return (int)cudaGetLastError();
+    return (int)zk_run(zk_convert, zk_stride_blocks(count), 256, 0, (cudaStream_t)stream, src,
+                       src_dtype, count, dst, dst_dtype);
 }
 
 extern "C" int zc_cuda_fill_f32(float *dst, int64_t count, float value, void *stream)
 {
     if (count == 0)
         return cudaSuccess;
-    zk_fill<<<zk_stride_blocks(count), 256, 0, (cudaStream_t)stream>>>(dst, count, value);
-    return (int)cudaGetLastError();
+    return (int)zk_run(zk_fill, zk_stride_blocks(count), 256, 0, (cudaStream_t)stream, dst, count,
+                       value);
 }
 
 extern "C" int zc_cuda_add_f32(float *dst, const float *src, int64_t count, void *stream)
 {
     if (count == 0)
         return cudaSuccess;
-    zk_add<<<zk_stride_blocks(count), 256, 0, (cudaStream_t)stream>>>(dst, src, count);
-    return (int)cudaGetLastError();
+    return (int)zk_run(zk_add, zk_stride_blocks(count), 256, 0, (cudaStream_t)stream, dst, src,
+                       count);
 }
 
 extern "C" int zc_cuda_copy_ranges(const void *src, void *dst, const int64_t *ranges,
@@ -564,7 +579,6 @@ extern "C" int zc_cuda_copy_ranges(const void *src, void *dst, const int64_t *ra
 {
     if (nranges == 0)
         return cudaSuccess;
-    zk_copy_ranges<<<(unsigned)nranges, 256, 0, (cudaStream_t)stream>>>(
-        (const char *)src, (char *)dst, ranges);
-    return (int)cudaGetLastError();
+    return (int)zk_run(zk_copy_ranges, (unsigned)nranges, 256, 0, (cudaStream_t)stream,
+                       (const char *)src, (char *)dst, ranges);
 }
