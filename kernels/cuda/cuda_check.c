@@ -12,12 +12,15 @@
 #endif
 
 static pthread_once_t zc_cuda_once = PTHREAD_ONCE_INIT;
-static int zc_cuda_count; /* stays 0 when the runtime cannot count (no driver) */
+static int zc_cuda_count;         /* 0 when the runtime cannot count */
+static char zc_cuda_problem[256]; /* why it cannot, when a driver is there */
 
 static void zc_cuda_probe(void)
 {
 #ifdef HAVE_CUDA
-    zc_cuda_count = zc_cuda_device_count();
+    zc_cuda_count = zc_cuda_device_probe(zc_cuda_problem, sizeof zc_cuda_problem);
+    if (zc_cuda_count < 0)
+        zc_cuda_count = 0;
 #endif
 }
 
@@ -27,10 +30,19 @@ int zc_cuda_devices(void)
     return zc_cuda_count;
 }
 
+const char *zc_cuda_unusable(void)
+{
+    pthread_once(&zc_cuda_once, zc_cuda_probe);
+    return zc_cuda_problem[0] ? zc_cuda_problem : NULL;
+}
+
 /* Device memory (or a device) as the caller says, else the error. */
 zc_status_t zc_memtype_check_device(const void *buf, const char *arg)
 {
 #ifdef HAVE_CUDA
+    if (zc_cuda_devices() == 0 && zc_cuda_unusable())
+        return zc_error(ZC_ERR_UNSUPPORTED, "memtype: ZC_MEM_CUDA but CUDA cannot be used: %s",
+                        zc_cuda_unusable());
     if (zc_cuda_devices() == 0)
         return zc_error(ZC_ERR_UNSUPPORTED, "memtype: ZC_MEM_CUDA but no CUDA device is visible");
     if (buf && !zc_cuda_pointer_is_device(buf))

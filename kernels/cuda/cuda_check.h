@@ -19,4 +19,9 @@ zc_status_t zc_memtype_check_host(const void *buf, const char *arg);
 /* Number of CUDA devices (0 without CUDA or a driver), asked once. */
 int zc_cuda_devices(void);
 
+/* NULL when zc_cuda_devices() is the truth (devices, none, or no NVIDIA
+ * driver installed); else why CUDA cannot count the devices there are,
+ * e.g. a driver older than the CUDA runtime libzcomm was built with. */
+const char *zc_cuda_unusable(void);
+
 #endif

@@ -2,20 +2,38 @@
  * memory a pointer is, and a pattern fill the GPU tests compare against. */
 #include "config.h"
 
+#include <stdio.h>
+
 #include <cuda_runtime.h>
 
 #include "kernels/cuda/cuda_device.h"
 
-extern "C" int zc_cuda_device_count(void)
+extern "C" int zc_cuda_device_probe(char *why, size_t len)
 {
-    /* With no driver the call fails and may leave count untouched. */
-    int count = 0;
+    int count = 0, driver = 0, runtime = 0;
+    cudaError_t err = cudaGetDeviceCount(&count);
 
-    if (cudaGetDeviceCount(&count) != cudaSuccess) {
-        (void)cudaGetLastError();
+    if (err == cudaSuccess)
+        return count;
+    (void)cudaGetLastError();
+    /* No device, or no NVIDIA driver at all (the runtime then reports an
+     * insufficient driver, but the driver's CUDA version reads 0): a
+     * machine without a GPU, nothing to report. */
+    if (err == cudaErrorNoDevice)
         return 0;
-    }
-    return count;
+    cudaDriverGetVersion(&driver);
+    cudaRuntimeGetVersion(&runtime);
+    if (err == cudaErrorInsufficientDriver && driver == 0)
+        return 0;
+    /* Anything else hides devices that are there: a driver older than the
+     * runtime this library was built with, a driver and libcuda that do
+     * not match, devices held by another mode.  Say which. */
+    snprintf(why, len,
+             "cudaGetDeviceCount: %s (%s); the driver supports CUDA %d.%d, libzcomm's runtime is "
+             "CUDA %d.%d",
+             cudaGetErrorName(err), cudaGetErrorString(err), driver / 1000, driver % 1000 / 10,
+             runtime / 1000, runtime % 1000 / 10);
+    return -1;
 }
 
 extern "C" int zc_cuda_pointer_is_device(const void *ptr)

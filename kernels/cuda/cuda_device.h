@@ -14,8 +14,11 @@
 extern "C" {
 #endif
 
-/* Number of CUDA devices the runtime sees; 0 when there is no driver. */
-int zc_cuda_device_count(void);
+/* Number of CUDA devices the runtime sees: 0 with no device or no NVIDIA
+ * driver installed; -1 when CUDA cannot count them for another reason (a
+ * driver too old for the runtime, a driver/library mismatch), and then
+ * `why` (len bytes) says which. */
+int zc_cuda_device_probe(char *why, size_t len);
 /* Non-zero if `ptr` is device (or managed) memory. */
 int zc_cuda_pointer_is_device(const void *ptr);
 /* Fill `n` device bytes with zc_pattern_byte(i, seed) on `stream`. */
