@@ -8,6 +8,7 @@ packages=(
   libucx-dev ucx-utils libhwloc-dev hwloc-nox libibverbs-dev
   openmpi-bin libopenmpi-dev libglpk-dev
   iproute2 procps psmisc
+  man-db groff-base
   python3-numpy python3-scipy python3-torch libopenblas0-pthread
   python3-pip python3-setuptools python3-wheel python3-venv python3-matplotlib
 )
