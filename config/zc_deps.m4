@@ -47,9 +47,13 @@ AC_DEFUN([ZC_CHECK_VERBS], [
 AC_DEFUN([ZC_CHECK_CUDA], [
   ZC_ARG_WITH([cuda], [build the CUDA path from DIR (default: /usr/local/cuda if found)])
   AC_ARG_WITH([nvcc-gencode],
-    [AS_HELP_STRING([--with-nvcc-gencode=FLAGS], [nvcc -gencode flags (default: sm_80 and sm_90)])],
+    [AS_HELP_STRING([--with-nvcc-gencode=FLAGS],
+                    [nvcc -gencode flags (default: sm_80 and sm_90 code, compute_90 PTX)])],
     [NVCC_GENCODE=$withval],
-    [NVCC_GENCODE="-gencode=arch=compute_80,code=sm_80 -gencode=arch=compute_90,code=sm_90"])
+    dnl SASS runs only on its own major architecture: without PTX every
+    dnl launch on a newer GPU (sm_100, sm_120) fails with "no kernel image".
+    dnl compute_90 PTX is JIT-compiled there by the driver.
+    [NVCC_GENCODE="-gencode=arch=compute_80,code=sm_80 -gencode=arch=compute_90,code=sm_90 -gencode=arch=compute_90,code=compute_90"])
   zc_have_cuda=no
   zc_cuda_home=""
   AS_IF([test "x$zc_with_cuda" != xno], [
