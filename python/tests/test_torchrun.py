@@ -4,8 +4,9 @@ process group from torchrun's environment, Communicator.from_torch() on it
 packed-batch API: a VarlenPlan, dispatch, varlen_attn forward and backward
 through undispatch against single-process PyTorch, the linear remap,
 position_ids, cu_seqlens_local, all_reduce_sum, and ranks that disagree
-on cu_seqlens failing on every rank.  Results are over the torch group; global rank 0 prints TAP and every worker
-exits non-zero when a case failed anywhere.
+on cu_seqlens failing on every rank.  Results are gathered over the torch
+group; global rank 0 prints TAP and every worker exits non-zero when a case
+failed anywhere.
 usage: torchrun --nnodes N --nproc_per_node P ... test_torchrun.py NODES TAP_FILE
 (rank 0 writes the TAP to TAP_FILE: torchrun 1.13 under Python 3.11 cannot
 pass output through untouched, see tests/test_python.sh)."""

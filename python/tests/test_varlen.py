@@ -5,7 +5,6 @@ against single-process PyTorch for every method, dtype and GQA shape, ranks
 with no tokens, bad input named on every rank (ranks that disagree
 included, in bounded time), Communicator.from_torch over gloo, and device
 buffers routed to the _stream calls."""
-import ctypes
 import socket
 import sys
 import time

@@ -93,18 +93,18 @@ class Communicator(_lib.Handle):
             raise invalid(where, "group: %s" % e)
         if rank < 0:
             raise invalid(where, "group: this process is not a member")
-        answer = (True, b"")
+        answer = (0, b"")
         if rank == 0:
             try:
-                answer = (True, get_unique_id())
-            except _lib.ZcommError as e:
-                answer = (False, str(e))
+                answer = (0, get_unique_id())
+            except _lib.ZcommError as e:  # sent to the others before raising
+                answer = (e.status, str(e))
         gathered = [None] * size
         dist.all_gather_object(gathered, answer, group=group)
-        ok, uid = gathered[0]
-        if not ok:
-            raise _lib.ZcommError(_lib.INTERNAL if rank else _lib.INVALID_ARG,
-                                  "group rank 0 could not make the unique id: %s" % uid, where)
+        status, uid = gathered[0]
+        if status:
+            raise _lib.ZcommError(status, "group: rank 0 could not make the unique id: %s"
+                                  % uid, where)
         return cls(uid, rank, size, timeout_ms, node_id)
 
     def _query(self, fn, *args):

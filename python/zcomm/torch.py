@@ -18,7 +18,6 @@ one is differentiable (the gradient makes the opposite move), and every
 rank of the communicator makes the same calls in the same order.
 See zcomm-python(7).
 """
-import ctypes
 import hashlib
 import math
 
@@ -33,11 +32,11 @@ METHODS = ("zeppelin", "te_cp", "llama_cp")
 LAYOUTS = ("attention", "linear")
 
 # Codes of the argument a rank refused, exchanged by the agreement so that
-# every rank can name it.
+# every rank can name it.  A local refusal is (code, message[, status]).
 _ARG_NAMES = {1: "cu_seqlens", 2: "capacity", 3: "method"}
 
 
-def _as_cu_seqlens(cu_seqlens, where):
+def _as_cu_seqlens(cu_seqlens):
     """cu_seqlens as a list of ints, or (code, message) naming the fault."""
     if isinstance(cu_seqlens, torch.Tensor):
         if cu_seqlens.dtype not in (torch.int32, torch.int64):
@@ -248,7 +247,7 @@ class VarlenPlan:
             raise invalid(where, "comm: its nodes are not consecutive ranks of equal count "
                           "(a plan puts rank r on node r // gpus_per_node); start the ranks "
                           "node by node")
-        cu, error = _as_cu_seqlens(cu_seqlens, where)
+        cu, error = _as_cu_seqlens(cu_seqlens)
         total = cu[-1] if cu else 0
         if error is None and method not in METHODS:
             error = (3, "method: %r, expected one of %s" % (method, ", ".join(METHODS)))
@@ -258,7 +257,8 @@ class VarlenPlan:
                          % (capacity,))
             elif capacity * comm.size < total:
                 error = (2, "capacity: %d tokens per rank x %d ranks holds less than the "
-                         "%d tokens of cu_seqlens" % (capacity, comm.size, total), _lib.CAPACITY)
+                         "%d tokens of cu_seqlens" % (capacity, comm.size, total),
+                         _lib.CAPACITY)
         _agree(comm, error, cu, capacity, method, where)
 
         self.cu_seqlens = torch.tensor(cu, dtype=torch.int64)
@@ -302,11 +302,6 @@ class VarlenPlan:
         # of its own (a rank holding chunks i and 2G-1-i of a ring holds two).
         self.cu_seqlens_local = torch.tensor(seg, dtype=torch.int32)
         self.max_seqlen_local = max((p["end"] - p["begin"] for p in self.pieces), default=0)
-
-    @property
-    def mode(self):
-        """The ring attention mode of this method (zc_ring_attn_mode_t name)."""
-        return self.method
 
     def _check_rows(self, x, rows, what, where):
         if not isinstance(x, torch.Tensor):
