@@ -87,7 +87,7 @@
 #include "src/common/status.h"
 
 /* A sequence's share of one node, in ring order; a sequence has one per
- * node it spans, consecutive in zc_partitioner_t.frags. */
+ * node it spans, consecutive in zc_filler_t.frags. */
 typedef struct {
     size_t seq;
     int node;
@@ -116,11 +116,11 @@ typedef struct {
     int64_t s1;
     int64_t *s0;            /* [nnodes] */
     unsigned flags;
-} zc_partitioner_t;
+} zc_filler_t;
 
 /* Append a fragment of `seq` on `node`; the fragments of one sequence must
  * be added one after the other. */
-static zc_status_t zc_frag_add(zc_partitioner_t *pt, size_t seq, int node, int64_t tokens,
+static zc_status_t zc_frag_add(zc_filler_t *pt, size_t seq, int node, int64_t tokens,
                                int block, int spread)
 {
     zc_frag_t *f;
@@ -183,7 +183,7 @@ static int zc_pour(const int64_t *loads, const int *idx, int n, int *at, int64_t
 
 /* Place z2 sequence s as an even ring over its k0 least-loaded nodes,
  * case (c).  Returns 1 when placed, 0 when they lack room, <0 on error. */
-static int zc_place_inter(zc_partitioner_t *pt, size_t s, int k, int *nodes, int *chosen,
+static int zc_fill_place_inter(zc_filler_t *pt, size_t s, int k, int *nodes, int *chosen,
                           int64_t *frag)
 {
     int N = pt->nnodes, P = pt->ppn, g = k * P, rot;
@@ -210,7 +210,7 @@ static int zc_place_inter(zc_partitioner_t *pt, size_t s, int k, int *nodes, int
  * room, most room first, so that it spans as few nodes as it can; the
  * candidates are the k least-loaded nodes, k doubling from Alg. 1's until
  * their room holds the sequence.  The ring visits its nodes by index. */
-static zc_status_t zc_pour_inter(zc_partitioner_t *pt, size_t s, int k, int *nodes, int *bin,
+static zc_status_t zc_pour_inter(zc_filler_t *pt, size_t s, int k, int *nodes, int *bin,
                                  int64_t *take)
 {
     int N = pt->nnodes, at = 0, m;
@@ -243,7 +243,7 @@ static zc_status_t zc_pour_inter(zc_partitioner_t *pt, size_t s, int k, int *nod
 
 /* Step 3 at node level: sequence s poured over the nodes idx[*at..N) as
  * fragments. */
-static zc_status_t zc_pour_nodes(zc_partitioner_t *pt, size_t s, const int *idx, int *at,
+static zc_status_t zc_pour_nodes(zc_filler_t *pt, size_t s, const int *idx, int *at,
                                  int *bin, int64_t *take)
 {
     int m = zc_pour(pt->node_load, idx, pt->nnodes, at, (int64_t)pt->ppn * pt->capacity,
@@ -256,7 +256,7 @@ static zc_status_t zc_pour_nodes(zc_partitioner_t *pt, size_t s, const int *idx,
     return ZC_OK;
 }
 
-static zc_status_t zc_alg1(zc_partitioner_t *pt)
+static zc_status_t zc_fill_nodes(zc_filler_t *pt)
 {
     int N = pt->nnodes, P = pt->ppn, at = 0;
     int64_t cap = (int64_t)P * pt->capacity, sum2 = 0;
@@ -294,7 +294,7 @@ static zc_status_t zc_alg1(zc_partitioner_t *pt)
     for (size_t k = 0; k < m; k++) {
         size_t s = pt->order[k];
         int64_t kk = zc_ceil_muldiv(pt->len[s], N, sum2);
-        int r = zc_place_inter(pt, s, (int)(kk < N ? kk : N), nodes, chosen, frag);
+        int r = zc_fill_place_inter(pt, s, (int)(kk < N ? kk : N), nodes, chosen, frag);
 
         if (r < 0) {
             st = ZC_ERR_NO_MEMORY;
@@ -328,7 +328,7 @@ out:
 
 /* Alg. 2 line 4, case (j): a node's fragment of a z2 ring over all P devices;
  * an even ring keeps its zigzag shares, a poured one splits evenly. */
-static void zc_place_spread(zc_partitioner_t *pt, zc_frag_t *f, int *devs)
+static void zc_place_spread(zc_filler_t *pt, zc_frag_t *f, int *devs)
 {
     int P = pt->ppn, node = f->node;
     int64_t *share = pt->pos_share + f->pos;
@@ -345,7 +345,7 @@ static void zc_place_spread(zc_partitioner_t *pt, zc_frag_t *f, int *devs)
     f->npos = P;
 }
 
-static void zc_place_one(zc_partitioner_t *pt, zc_frag_t *f, int rank, int64_t tokens)
+static void zc_place_one(zc_filler_t *pt, zc_frag_t *f, int rank, int64_t tokens)
 {
     pt->pos_rank[f->pos + (size_t)f->npos] = rank;
     pt->pos_share[f->pos + (size_t)f->npos] = tokens;
@@ -358,7 +358,7 @@ static void zc_place_one(zc_partitioner_t *pt, zc_frag_t *f, int rank, int64_t t
  * most room; else a ring poured into the devices with most room, most room
  * first, over the fewest that hold it (ZC_PLAN_SEQ_UNEVEN).  Returns 1 when
  * placed. */
-static int zc_place_ring(zc_partitioner_t *pt, zc_frag_t *f, int g, int *cursor, int *devs,
+static int zc_place_ring(zc_filler_t *pt, zc_frag_t *f, int g, int *cursor, int *devs,
                          int *bin, int64_t *take)
 {
     int P = pt->ppn, base = f->node * P;
@@ -408,7 +408,7 @@ static int zc_frag_len_cmp(const void *a, const void *b)
 }
 
 /* A whole sequence of the node at or above s0: Alg. 2's z1. */
-static int zc_is_z1(const zc_partitioner_t *pt, const zc_frag_t *f, int64_t s0)
+static int zc_is_z1(const zc_filler_t *pt, const zc_frag_t *f, int64_t s0)
 {
     return f->tokens >= s0 && f->tokens > 0 && pt->frag_n[f->seq] == 1;
 }
@@ -416,7 +416,7 @@ static int zc_is_z1(const zc_partitioner_t *pt, const zc_frag_t *f, int64_t s0)
 /* One node: its z2 fragments over all devices, then its other fragments
  * (whole sequences and pieces of cut ones), longest first: z0 sequences and
  * pieces whole, z1 rings around them, the fill step for the rest. */
-static zc_status_t zc_alg2_node(zc_partitioner_t *pt, int node, zc_frag_t **items, size_t ni,
+static zc_status_t zc_fill_node_devices(zc_filler_t *pt, int node, zc_frag_t **items, size_t ni,
                                 zc_frag_t **deferred, int *devs, int *bin, int64_t *take)
 {
     int P = pt->ppn, cursor = 0, at = 0;
@@ -484,7 +484,7 @@ static zc_status_t zc_alg2_node(zc_partitioner_t *pt, int node, zc_frag_t **item
 
 /* Alg. 2 for every node, then each sequence's ring: its fragments'
  * positions in fragment order. */
-static zc_status_t zc_alg2(zc_partitioner_t *pt)
+static zc_status_t zc_fill_devices(zc_filler_t *pt)
 {
     int N = pt->nnodes, P = pt->ppn;
     size_t nf = pt->nfrags;
@@ -518,7 +518,7 @@ static zc_status_t zc_alg2(zc_partitioner_t *pt)
     for (size_t i = 0; i < nf; i++)
         items[fill[pt->frags[i].node]++] = &pt->frags[i];
     for (int n = 0; n < N; n++)
-        ZC_CHECK_GOTO(zc_alg2_node(pt, n, items + first[n], first[n + 1] - first[n], deferred,
+        ZC_CHECK_GOTO(zc_fill_node_devices(pt, n, items + first[n], first[n + 1] - first[n], deferred,
                                    devs, bin, take), st, out);
 out:
     free(items);
@@ -533,7 +533,7 @@ out:
 
 /* The partition's result: each sequence's ring, its fragments' positions
  * concatenated, and its zone from the nodes and devices it spans. */
-static void zc_rings_out(zc_partitioner_t *pt, zc_part_t *part)
+static void zc_rings_out(zc_filler_t *pt, zc_part_t *part)
 {
     size_t at = 0;
 
@@ -563,7 +563,7 @@ static void zc_rings_out(zc_partitioner_t *pt, zc_part_t *part)
 zc_status_t zc_partition_fill(int nnodes, int ppn, int64_t capacity, const int64_t *lengths,
                               size_t count, zc_part_t *part)
 {
-    zc_partitioner_t pt = {
+    zc_filler_t pt = {
         .nnodes = nnodes, .ppn = ppn, .capacity = capacity, .len = lengths, .nseqs = count,
     };
     size_t n = count ? count : 1, npos;
@@ -585,8 +585,8 @@ zc_status_t zc_partition_fill(int nnodes, int ppn, int64_t capacity, const int64
         goto out;
     }
     zc_sort_longest_first(pt.order, lengths, count);
-    ZC_CHECK_GOTO(zc_alg1(&pt), st, out);
-    ZC_CHECK_GOTO(zc_alg2(&pt), st, out);
+    ZC_CHECK_GOTO(zc_fill_nodes(&pt), st, out);
+    ZC_CHECK_GOTO(zc_fill_devices(&pt), st, out);
     npos = 0;
     for (size_t i = 0; i < pt.nfrags; i++)
         npos += (size_t)pt.frags[i].npos;
