@@ -255,7 +255,7 @@ ZC_API const char *zc_path_name(zc_path_t path);
 /* "DOWN", "INIT", "ARMED", "ACTIVE" or "UNKNOWN". */
 ZC_API const char *zc_port_state_name(zc_port_state_t state);
 
-/* ---- planner (src/plan_*) ---------------------------------------------- */
+/* ---- planner (src/plan) ------------------------------------------------ */
 
 /* A plan turns a batch of sequence lengths into the placement every other
  * part executes (zeppelin paper, section 3): zones, rings, zigzag chunks,
@@ -460,7 +460,7 @@ ZC_API const char *zc_cost_method_name(zc_cost_method_t method);
 ZC_API zc_status_t zc_plan_cost(zc_plan_h plan, const zc_cluster_t *cluster,
                                 zc_cost_method_t method, zc_cost_t *cost);
 
-/* ---- collectives (src/coll_*) ------------------------------------------ */
+/* ---- collectives (src/coll/routed, src/coll/alltoallv) ------------------- */
 
 /* Rails: the NICs that carry traffic between nodes, rail k of every node
  * on one network.  0 when the communicator has one node or the nodes have
@@ -583,7 +583,7 @@ ZC_API zc_status_t zc_ring_attn_fwd(zc_comm_h comm, zc_plan_h plan,
 ZC_API zc_status_t zc_ring_attn_bwd(zc_comm_h comm, zc_plan_h plan,
                                     const zc_ring_attn_args_t *args);
 
-/* ---- GPU path (src/core/device_nccl.c, src/core/p2p_stream.c, kernels/cuda) -- */
+/* ---- GPU path (src/core/device_nccl.c, src/core/p2p_stream.c, kernels/) --- */
 
 /* Stream-ordered calls on device memory.  `stream` is a cudaStream_t (NULL:
  * the legacy default stream) of the CUDA device current in the calling
