@@ -314,12 +314,27 @@ class Communicator(_lib.Handle):
         args.q, args.k, args.v, args.out, args.lse = bq.ptr, bk.ptr, bv.ptr, bo.ptr, bl.ptr
         return args, bq, [bq, bk, bv, bo, bl]
 
-    def ring_attn_fwd(self, plan, q, k, v, out, lse, mode="zeppelin", scale=0.0, stream=None):
+    @staticmethod
+    def _stats(args, stats):
+        """args.stats -> a zcomm._lib.RingAttnStats the call fills (or None)."""
+        if stats is not None:
+            if not isinstance(stats, _lib.RingAttnStats):
+                raise invalid("Communicator.ring_attn", "stats: expected a "
+                              "zcomm._lib.RingAttnStats, got %s" % type(stats).__name__)
+            if any(f[0] == "size" for f in stats._fields_):
+                stats.size = ctypes.sizeof(stats)
+            args.stats = ctypes.pointer(stats)
+
+    def ring_attn_fwd(self, plan, q, k, v, out, lse, mode="zeppelin", scale=0.0, stream=None,
+                      stats=None):
         """Causal ring attention of this rank's rows (plan attention layout):
-        writes out (like q) and lse (float32 [tokens, heads_q])."""
+        writes out (like q) and lse (float32 [tokens, heads_q]).  stats: a
+        zcomm._lib.RingAttnStats to fill (zc_ring_attn_stats_t: total,
+        compute and wait seconds, bytes sent), host path."""
         where = "Communicator.ring_attn_fwd"
         handle = plan_handle(plan, where)
         args, _, bufs = self._ring_args(where, q, k, v, out, lse, mode, scale)
+        self._stats(args, stats)
         if args.memtype == _lib.MEM_CUDA:
             call("zc_ring_attn_fwd_stream", self.handle, handle, ctypes.byref(args),
                  stream_of(bufs, stream))
@@ -328,11 +343,13 @@ class Communicator(_lib.Handle):
         return out, lse
 
     def ring_attn_bwd(self, plan, q, k, v, out, lse, dout, dq, dk, dv, mode="zeppelin",
-                      scale=0.0, stream=None):
-        """Backward of ring_attn_fwd: writes dq, dk, dv (like q, k, v)."""
+                      scale=0.0, stream=None, stats=None):
+        """Backward of ring_attn_fwd: writes dq, dk, dv (like q, k, v);
+        stats as ring_attn_fwd's."""
         where = "Communicator.ring_attn_bwd"
         handle = plan_handle(plan, where)
         args, bq, bufs = self._ring_args(where, q, k, v, out, lse, mode, scale)
+        self._stats(args, stats)
         bdo = view(dout, "dout", where)
         grads = [view(g, n, where, writable=True) for g, n in ((dq, "dq"), (dk, "dk"),
                                                               (dv, "dv"))]
