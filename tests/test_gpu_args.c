@@ -255,6 +255,12 @@ static void test_kernels_stream(void)
     bad_arg(zc_attn_fwd_stream(&b, NULL), "scale", "zc_attn_fwd_stream scale");
     b = a, b.flags = 8;
     bad_arg(zc_attn_fwd_stream(&b, NULL), "flags", "zc_attn_fwd_stream flags");
+    /* one row of blocks per query head: grid y's 65535 is the limit */
+    b = a, b.num_heads_q = ZC_ATTN_CUDA_MAX_HEADS + 1, b.num_heads_kv = 1;
+    ok(zc_attn_fwd_stream(&b, NULL) == ZC_ERR_UNSUPPORTED && has("num_heads_q") &&
+           has("65535"),
+       "zc_attn_fwd_stream: 65536 query heads unsupported, the limit named (%s)",
+       zc_get_last_error());
     b = a, b.grad_dtype = ZC_INT64;
     bad_arg(zc_attn_bwd_stream(&b, NULL), "grad_dtype", "zc_attn_bwd_stream grad_dtype");
     b = a, b.flags = ZC_ATTN_ACCUMULATE, b.grad_dtype = ZC_FLOAT16;

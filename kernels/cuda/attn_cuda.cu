@@ -419,20 +419,27 @@ __global__ void zk_add(float *dst, const float *src, int64_t count)
         dst[i] += src[i];
 }
 
-/* Block i copies range i, 16 bytes at a time when everything is aligned. */
-__global__ void zk_copy_ranges(const char *src, char *dst, const int64_t *ranges)
+/* The whole grid copies each range in turn, 16 bytes at a time when the
+ * range is aligned: a grid sized for the bytes, so one long range (a whole
+ * sequence's chunk) spreads over every SM rather than one block. */
+__global__ void zk_copy_ranges(const char *src, char *dst, const int64_t *ranges, int nranges)
 {
-    const int64_t *r = ranges + 3 * (int64_t)blockIdx.x;
-    const char *from = src + r[0];
-    char *to = dst + r[1];
-    const int64_t len = r[2];
+    const int64_t first = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
+    const int64_t stride = (int64_t)gridDim.x * blockDim.x;
 
-    if ((((uintptr_t)from | (uintptr_t)to | (uintptr_t)len) & 15) == 0) {
-        for (int64_t i = threadIdx.x; i < len / 16; i += blockDim.x)
-            ((uint4 *)to)[i] = ((const uint4 *)from)[i];
-    } else {
-        for (int64_t i = threadIdx.x; i < len; i += blockDim.x)
-            to[i] = from[i];
+    for (int k = 0; k < nranges; k++) {
+        const int64_t *r = ranges + 3 * (int64_t)k;
+        const char *from = src + r[0];
+        char *to = dst + r[1];
+        const int64_t len = r[2];
+
+        if ((((uintptr_t)from | (uintptr_t)to | (uintptr_t)len) & 15) == 0) {
+            for (int64_t i = first; i < len / 16; i += stride)
+                ((uint4 *)to)[i] = ((const uint4 *)from)[i];
+        } else {
+            for (int64_t i = first; i < len; i += stride)
+                to[i] = from[i];
+        }
     }
 }
 
@@ -575,10 +582,11 @@ extern "C" int zc_cuda_add_f32(float *dst, const float *src, int64_t count, void
 }
 
 extern "C" int zc_cuda_copy_ranges(const void *src, void *dst, const int64_t *ranges,
-                                   int nranges, void *stream)
+                                   int nranges, int64_t bytes, void *stream)
 {
-    if (nranges == 0)
+    if (nranges == 0 || bytes == 0)
         return cudaSuccess;
-    return (int)zk_run(zk_copy_ranges, (unsigned)nranges, 256, 0, (cudaStream_t)stream,
-                       (const char *)src, (char *)dst, ranges);
+    /* a thread per 16 bytes, up to the grid-stride cap */
+    return (int)zk_run(zk_copy_ranges, zk_stride_blocks((bytes + 15) / 16), 256, 0,
+                       (cudaStream_t)stream, (const char *)src, (char *)dst, ranges, nranges);
 }

@@ -51,9 +51,10 @@ int zc_attn_cuda_convert(const void *src, int src_dtype, int64_t count, void *ds
 /* fp32 element-wise: dst[i] = value; dst[i] += src[i]. */
 int zc_cuda_fill_f32(float *dst, int64_t count, float value, void *stream);
 int zc_cuda_add_f32(float *dst, const float *src, int64_t count, void *stream);
-/* Byte ranges ranges[i] = (src offset, dst offset, length), device memory. */
+/* Byte ranges ranges[i] = (src offset, dst offset, length), device memory;
+ * `bytes` is their total length (it sizes the grid). */
 int zc_cuda_copy_ranges(const void *src, void *dst, const int64_t *ranges, int nranges,
-                        void *stream);
+                        int64_t bytes, void *stream);
 
 #ifdef __cplusplus
 }

@@ -108,6 +108,12 @@ static zc_status_t zc_gpu_check(const zc_attn_args_t *args, zc_gpu_pass_t pass, 
     const int needs_out = pass != ZC_GPU_BWD || (args && !args->delta);
 
     ZC_CHECK(zc_attn_check_shape(args, tq, tk));
+    /* The forward's grid has one row of blocks per query head (the
+     * backward one per kv head, never more). */
+    if (args->num_heads_q > ZC_ATTN_CUDA_MAX_HEADS)
+        return zc_error(ZC_ERR_UNSUPPORTED,
+                        "num_heads_q: %d, the CUDA kernels take at most %d heads (grid y)",
+                        args->num_heads_q, ZC_ATTN_CUDA_MAX_HEADS);
     ZC_CHECK(zc_gpu_dtype(args->dtype, "dtype"));
     if (needs_out)
         ZC_CHECK(zc_gpu_dtype(args->out_dtype, "out_dtype"));
@@ -384,6 +390,18 @@ zc_status_t zc_attn_convert_stream(const void *src, zc_datatype_t src_dtype, int
 #endif
 }
 
+#ifdef HAVE_CUDA
+/* Bytes the ranges copy (they size the copy kernel's grid). */
+static int64_t zc_ranges_bytes(const int64_t *ranges, int n)
+{
+    int64_t bytes = 0;
+
+    for (int i = 0; i < n; i++)
+        bytes += ranges[3 * i + 2];
+    return bytes;
+}
+#endif
+
 static zc_status_t zc_zigzag_stream(const void *from, const char *from_name, void *to,
                                     const char *to_name, const int32_t *cu_seqlens, int batch,
                                     size_t token_bytes, int ring_size, int position, int pack,
@@ -413,7 +431,8 @@ static zc_status_t zc_zigzag_stream(const void *from, const char *from_name, voi
     if (st == ZC_OK && n)
         st = zc_cuda_copy_async(dev, ranges, sizeof(int64_t) * 3 * (size_t)n, stream);
     if (st == ZC_OK)
-        st = zc_cuda_status(zc_cuda_copy_ranges(from, to, dev, n, stream), "the zigzag kernel");
+        st = zc_cuda_status(zc_cuda_copy_ranges(from, to, dev, n, zc_ranges_bytes(ranges, n),
+                                                stream), "the zigzag kernel");
     zc_cuda_free_async(dev, stream);
     free(ranges);
     return st;

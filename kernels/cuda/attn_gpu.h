@@ -8,6 +8,10 @@
 
 #include "zcomm.h"
 
+/* Query heads the CUDA forward takes: one row of blocks per head in grid y,
+ * whose limit is 65535. */
+#define ZC_ATTN_CUDA_MAX_HEADS 65535
+
 /* (segment, block index in the segment) of every block of `rows` rows over
  * the segments of cu[batch + 1], written to blocks[2 * n]; returns n.
  * blocks may be NULL to count. */
