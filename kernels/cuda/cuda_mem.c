@@ -79,6 +79,11 @@ zc_status_t zc_cuda_stream_query(void *stream)
     return zc_cuda_status(e, "cudaStreamQuery");
 }
 
+zc_status_t zc_cuda_stream_sync(void *stream)
+{
+    return zc_cuda_status(cudaStreamSynchronize((cudaStream_t)stream), "cudaStreamSynchronize");
+}
+
 zc_status_t zc_cuda_stream_create(void **stream)
 {
     cudaStream_t s = NULL;

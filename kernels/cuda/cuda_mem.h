@@ -26,6 +26,8 @@ zc_status_t zc_cuda_zero_async(void *dst, size_t bytes, void *stream);
 /* ZC_OK when every operation enqueued on `stream` is done, ZC_INPROGRESS
  * while some run, else the error. */
 zc_status_t zc_cuda_stream_query(void *stream);
+/* Wait until `stream` is done (cudaStreamSynchronize). */
+zc_status_t zc_cuda_stream_sync(void *stream);
 /* A non-blocking stream (it does not wait on the legacy default stream),
  * destroyed once its work is done. */
 zc_status_t zc_cuda_stream_create(void **stream);

@@ -11,6 +11,9 @@
 #include "src/core/comm.h"
 #include "src/core/device.h"
 #include "src/core/memtype.h"
+#ifdef HAVE_CUDA
+#include "kernels/cuda/cuda_mem.h"
+#endif
 
 zc_status_t zc_comm_cuda_init(zc_comm_h comm)
 {
@@ -27,6 +30,18 @@ zc_status_t zc_stream_synchronize(zc_comm_h comm, void *stream)
 
     zc_error_clear();
     ZC_CHECK(zc_comm_check(comm));
+    if (!comm->device) {
+        /* Nothing was enqueued on comm and zc_comm_cuda_init was not
+         * called: there is no NCCL work to watch.  Creating the NCCL
+         * communicator here, a collective step, would make a lone
+         * synchronize wait for every rank; wait for the stream alone. */
+        ZC_CHECK(zc_memtype_check_device(NULL, ""));
+#ifdef HAVE_CUDA
+        return zc_cuda_stream_sync(stream);
+#else
+        return zc_error(ZC_ERR_INTERNAL, "unreachable without CUDA");
+#endif
+    }
     ZC_CHECK(zc_stream_begin(comm, NULL, "", NULL, "", &dev));
     return zc_device_sync(dev, stream);
 }
