@@ -1,0 +1,122 @@
+#!/usr/bin/env bash
+# The GPU validation run, in one command, on a machine with an NVIDIA GPU:
+#
+#   bash tests/gpu/validate.sh [REPORT]
+#
+#  1. builds out of tree in build-gpu/ (ZC_GPU_BUILD overrides) with CUDA and
+#     NCCL required, and cuDNN too when this tree has the cuDNN backend
+#     (kernels/cudnn): configure fails rather than build without them;
+#  2. runs tests/test_gpu: the CUDA kernels against the CPU kernels (fp32,
+#     bf16, fp16 on test_gpu's shapes, which include test_attn_kernels'
+#     long and ring-step geometries), the NCCL transfers against the host
+#     path and the stream-ordered ring attention against single-process
+#     attention (with 2 or more GPUs); once per attention backend
+#     (ZC_ATTN_BACKEND=native, and cudnn where it is built in);
+#  3. runs zc_ring_attn_perf -G (every mode, fp32 and bf16) on 1 GPU and on
+#     every GPU present, per backend, one process per GPU;
+#  4. writes everything to one report (REPORT, default
+#     build-gpu/gpu-validation.txt): GPU, driver, CUDA, each test's TAP
+#     lines with their errors, each perf table with its TFLOP/s.
+#
+# Without a GPU it says "no CUDA device: skipped" and exits 0 before
+# building anything.  Exit status: 0 when every step passed.
+set -uo pipefail
+top=$(cd "$(dirname "$0")/../.." && pwd)
+build=${ZC_GPU_BUILD:-$top/build-gpu}
+report=${1:-$build/gpu-validation.txt}
+
+# ---- is there a GPU? ---------------------------------------------------------
+# Asked of the driver, not of CUDA: nothing is built yet.  A driver that is
+# there but too old for CUDA 13 shows up here as a GPU and then fails
+# test_gpu, which names it.
+ngpu=0
+if [[ -d /proc/driver/nvidia/gpus ]]; then
+  ngpu=$(find /proc/driver/nvidia/gpus -mindepth 1 -maxdepth 1 -type d | wc -l)
+elif command -v nvidia-smi >/dev/null 2>&1; then
+  ngpu=$(nvidia-smi -L 2>/dev/null | grep -c '^GPU ')
+fi
+if ((ngpu == 0)); then
+  echo "validate: no CUDA device: skipped"
+  exit 0
+fi
+
+status=0
+fail() { echo "validate: FAILED: $*" | tee -a "$report"; status=1; }
+section() { printf '\n==== %s\n' "$*" >>"$report"; echo "validate: $*"; }
+
+# ---- build ---------------------------------------------------------------------
+cudnn=
+backends=(native)
+if [[ -d $top/kernels/cudnn ]]; then
+  cudnn=--with-cudnn
+  backends+=(cudnn)
+fi
+mkdir -p "$build" "$(dirname "$report")"
+: >"$report"
+section "build: $build (--with-cuda --with-nccl $cudnn)"
+(
+  cd "$top" && { [[ -x configure && configure -nt configure.ac ]] || autoreconf -fi; } &&
+  cd "$build" && { [[ -f Makefile ]] || "$top/configure" -q --with-cuda --with-nccl $cudnn; } &&
+  make -j"$(nproc)" && make -j"$(nproc)" tests/test_gpu
+) >"$build/validate-build.log" 2>&1 || {
+  tail -30 "$build/validate-build.log" >>"$report"
+  fail "the build (log: $build/validate-build.log)"
+  exit 1
+}
+
+section "machine"
+{
+  echo "date:    $(date -u '+%Y-%m-%d %H:%M UTC')"
+  echo "commit:  $(git -C "$top" rev-parse --short HEAD 2>/dev/null || echo unknown)"
+  echo "host:    $(hostname)"
+  nvidia-smi --query-gpu=index,name,driver_version,memory.total,compute_cap --format=csv 2>&1
+  "$(dirname "$(command -v nvcc || echo /usr/local/cuda/bin/nvcc)")/nvcc" --version 2>&1 |
+    tail -2
+  "$build/tools/zc_info" 2>&1 | head -40
+} >>"$report"
+
+# ---- tests/test_gpu, per backend -------------------------------------------------
+# Run directly (not through make check) so its TAP lines, with the error of
+# every comparison, go to the report.
+for b in "${backends[@]}"; do
+  section "tests/test_gpu, ZC_ATTN_BACKEND=$b"
+  out=$(cd "$build" && ZC_ATTN_BACKEND=$b ZC_SOCKET_IFNAME=lo \
+        ZC_TEST_SRCDIR="$top/tests" timeout 1800 ./tests/test_gpu 2>&1)
+  rc=$?
+  echo "$out" >>"$report"
+  grep -q '^Bail out!' <<<"$out" && rc=1
+  if ((rc != 0)) || grep -q '^not ok' <<<"$out"; then
+    fail "tests/test_gpu with ZC_ATTN_BACKEND=$b ($(grep -c '^not ok' <<<"$out") not ok, exit $rc)"
+  fi
+done
+
+# ---- zc_ring_attn_perf -G on 1 GPU and on all of them -----------------------------
+# One process per GPU through zc_comm_init_env's ZC_* variables (no mpirun
+# needed on one machine); TE CP is the baseline inside each table.
+perf() { # ranks backend dtype
+  local n=$1 b=$2 d=$3 port=$((29500 + RANDOM % 1000)) pids=() rc=0
+  for ((r = 0; r < n; r++)); do
+    ZC_RANK=$r ZC_SIZE=$n ZC_LOCAL_RANK=$r ZC_MASTER_ADDR=127.0.0.1 ZC_MASTER_PORT=$port \
+      ZC_ATTN_BACKEND=$b ZC_SOCKET_IFNAME=lo \
+      timeout 900 "$build/tools/zc_ring_attn_perf" -G -d "$d" -b 16K -e 64K -n 5 -w 1 \
+      >"$build/validate-perf.$r.out" 2>&1 &
+    pids+=($!)
+  done
+  for p in "${pids[@]}"; do wait "$p" || rc=1; done
+  cat "$build/validate-perf.0.out" >>"$report"
+  return $rc
+}
+counts=(1)
+((ngpu > 1)) && counts+=("$ngpu")
+for b in "${backends[@]}"; do
+  for n in "${counts[@]}"; do
+    for d in bfloat16 float; do
+      section "zc_ring_attn_perf -G -d $d, $n GPU(s), ZC_ATTN_BACKEND=$b"
+      perf "$n" "$b" "$d" || fail "zc_ring_attn_perf -G -d $d on $n GPU(s), backend $b"
+    done
+  done
+done
+
+section "result: $( ((status)) && echo FAILED || echo passed)"
+echo "validate: report in $report"
+exit $status
