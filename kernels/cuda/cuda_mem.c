@@ -122,6 +122,17 @@ zc_status_t zc_cuda_event_record(void *event, void *stream)
                           "cudaEventRecord");
 }
 
+zc_status_t zc_cuda_event_query(void *event)
+{
+    cudaError_t e = cudaEventQuery((cudaEvent_t)event);
+
+    if (e == cudaErrorNotReady) {
+        (void)cudaGetLastError();
+        return ZC_INPROGRESS;
+    }
+    return zc_cuda_status(e, "cudaEventQuery");
+}
+
 zc_status_t zc_cuda_stream_wait_event(void *stream, void *event)
 {
     return zc_cuda_status(cudaStreamWaitEvent((cudaStream_t)stream, (cudaEvent_t)event, 0),

@@ -37,6 +37,9 @@ void zc_cuda_stream_destroy(void *stream);
 zc_status_t zc_cuda_event_create(void **event);
 void zc_cuda_event_destroy(void *event);
 zc_status_t zc_cuda_event_record(void *event, void *stream);
+/* ZC_OK once the work before the event's record is done, ZC_INPROGRESS
+ * before, or the runtime's error. */
+zc_status_t zc_cuda_event_query(void *event);
 zc_status_t zc_cuda_stream_wait_event(void *stream, void *event);
 
 #endif

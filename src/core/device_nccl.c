@@ -7,7 +7,13 @@
  * ncclCommGetAsyncError (and the stream) against the communicator's
  * timeout, watches the peers through the host path, and on a failure or
  * the timeout aborts the NCCL communicator (ncclCommAbort).  After an abort
- * the backend keeps returning the error that caused it. */
+ * the backend keeps returning the error that caused it.
+ *
+ * On a stream the timeout measures the NCCL work only, not the compute
+ * queued before it: every group of sends and receives is bracketed by two
+ * events, and a group times out when the stream has reached it (its first
+ * event is done) but it has not finished (its second is not) for the
+ * timeout.  A long backward before a transfer is no reason to abort. */
 #include "config.h"
 
 #include <stdio.h>
@@ -35,9 +41,24 @@
 /* Longest nap between two polls of a wait. */
 #define ZC_NCCL_MAX_NAP_US 1000
 
+/* Groups of sends and receives followed at once; a group enqueued while
+ * that many are still running goes untimed (it still ends in an error if a
+ * peer dies or NCCL fails). */
+#define ZC_NCCL_MARKS 64
+
+/* One group on its stream: `start` is done when the stream reached it,
+ * `end` when it finished; started_ms is when `start` was first seen done
+ * (0: not yet). */
+typedef struct {
+    void *start, *end;
+    int64_t started_ms;
+} zc_nccl_mark_t;
+
 typedef struct {
     zc_device_t base;      /* comm, and the sticky failure */
     ncclComm_t nccl;       /* NULL once aborted or never made */
+    zc_nccl_mark_t marks[ZC_NCCL_MARKS];
+    int nmarks;
 } zc_nccl_t;
 
 /* What rank 0 sends every rank: its verdict, then the id. */
@@ -86,6 +107,88 @@ static zc_status_t zc_nccl_fail(zc_nccl_t *dev, zc_status_t st)
     return st;
 }
 
+static void zc_nccl_mark_drop(zc_nccl_t *dev, int i)
+{
+    zc_cuda_event_destroy(dev->marks[i].start);
+    zc_cuda_event_destroy(dev->marks[i].end);
+    dev->marks[i] = dev->marks[--dev->nmarks];
+}
+
+/* Forget the groups that finished; return for how long the oldest group
+ * the stream has reached has been running (0: none is).  *st is the CUDA
+ * error if an event cannot be asked. */
+static int64_t zc_nccl_stuck_ms(zc_nccl_t *dev, zc_status_t *st)
+{
+    const int64_t now = zc_now_ms();
+    int64_t stuck = 0;
+
+    *st = ZC_OK;
+    for (int i = 0; i < dev->nmarks;) {
+        zc_nccl_mark_t *m = &dev->marks[i];
+        zc_status_t q = zc_cuda_event_query(m->end);
+
+        if (q == ZC_OK) {
+            zc_nccl_mark_drop(dev, i); /* moves the last mark into i */
+            continue;
+        }
+        if (q == ZC_INPROGRESS && m->started_ms == 0) {
+            q = zc_cuda_event_query(m->start);
+            if (q == ZC_OK)
+                m->started_ms = now;
+            q = q == ZC_OK ? ZC_INPROGRESS : q;
+        }
+        if (q != ZC_INPROGRESS) {
+            *st = q;
+            return 0;
+        }
+        if (m->started_ms != 0 && now - m->started_ms > stuck)
+            stuck = now - m->started_ms;
+        i++;
+    }
+    return stuck;
+}
+
+/* Bracket the next group on `stream`: its start event, recorded now; NULL
+ * when ZC_NCCL_MARKS groups are still running or events fail (the group
+ * then goes untimed). */
+static zc_nccl_mark_t *zc_nccl_mark_begin(zc_nccl_t *dev, void *stream)
+{
+    zc_nccl_mark_t *m;
+    zc_status_t st;
+
+    if (dev->nmarks == ZC_NCCL_MARKS)
+        (void)zc_nccl_stuck_ms(dev, &st);
+    if (dev->nmarks == ZC_NCCL_MARKS)
+        return NULL;
+    m = &dev->marks[dev->nmarks];
+    *m = (zc_nccl_mark_t){NULL, NULL, 0};
+    if (zc_cuda_event_create(&m->start) != ZC_OK || zc_cuda_event_create(&m->end) != ZC_OK ||
+        zc_cuda_event_record(m->start, stream) != ZC_OK) {
+        zc_cuda_event_destroy(m->start);
+        zc_cuda_event_destroy(m->end);
+        zc_error_clear();
+        return NULL;
+    }
+    dev->nmarks++;
+    return m;
+}
+
+/* The group bracketed by `m` is enqueued (ok) or not: record its end, or
+ * forget it. */
+static void zc_nccl_mark_end(zc_nccl_t *dev, zc_nccl_mark_t *m, int ok, void *stream)
+{
+    if (!m)
+        return;
+    if (ok) {
+        if (zc_cuda_event_record(m->end, stream) == ZC_OK)
+            return;
+        zc_error_clear(); /* the group runs untimed; it did not fail */
+    }
+    /* Nothing drops marks between zc_nccl_mark_begin and here (the
+     * enqueue's waits have no stream), so m is still where it was. */
+    zc_nccl_mark_drop(dev, (int)(m - dev->marks));
+}
+
 static int zc_nccl_dead_peer(zc_nccl_t *dev)
 {
     /* The host transport notices broken connections while it progresses. */
@@ -99,7 +202,9 @@ static int zc_nccl_dead_peer(zc_nccl_t *dev)
 }
 
 /* Wait until the NCCL communicator has left ncclInProgress and, when
- * `stream_done`, until `stream` is done too; `what` names the wait. */
+ * `stream_done`, until `stream` is done too; `what` names the wait.  The
+ * timeout runs from the start of a wait without a stream; with one, it
+ * applies to each group of transfers from when the stream reached it. */
 static zc_status_t zc_nccl_watch(zc_nccl_t *dev, const char *what, int stream_done,
                                  void *stream)
 {
@@ -132,9 +237,21 @@ static zc_status_t zc_nccl_watch(zc_nccl_t *dev, const char *what, int stream_do
                                                   dead, what));
             peer_check = zc_now_ms() + ZC_NCCL_PEER_CHECK_MS;
         }
-        if (zc_ms_left(deadline) == 0)
+        if (stream_done) {
+            zc_status_t qst;
+            int64_t stuck = zc_nccl_stuck_ms(dev, &qst);
+            if (qst != ZC_OK)
+                return zc_nccl_fail(dev, qst);
+            if (stuck >= dev->base.comm->timeout_ms)
+                return zc_nccl_fail(dev, zc_error(ZC_ERR_TIMEOUT,
+                                                  "%s: NCCL transfers the stream reached %lld ms "
+                                                  "ago have not finished (timeout %d ms)",
+                                                  what, (long long)stuck,
+                                                  dev->base.comm->timeout_ms));
+        } else if (zc_ms_left(deadline) == 0) {
             return zc_nccl_fail(dev, zc_error(ZC_ERR_TIMEOUT, "%s did not finish within %d ms",
                                               what, dev->base.comm->timeout_ms));
+        }
         struct timespec nap = {0, nap_us * 1000};
         nanosleep(&nap, NULL);
         nap_us = nap_us * 2 > ZC_NCCL_MAX_NAP_US ? ZC_NCCL_MAX_NAP_US : nap_us * 2;
@@ -193,6 +310,8 @@ static void zc_nccl_release(zc_device_t *base)
 {
     zc_nccl_t *dev = (zc_nccl_t *)base;
 
+    while (dev->nmarks > 0)
+        zc_nccl_mark_drop(dev, dev->nmarks - 1);
     if (dev->nccl) {
         /* Finalize flushes what is enqueued; abort if that does not end. */
         zc_status_t st = zc_nccl_status(ncclCommFinalize(dev->nccl), "ncclCommFinalize");
@@ -211,10 +330,15 @@ static zc_status_t zc_nccl_group(zc_device_t *base, const zc_device_op_t *ops, i
 {
     zc_nccl_t *dev = (zc_nccl_t *)base;
     cudaStream_t s = (cudaStream_t)stream;
+    zc_nccl_mark_t *mark = zc_nccl_mark_begin(dev, stream);
     zc_status_t st = ZC_OK;
     ncclResult_t r;
 
-    ZC_CHECK(zc_nccl_status(ncclGroupStart(), "ncclGroupStart"));
+    st = zc_nccl_status(ncclGroupStart(), "ncclGroupStart");
+    if (st != ZC_OK) {
+        zc_nccl_mark_end(dev, mark, 0, stream);
+        return st;
+    }
     for (int i = 0; i < nops && st == ZC_OK; i++) {
         const zc_device_op_t *op = &ops[i];
         if (op->kind == ZC_REQ_SEND)
@@ -227,12 +351,18 @@ static zc_status_t zc_nccl_group(zc_device_t *base, const zc_device_op_t *ops, i
     }
     /* The group must be closed even when an op failed. */
     r = ncclGroupEnd();
-    if (st != ZC_OK)
-        return zc_nccl_fail(dev, st);
+    if (st != ZC_OK) {
+        st = zc_nccl_fail(dev, st);
+        zc_nccl_mark_end(dev, mark, 0, stream);
+        return st;
+    }
     st = zc_nccl_status(r, "ncclGroupEnd");
     if (st == ZC_INPROGRESS)
         st = zc_nccl_watch(dev, "enqueueing NCCL sends and receives", 0, NULL);
-    return st == ZC_OK ? ZC_OK : zc_nccl_fail(dev, st);
+    if (st != ZC_OK)
+        st = zc_nccl_fail(dev, st);
+    zc_nccl_mark_end(dev, mark, st == ZC_OK, stream);
+    return st;
 }
 
 static zc_status_t zc_nccl_sync(zc_device_t *base, void *stream)
