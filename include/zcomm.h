@@ -128,9 +128,31 @@ typedef struct {
     size_t size;            /* sizeof(zc_config_t), for compatibility */
     int timeout_ms;         /* bootstrap and wait timeout; 0: ZC_TIMEOUT */
     const char *node_id;    /* node identity; NULL: ZC_NODE_ID or the host */
+    /* The per-communicator ZC_* variables of the same names (zc_env_vars(),
+     * zcomm(7)), over the environment.  0 keeps the variable (or its
+     * default); ZC_CONFIG_ZERO sets 0 where the variable takes 0; any other
+     * value must lie in the variable's range, else ZC_ERR_INVALID_ARG
+     * naming the field.  The ones marked (*) must be the same on every
+     * rank: creation fails with ZC_ERR_MISMATCH on every rank otherwise. */
+    int64_t routed_min_bytes;      /* ZC_ROUTED_MIN_BYTES (*) */
+    int64_t routed_chunk;          /* ZC_ROUTED_CHUNK (*) */
+    int64_t alltoallv_split_bytes; /* ZC_ALLTOALLV_SPLIT_BYTES (*) */
+    int alltoallv_check;           /* ZC_ALLTOALLV_CHECK: 1, or ZC_CONFIG_ZERO to skip (*) */
+    int alltoallv_rows_max;        /* ZC_ALLTOALLV_ROWS_MAX (*) */
+    int alltoallv_window;          /* ZC_ALLTOALLV_WINDOW */
+    int ring_attn_check;           /* ZC_RING_ATTN_CHECK: 1, or ZC_CONFIG_ZERO to skip (*) */
+    int ring_attn_slice_mflop;     /* ZC_RING_ATTN_SLICE_MFLOP */
+    int ring_attn_bwd_order;       /* ZC_RING_ATTN_BWD_ORDER: ZC_BWD_ORDER_FORWARD or
+                                      ZC_BWD_ORDER_REVERSE (*) */
 } zc_config_t;
 
-#define ZC_CONFIG_INITIALIZER { sizeof(zc_config_t), 0, NULL }
+/* zc_config_t: a setting of 0 where 0 means "not set". */
+#define ZC_CONFIG_ZERO (-1)
+/* zc_config_t.ring_attn_bwd_order */
+#define ZC_BWD_ORDER_FORWARD 1
+#define ZC_BWD_ORDER_REVERSE 2
+
+#define ZC_CONFIG_INITIALIZER { sizeof(zc_config_t), 0, NULL, 0, 0, 0, 0, 0, 0, 0, 0, 0 }
 
 /* Create an id on one rank (it also starts the bootstrap root in this
  * process); pass it to every rank by any means. */

@@ -2,7 +2,8 @@
 """Refresh the generated parts of man/zcomm.7 from the source tree.
 
 zcomm(7) copies two lists that other files own: the environment variables
-of zc_env_table in src/common/env_table.c (name, default, help) and the pages in man/
+of zc_env_table in src/common/env_table.c (name, default, help with the range,
+choices and scope that zc_info -e prints too) and the pages in man/
 for its SEE ALSO.  Run this after adding a variable or a page:
 
     python3 man/update-zcomm7.py
@@ -19,7 +20,35 @@ PAGE = os.path.join(MAN, "zcomm.7")
 
 C_STRING = r'"(?:[^"\\]|\\.)*"'
 C_STRING_BODY = r'"((?:[^"\\]|\\.)*)"'
-ENTRY = re.compile(r"\{\s*(%s)\s*,\s*(NULL|%s)\s*,\s*((?:%s\s*)+)\}" % (C_STRING, C_STRING, C_STRING))
+# {name, default, type, min, max, choices, flags, help...} (env.h, zc_env_spec_t)
+ENTRY = re.compile(r"\{\s*(%s)\s*,\s*(NULL|%s)\s*,\s*(ZC_ENV_\w+)\s*,\s*([-\w]+)\s*,\s*([-\w]+)\s*,"
+                   r"\s*(NULL|%s)\s*,\s*([\w\s|]+?)\s*,\s*((?:%s\s*)+)\}"
+                   % (C_STRING, C_STRING, C_STRING, C_STRING))
+LIMITS = {"INT32_MAX": 2**31 - 1, "INT64_MAX": 2**63 - 1}
+
+
+def limit(token):
+    return LIMITS[token] if token in LIMITS else int(token, 0)
+
+
+def describe(kind, lo, hi, choices, flags):
+    """The bracketed tail zc_env_describe() (env_table.c) adds to the help."""
+    text = ""
+    if kind == "ZC_ENV_INT":
+        text += "range %d to %d; " % (limit(lo), limit(hi))
+    elif kind == "ZC_ENV_CHOICE":
+        text += "one of %s; " % ", ".join(choices.split("|"))
+    if "ZC_ENV_SAME" in flags:
+        text += "same value on every rank, checked at init; "
+    if "ZC_ENV_COMM" in flags:
+        text += "read once per communicator, at its creation"
+    elif "ZC_ENV_PROCESS" in flags:
+        text += "read once per process"
+    elif "ZC_ENV_TOPO" in flags:
+        text += "read by every zc_topo_load"
+    else:
+        text += "read at communicator creation"
+    return text
 
 
 def env_table():
@@ -28,7 +57,9 @@ def env_table():
     body = body[:body.index("\n};")]
     for m in ENTRY.finditer(body):
         default = None if m.group(2) == "NULL" else m.group(2)[1:-1]
-        help_text = "".join(re.findall(C_STRING_BODY, m.group(3)))
+        choices = None if m.group(6) == "NULL" else m.group(6)[1:-1]
+        help_text = "".join(re.findall(C_STRING_BODY, m.group(8)))
+        help_text += " [%s]" % describe(m.group(3), m.group(4), m.group(5), choices, m.group(7))
         yield m.group(1)[1:-1], default, help_text
 
 

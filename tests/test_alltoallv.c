@@ -15,6 +15,7 @@
 
 #include "a2av_common.h"
 #include "mp.h"
+#include "src/core/comm.h"
 #include "rails_lo.h"
 #include "tap.h"
 #include "zcomm.h"
@@ -75,15 +76,15 @@ static int rank_random(int rank, int nranks, void *arg)
     if (init(rank, nranks, 20000, &comm))
         return 1;
     for (int seed = 1; seed <= 12; seed++) {
-        char window[8];
         int64_t *m = a2av_matrix(nranks, (uint64_t)seed, seed % 3 ? 5000 : 200000, seed % nranks);
         a2av_layout_t l;
         MP_CHECK(m, "matrix");
         a2av_layout(&l, m, nranks, rank, (uint64_t)seed, seed % 2 ? 37 : 0, 0);
-        snprintf(window, sizeof(window), "%d", seed % 4);
-        setenv("ZC_ALLTOALLV_WINDOW", window, 1);
-        setenv("ZC_ALLTOALLV_SPLIT_BYTES", seed % 2 ? "1" : "65536", 1);
-        setenv("ZC_ALLTOALLV_ROWS_MAX", seed % 3 ? "64" : "0", 1);
+        /* the communicator's copy of ZC_ALLTOALLV_WINDOW, _SPLIT_BYTES and
+         * _ROWS_MAX (parsed at init), the same on every rank */
+        comm->settings.alltoallv_window = seed % 4;
+        comm->settings.alltoallv_split_bytes = seed % 2 ? 1 : 65536;
+        comm->settings.alltoallv_rows_max = seed % 3 ? 64 : 0;
         if (run_checked(comm, &l, types[seed % 4], seed, seed % 5 == 0))
             return 1;
         free(m);
@@ -113,7 +114,7 @@ static int rank_rails(int rank, int nranks, void *arg)
     MP_CHECK(nrails == 4, "4 rails, got %d", nrails);
     m[0 * nranks + 2] = (1 << 20) + 3;  /* rank 0 (node a) -> rank 2 (node b) */
     a2av_layout(&l, m, nranks, rank, 7, 0, 0);
-    setenv("ZC_ALLTOALLV_SPLIT_BYTES", "65536", 1);
+    comm->settings.alltoallv_split_bytes = 65536;
     for (int k = 0; k < nrails; k++)
         zc_comm_rail_bytes(comm, k, &before[k], &unused);
     if (run_checked(comm, &l, ZC_BYTE, 99, 0))
@@ -195,7 +196,7 @@ static int rank_mismatch(int rank, int nranks, void *arg)
     if (init(rank, nranks, 20000, &comm))
         return 1;
     if (*(int *)arg & 2)
-        setenv("ZC_ALLTOALLV_ROWS_MAX", "0", 1);
+        comm->settings.alltoallv_rows_max = 0; /* ZC_ALLTOALLV_ROWS_MAX=0 */
     int64_t *m = a2av_matrix(nranks, 5, 100, -1);
     MP_CHECK(m, "matrix");
     m[src * nranks + dst] = zero ? 7 : 4;
@@ -236,7 +237,7 @@ static int rank_unchecked(int rank, int nranks, void *arg)
 
     if (init(rank, nranks, 20000, &comm))
         return 1;
-    setenv("ZC_ALLTOALLV_CHECK", "0", 1);
+    comm->settings.alltoallv_check = 0; /* ZC_ALLTOALLV_CHECK=0 */
     int64_t *m = a2av_matrix(nranks, 11, 70000, 1);
     a2av_layout(&l, m, nranks, rank, 11, 5, 0);
     if (run_checked(comm, &l, ZC_INT32, 23, 0))

@@ -7,7 +7,7 @@
 set -u
 srcdir=${ZC_TEST_SRCDIR:-$(dirname "$0")}
 cluster=$srcdir/cluster/zc_cluster
-programs=(mn_routed mn_alltoallv mn_ring_attn)
+programs=(mn_routed mn_alltoallv mn_ring_attn mn_soak)
 
 probe=zc-mn-probe-$$
 if [ "$(id -u)" != 0 ] || ! ip netns add "$probe" 2>/dev/null; then

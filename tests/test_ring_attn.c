@@ -42,6 +42,7 @@
 #include <unistd.h>
 
 #include "mp.h"
+#include "src/core/comm.h"
 #include "rails_lo.h"
 #include "device_emu.h"
 #include "stream_emu.h"
@@ -349,12 +350,11 @@ static int rank_cases(int rank, int nranks, void *arg)
             for (int mi = 0; mi < NMODES; mi++) {
                 int c = (bi * NSHAPES + si) * NMODES + mi;
                 /* blocks whole, cut very fine, or cut at the default size */
-                static const char *slices[3] = {"0", "1", NULL};
-                if (slices[(bi + mi) % 3])
-                    setenv("ZC_RING_ATTN_SLICE_MFLOP", slices[(bi + mi) % 3], 1);
-                else
-                    unsetenv("ZC_RING_ATTN_SLICE_MFLOP");
-                setenv("ZC_RING_ATTN_BWD_ORDER", bwd_order(bi, si, mi), 1);
+                static const int64_t slices[3] = {0, 1, 1024};
+                /* the communicator's copy of ZC_RING_ATTN_SLICE_MFLOP and
+                 * ZC_RING_ATTN_BWD_ORDER (parsed at init), alike on every rank */
+                comm->settings.ring_attn_slice_mflop = slices[(bi + mi) % 3];
+                comm->settings.ring_attn_bwd_reverse = strcmp(bwd_order(bi, si, mi), "reverse") == 0;
                 run_case(comm, rank, nranks, bi, si, mi, &results[c * MAX_RANKS + rank]);
             }
     zc_comm_destroy(comm);
@@ -557,12 +557,9 @@ static int rank_bad(int rank, int nranks, void *arg)
     /* backward queue orders that differ: the routed-call lists and tags
      * would differ, so the agreement refuses it; a bad value is refused
      * on its rank, nobody waiting for it */
-    setenv("ZC_RING_ATTN_BWD_ORDER", rank == 0 ? "reverse" : "forward", 1);
+    comm->settings.ring_attn_bwd_reverse = rank == 0; /* as if the init had not agreed */
     EXPECT(zc_ring_attn_bwd(comm, plan, &a), ZC_ERR_MISMATCH, "ZC_RING_ATTN_BWD_ORDER");
-    setenv("ZC_RING_ATTN_BWD_ORDER", rank == 0 ? "sideways" : "forward", 1);
-    EXPECT(zc_ring_attn_bwd(comm, plan, &a), rank == 0 ? ZC_ERR_INVALID_ARG : ZC_ERR_MISMATCH,
-           rank == 0 ? "ZC_RING_ATTN_BWD_ORDER" : "refused");
-    unsetenv("ZC_RING_ATTN_BWD_ORDER");
+    comm->settings.ring_attn_bwd_reverse = 0;
     EXPECT(zc_ring_attn_fwd(comm, small, &a), ZC_ERR_MISMATCH, "plan");
     EXPECT(zc_ring_attn_fwd(comm, diff, &a), ZC_ERR_MISMATCH, "plan");
     bad = a, bad.q = NULL;

@@ -152,6 +152,7 @@ void zc_topo_destroy(zc_topo_h topo)
 
 zc_status_t zc_topo_source(zc_topo_h topo, const char **source)
 {
+    zc_error_clear();
     ZC_ARG_CHECK(topo != NULL, "topo: NULL handle");
     ZC_ARG_CHECK(source != NULL, "source: NULL output pointer");
     *source = topo->source;
@@ -160,6 +161,7 @@ zc_status_t zc_topo_source(zc_topo_h topo, const char **source)
 
 zc_status_t zc_topo_gpu_count(zc_topo_h topo, int *count)
 {
+    zc_error_clear();
     ZC_ARG_CHECK(topo != NULL, "topo: NULL handle");
     ZC_ARG_CHECK(count != NULL, "count: NULL output pointer");
     *count = topo->num_gpus;
@@ -168,6 +170,7 @@ zc_status_t zc_topo_gpu_count(zc_topo_h topo, int *count)
 
 zc_status_t zc_topo_nic_count(zc_topo_h topo, int *count)
 {
+    zc_error_clear();
     ZC_ARG_CHECK(topo != NULL, "topo: NULL handle");
     ZC_ARG_CHECK(count != NULL, "count: NULL output pointer");
     *count = topo->num_nics;
@@ -186,6 +189,7 @@ zc_status_t zc_topo_nic_count(zc_topo_h topo, int *count)
 
 zc_status_t zc_topo_gpu_info(zc_topo_h topo, int gpu, zc_topo_gpu_t *info)
 {
+    zc_error_clear();
     ZC_TOPO_CHECK_GPU(topo, gpu);
     ZC_ARG_CHECK(info != NULL, "info: NULL output pointer");
     *info = topo->gpus[gpu].info;
@@ -194,6 +198,7 @@ zc_status_t zc_topo_gpu_info(zc_topo_h topo, int gpu, zc_topo_gpu_t *info)
 
 zc_status_t zc_topo_nic_info(zc_topo_h topo, int nic, zc_topo_nic_t *info)
 {
+    zc_error_clear();
     ZC_TOPO_CHECK_NIC(topo, nic);
     ZC_ARG_CHECK(info != NULL, "info: NULL output pointer");
     *info = topo->nics[nic].info;
@@ -202,6 +207,7 @@ zc_status_t zc_topo_nic_info(zc_topo_h topo, int nic, zc_topo_nic_t *info)
 
 zc_status_t zc_topo_path(zc_topo_h topo, int gpu, int nic, zc_path_t *path)
 {
+    zc_error_clear();
     ZC_TOPO_CHECK_GPU(topo, gpu);
     ZC_TOPO_CHECK_NIC(topo, nic);
     ZC_ARG_CHECK(path != NULL, "path: NULL output pointer");
@@ -211,6 +217,7 @@ zc_status_t zc_topo_path(zc_topo_h topo, int gpu, int nic, zc_path_t *path)
 
 zc_status_t zc_topo_assignment(zc_topo_h topo, int gpu, zc_topo_assignment_t *assignment)
 {
+    zc_error_clear();
     ZC_TOPO_CHECK_GPU(topo, gpu);
     ZC_ARG_CHECK(assignment != NULL, "assignment: NULL output pointer");
     int nic = topo->gpu_nic[gpu];

@@ -63,7 +63,13 @@ def invalid(call, message):
 class Config(ctypes.Structure):
     _c_name_ = "zc_config_t"
     _fields_ = [("size", ctypes.c_size_t), ("timeout_ms", ctypes.c_int),
-                ("node_id", ctypes.c_char_p)]
+                ("node_id", ctypes.c_char_p),
+                # the per-communicator ZC_* variables (0: keep the environment)
+                ("routed_min_bytes", ctypes.c_int64), ("routed_chunk", ctypes.c_int64),
+                ("alltoallv_split_bytes", ctypes.c_int64), ("alltoallv_check", ctypes.c_int),
+                ("alltoallv_rows_max", ctypes.c_int), ("alltoallv_window", ctypes.c_int),
+                ("ring_attn_check", ctypes.c_int), ("ring_attn_slice_mflop", ctypes.c_int),
+                ("ring_attn_bwd_order", ctypes.c_int)]
 
 
 class UniqueId(ctypes.Structure):

@@ -18,6 +18,7 @@
 #include "src/core/launch_env.h"
 #include "src/common/log.h"
 #include "src/core/p2p.h"
+#include "src/core/settings.h"
 #include "src/common/status.h"
 
 /* A bootstrap root nobody joins gives up after this many timeouts. */
@@ -158,7 +159,8 @@ static zc_status_t zc_comm_connect(struct zc_comm *comm, zc_bootstrap_t *bs)
 
 /* Everything after the bootstrap is up is the same for every init flavour. */
 static zc_status_t zc_comm_create(zc_bootstrap_t *bs, int nranks, int rank,
-                                  const zc_config_t *config, int timeout_ms, zc_comm_h *comm_out)
+                                  const zc_config_t *config, const zc_comm_settings_t *settings,
+                                  zc_comm_h *comm_out)
 {
     zc_rank_info_t mine;
     struct zc_comm *comm = calloc(1, sizeof(*comm));
@@ -169,7 +171,8 @@ static zc_status_t zc_comm_create(zc_bootstrap_t *bs, int nranks, int rank,
         return zc_error(ZC_ERR_NO_MEMORY, "cannot allocate the communicator");
     comm->rank = rank;
     comm->size = nranks;
-    comm->timeout_ms = timeout_ms;
+    comm->settings = *settings;
+    comm->timeout_ms = settings->timeout_ms;
     comm->host_ops = &zc_transport_ucx;
     comm->ranks = calloc((size_t)nranks, sizeof(*comm->ranks));
     comm->rank_node = calloc((size_t)nranks, sizeof(int));
@@ -181,6 +184,8 @@ static zc_status_t zc_comm_create(zc_bootstrap_t *bs, int nranks, int rank,
     }
     zc_rank_info_self(config, &mine);
     ZC_CHECK_GOTO(zc_bootstrap_allgather(bs, &mine, comm->ranks, sizeof(mine)), st, err);
+    /* values every rank must share, from each rank's environment or config */
+    ZC_CHECK_GOTO(zc_comm_settings_agree(&comm->settings, bs, rank, nranks), st, err);
     zc_comm_place_nodes(comm);
     ZC_CHECK_GOTO(zc_comm_agree_rails(comm, bs), st, err);
     ZC_CHECK_GOTO(zc_comm_connect(comm, bs), st, err);
@@ -216,6 +221,7 @@ zc_status_t zc_get_unique_id(zc_unique_id_t *id)
     zc_sockaddr_t addr;
     int timeout_ms;
 
+    zc_error_clear();
     ZC_ARG_CHECK(id != NULL, "id: is NULL");
     ZC_CHECK(zc_socket_ifaddr(zc_env_get("ZC_SOCKET_IFNAME"), &addr));
     ZC_CHECK(zc_bootstrap_random_secret(secret));
@@ -233,19 +239,22 @@ zc_status_t zc_comm_init_rank(zc_comm_h *comm, int nranks, const zc_unique_id_t 
 {
     zc_bootstrap_id_t bid;
     zc_bootstrap_t *bs;
+    zc_comm_settings_t settings;
     int timeout_ms;
     zc_status_t st;
 
+    zc_error_clear();
     ZC_ARG_CHECK(comm != NULL, "comm: is NULL");
     ZC_ARG_CHECK(id != NULL, "id: is NULL");
     ZC_ARG_CHECK(nranks >= 1 && nranks <= ZC_BOOTSTRAP_MAX_RANKS,
                  "nranks: %d is out of range 1..%d", nranks, ZC_BOOTSTRAP_MAX_RANKS);
     ZC_ARG_CHECK(rank >= 0 && rank < nranks, "rank: %d is out of range 0..%d", rank, nranks - 1);
     ZC_CHECK(zc_config_check(config));
-    ZC_CHECK(zc_config_timeout(config, &timeout_ms));
+    ZC_CHECK(zc_comm_settings_read(config, &settings));
+    timeout_ms = settings.timeout_ms;
     memcpy(&bid, id->internal, sizeof(bid));
     ZC_CHECK(zc_bootstrap_tcp_create(&bid, nranks, rank, timeout_ms, &bs));
-    st = zc_comm_create(bs, nranks, rank, config, timeout_ms, comm);
+    st = zc_comm_create(bs, nranks, rank, config, &settings, comm);
     zc_bootstrap_destroy(bs);
     return st;
 }
@@ -253,9 +262,10 @@ zc_status_t zc_comm_init_rank(zc_comm_h *comm, int nranks, const zc_unique_id_t 
 zc_status_t zc_comm_init_oob(zc_comm_h *comm, const zc_oob_t *oob, const zc_config_t *config)
 {
     zc_bootstrap_t *bs;
-    int timeout_ms;
+    zc_comm_settings_t settings;
     zc_status_t st;
 
+    zc_error_clear();
     ZC_ARG_CHECK(comm != NULL, "comm: is NULL");
     ZC_ARG_CHECK(oob != NULL, "oob: is NULL");
     ZC_ARG_CHECK(oob->allgather != NULL, "oob: allgather callback is NULL");
@@ -264,9 +274,9 @@ zc_status_t zc_comm_init_oob(zc_comm_h *comm, const zc_oob_t *oob, const zc_conf
     ZC_ARG_CHECK(oob->rank >= 0 && oob->rank < oob->size, "oob: rank %d is out of range 0..%d",
                  oob->rank, oob->size - 1);
     ZC_CHECK(zc_config_check(config));
-    ZC_CHECK(zc_config_timeout(config, &timeout_ms));
+    ZC_CHECK(zc_comm_settings_read(config, &settings));
     ZC_CHECK(zc_bootstrap_oob_create(oob, &bs));
-    st = zc_comm_create(bs, oob->size, oob->rank, config, timeout_ms, comm);
+    st = zc_comm_create(bs, oob->size, oob->rank, config, &settings, comm);
     zc_bootstrap_destroy(bs);
     return st;
 }
@@ -277,12 +287,15 @@ zc_status_t zc_comm_init_env(zc_comm_h *comm, const zc_config_t *config)
     zc_bootstrap_id_t bid;
     zc_bootstrap_t *bs;
     zc_sockaddr_t master;
+    zc_comm_settings_t settings;
     int timeout_ms;
     zc_status_t st;
 
+    zc_error_clear();
     ZC_ARG_CHECK(comm != NULL, "comm: is NULL");
     ZC_CHECK(zc_config_check(config));
-    ZC_CHECK(zc_config_timeout(config, &timeout_ms));
+    ZC_CHECK(zc_comm_settings_read(config, &settings));
+    timeout_ms = settings.timeout_ms;
     ZC_CHECK(zc_launch_info_read(&info));
     ZC_CHECK(zc_socket_resolve(info.master_addr, info.master_port, &master));
     zc_bootstrap_id_init(&bid, info.secret, &master);
@@ -298,7 +311,7 @@ zc_status_t zc_comm_init_env(zc_comm_h *comm, const zc_config_t *config)
     zc_log_info("init from %s environment: rank %d of %d, root %s:%d", info.launcher, info.rank,
                 info.size, info.master_addr, info.master_port);
     ZC_CHECK(zc_bootstrap_tcp_create(&bid, info.size, info.rank, timeout_ms, &bs));
-    st = zc_comm_create(bs, info.size, info.rank, config, timeout_ms, comm);
+    st = zc_comm_create(bs, info.size, info.rank, config, &settings, comm);
     zc_bootstrap_destroy(bs);
     return st;
 }
@@ -318,6 +331,7 @@ void zc_comm_destroy(zc_comm_h comm)
 #define ZC_COMM_QUERY(fn, field)                                              \
     zc_status_t fn(zc_comm_h comm, int *out)                                  \
     {                                                                         \
+        zc_error_clear();                                                     \
         ZC_CHECK(zc_comm_check(comm));                                        \
         ZC_ARG_CHECK(out != NULL, #fn ": output is NULL");                    \
         *out = comm->field;                                                   \
@@ -335,6 +349,7 @@ ZC_COMM_QUERY(zc_comm_local_size, local_size)
 #define ZC_COMM_RANK_QUERY(fn, table, name)                                   \
     zc_status_t fn(zc_comm_h comm, int rank, int *name)                       \
     {                                                                         \
+        zc_error_clear();                                                     \
         ZC_CHECK(zc_comm_check(comm));                                        \
         ZC_ARG_CHECK(rank >= 0 && rank < comm->size,                          \
                      "rank: %d is out of range 0..%d", rank, comm->size - 1);  \
@@ -348,6 +363,7 @@ ZC_COMM_RANK_QUERY(zc_comm_rank_rail, rank_rail, rail)
 
 zc_status_t zc_comm_rail_count(zc_comm_h comm, int *nrails)
 {
+    zc_error_clear();
     ZC_CHECK(zc_comm_check(comm));
     ZC_ARG_CHECK(nrails != NULL, "nrails: is NULL");
     *nrails = comm->nrails;
@@ -356,6 +372,7 @@ zc_status_t zc_comm_rail_count(zc_comm_h comm, int *nrails)
 
 zc_status_t zc_comm_rail_bytes(zc_comm_h comm, int rail, uint64_t *sent, uint64_t *received)
 {
+    zc_error_clear();
     ZC_CHECK(zc_comm_check(comm));
     ZC_ARG_CHECK(rail >= -1 && rail < comm->nrails, "rail: %d is out of range -1..%d", rail,
                  comm->nrails - 1);
@@ -367,6 +384,7 @@ zc_status_t zc_comm_rail_bytes(zc_comm_h comm, int rail, uint64_t *sent, uint64_
 /* Dissemination barrier: log2(size) rounds of empty messages. */
 zc_status_t zc_barrier(zc_comm_h comm)
 {
+    zc_error_clear();
     ZC_CHECK(zc_comm_check(comm));
     uint32_t seq = comm->barrier_seq++;
 

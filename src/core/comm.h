@@ -21,6 +21,23 @@ typedef struct {
     char node_name[ZC_NODE_NAME_MAX];
 } zc_rank_info_t;
 
+/* The communicator's copy of the per-communicator ZC_* variables
+ * (src/common/env_table.c), parsed once at its creation and overridden by
+ * the caller's zc_config_t: what the collectives read, never getenv.  The
+ * ones of ZC_ENV_SAME were checked to agree on every rank (settings.c). */
+typedef struct {
+    int timeout_ms;                /* ZC_TIMEOUT, config.timeout_ms */
+    int64_t routed_min_bytes;      /* ZC_ROUTED_MIN_BYTES */
+    int64_t routed_chunk;          /* ZC_ROUTED_CHUNK */
+    int alltoallv_check;           /* ZC_ALLTOALLV_CHECK */
+    int64_t alltoallv_split_bytes; /* ZC_ALLTOALLV_SPLIT_BYTES */
+    int64_t alltoallv_rows_max;    /* ZC_ALLTOALLV_ROWS_MAX */
+    int64_t alltoallv_window;      /* ZC_ALLTOALLV_WINDOW */
+    int ring_attn_check;           /* ZC_RING_ATTN_CHECK */
+    int64_t ring_attn_slice_mflop; /* ZC_RING_ATTN_SLICE_MFLOP */
+    int ring_attn_bwd_reverse;     /* ZC_RING_ATTN_BWD_ORDER is reverse */
+} zc_comm_settings_t;
+
 struct zc_comm {
     uint64_t magic;
     int rank;
@@ -30,6 +47,7 @@ struct zc_comm {
     int local_rank;
     int local_size;
     int timeout_ms;
+    zc_comm_settings_t settings;
     zc_rank_info_t *ranks;     /* [size] */
     int *rank_node;            /* [size]: node index of each rank */
     /* Rails for inter-node traffic: the same count on every node (0: no

@@ -39,6 +39,11 @@ static zc_status_t zc_p2p_finish(zc_request_h *req)
 {
     zc_status_t st = (*req)->status;
 
+    /* zc_test and zc_wait clear the last error on entry: a failure found
+     * while progressing an earlier call keeps at least this detail */
+    if (st < 0 && !*zc_get_last_error())
+        zc_error(st, "request %s rank %d failed: %s",
+                 (*req)->kind == ZC_REQ_SEND ? "to" : "from", (*req)->peer, zc_strerror(st));
     if ((*req)->driver)
         (*req)->driver->destroy((*req)->sched);
     free(*req);
@@ -150,6 +155,7 @@ zc_status_t zc_send(const void *buf, int64_t count, zc_datatype_t dtype, zc_memt
 {
     size_t bytes;
 
+    zc_error_clear();
     ZC_ARG_CHECK(request != NULL, "request: is NULL");
     ZC_CHECK(zc_p2p_check(buf, count, dtype, memtype, peer, comm, &bytes));
     return zc_p2p_start(comm, ZC_REQ_SEND, (void *)buf, bytes, peer, request);
@@ -160,6 +166,7 @@ zc_status_t zc_recv(void *buf, int64_t count, zc_datatype_t dtype, zc_memtype_t 
 {
     size_t bytes;
 
+    zc_error_clear();
     ZC_ARG_CHECK(request != NULL, "request: is NULL");
     ZC_CHECK(zc_p2p_check(buf, count, dtype, memtype, peer, comm, &bytes));
     return zc_p2p_start(comm, ZC_REQ_RECV, buf, bytes, peer, request);
@@ -181,6 +188,7 @@ static zc_status_t zc_request_check(zc_request_h *request)
 
 zc_status_t zc_test(zc_request_h *request)
 {
+    zc_error_clear();
     ZC_CHECK(zc_request_check(request));
     if ((*request)->kind != ZC_REQ_SCHED)
         return zc_p2p_test(request);
@@ -190,6 +198,7 @@ zc_status_t zc_test(zc_request_h *request)
 
 zc_status_t zc_wait(zc_request_h *request)
 {
+    zc_error_clear();
     ZC_CHECK(zc_request_check(request));
     if ((*request)->kind != ZC_REQ_SCHED)
         return zc_p2p_wait(request);
@@ -204,6 +213,7 @@ zc_status_t zc_sendrecv(const void *sendbuf, int64_t sendcount, int dst, void *r
     size_t sbytes, rbytes;
     zc_request_h reqs[2];
 
+    zc_error_clear();
     ZC_CHECK(zc_p2p_check(recvbuf, recvcount, dtype, memtype, src, comm, &rbytes));
     ZC_CHECK(zc_p2p_check(sendbuf, sendcount, dtype, memtype, dst, comm, &sbytes));
     /* Checked before anything is posted: a refused call sends nothing. */

@@ -188,6 +188,7 @@ zc_status_t zc_plan_check(zc_plan_h plan)
 
 zc_status_t zc_plan_info(zc_plan_h plan, zc_plan_info_t *info)
 {
+    zc_error_clear();
     ZC_ARG_CHECK(plan != NULL, "plan: NULL");
     ZC_ARG_CHECK(info != NULL, "info: NULL");
     info->nnodes = plan->nnodes;
@@ -207,6 +208,7 @@ zc_status_t zc_plan_seq(zc_plan_h plan, size_t seq, zc_plan_seq_t *out)
 {
     const zc_part_ring_t *pr;
 
+    zc_error_clear();
     ZC_ARG_CHECK(plan != NULL, "plan: NULL");
     ZC_ARG_CHECK(seq < plan->nseqs, "seq: %zu, the plan has %zu sequences", seq, plan->nseqs);
     ZC_ARG_CHECK(out != NULL, "out: NULL");
@@ -222,6 +224,7 @@ zc_status_t zc_plan_seq(zc_plan_h plan, size_t seq, zc_plan_seq_t *out)
 
 zc_status_t zc_plan_ring(zc_plan_h plan, int ring, zc_plan_ring_t *out)
 {
+    zc_error_clear();
     ZC_ARG_CHECK(plan != NULL, "plan: NULL");
     ZC_ARG_CHECK(ring >= 0 && ring < plan->nrings, "ring: %d, the plan has %d rings", ring,
                  plan->nrings);
@@ -234,6 +237,7 @@ zc_status_t zc_plan_rank(zc_plan_h plan, int rank, zc_plan_rank_t *out)
 {
     double pairs = 0;
 
+    zc_error_clear();
     ZC_ARG_CHECK(plan != NULL, "plan: NULL");
     ZC_ARG_CHECK(rank >= 0 && rank < plan->nranks, "rank: %d, the plan has %d ranks", rank,
                  plan->nranks);
@@ -265,6 +269,7 @@ static zc_status_t zc_plan_get_pieces(zc_plan_h plan, int rank, const zc_plan_pi
 zc_status_t zc_plan_rank_pieces(zc_plan_h plan, int rank, const zc_plan_piece_t **pieces,
                                 size_t *count)
 {
+    zc_error_clear();
     return zc_plan_get_pieces(plan, rank, plan ? plan->pieces : NULL,
                               plan ? plan->piece_off : NULL, pieces, count);
 }
@@ -272,6 +277,7 @@ zc_status_t zc_plan_rank_pieces(zc_plan_h plan, int rank, const zc_plan_piece_t 
 zc_status_t zc_plan_rank_linear_pieces(zc_plan_h plan, int rank, const zc_plan_piece_t **pieces,
                                        size_t *count)
 {
+    zc_error_clear();
     return zc_plan_get_pieces(plan, rank, plan ? plan->lpieces : NULL,
                               plan ? plan->lpiece_off : NULL, pieces, count);
 }
@@ -279,6 +285,7 @@ zc_status_t zc_plan_rank_linear_pieces(zc_plan_h plan, int rank, const zc_plan_p
 zc_status_t zc_plan_ring_hops(zc_plan_h plan, int ring, const zc_plan_hop_t **hops,
                               size_t *count)
 {
+    zc_error_clear();
     ZC_ARG_CHECK(plan != NULL, "plan: NULL");
     ZC_ARG_CHECK(ring >= 0 && ring < plan->nrings, "ring: %d, the plan has %d rings", ring,
                  plan->nrings);
@@ -292,6 +299,7 @@ zc_status_t zc_plan_ring_hops(zc_plan_h plan, int ring, const zc_plan_hop_t **ho
 zc_status_t zc_plan_remap_transfers(zc_plan_h plan, const zc_plan_transfer_t **transfers,
                                     size_t *count)
 {
+    zc_error_clear();
     ZC_ARG_CHECK(plan != NULL, "plan: NULL");
     ZC_ARG_CHECK(transfers != NULL, "transfers: NULL");
     ZC_ARG_CHECK(count != NULL, "count: NULL");

@@ -19,6 +19,7 @@
 
 zc_status_t zc_plan_slice(int64_t n, int x, int k, int64_t *offset, int64_t *length)
 {
+    zc_error_clear();
     ZC_ARG_CHECK(n >= 0, "n: %lld elements is negative", (long long)n);
     ZC_ARG_CHECK(x >= 1, "x: %d rails, need at least one", x);
     ZC_ARG_CHECK(k >= 0 && k < x, "k: slice %d of %d", k, x);

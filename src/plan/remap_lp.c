@@ -415,6 +415,7 @@ zc_status_t zc_plan_remap_counts(zc_plan_h plan, int rank, zc_remap_dir_t dir,
     int64_t keep, soff, roff;
     int64_t *fsc, *fsd, *frc, *frd;
 
+    zc_error_clear();
     ZC_ARG_CHECK(plan != NULL, "plan: NULL");
     ZC_ARG_CHECK(rank >= 0 && rank < plan->nranks, "rank: %d, the plan has %d ranks", rank,
                  plan->nranks);

@@ -24,7 +24,6 @@
 
 #include "src/coll/alltoallv/alltoallv.h"
 #include "src/core/comm.h"
-#include "src/common/env.h"
 #include "src/core/memtype.h"
 #include "src/coll/routed/route.h"
 #include "src/core/sched.h"
@@ -316,10 +315,8 @@ static zc_status_t zc_a2av_agree(const zc_a2av_args_t *a)
 {
     zc_a2av_findings_t f = {0};
     int me = a->comm->rank;
-    int64_t rows_max;
 
-    ZC_CHECK(zc_env_get_int("ZC_ALLTOALLV_ROWS_MAX", &rows_max));
-    if (a->comm->size <= rows_max)
+    if (a->comm->size <= a->comm->settings.alltoallv_rows_max)
         ZC_CHECK(zc_a2av_agree_rows(a, &f));
     else
         ZC_CHECK(zc_a2av_agree_pairs(a, &f));
@@ -410,17 +407,13 @@ static zc_status_t zc_a2av_schedule(const zc_a2av_args_t *a, zc_request_h *reque
 {
     zc_comm_h comm = a->comm;
     int n = comm->size, me = comm->rank;
-    int64_t window;
-    zc_a2av_build_t b = {.gate = ZC_SCHED_NONE};
+    int64_t window = comm->settings.alltoallv_window;
+    zc_a2av_build_t b = {.gate = ZC_SCHED_NONE, .split_bytes = comm->settings.alltoallv_split_bytes};
     int *joins = malloc(sizeof(*joins) * (size_t)n);
 
     if (!joins)
         return zc_error(ZC_ERR_NO_MEMORY, "cannot allocate the steps of %d ranks", n);
-    zc_status_t st = zc_env_get_int("ZC_ALLTOALLV_SPLIT_BYTES", &b.split_bytes);
-    if (st == ZC_OK)
-        st = zc_env_get_int("ZC_ALLTOALLV_WINDOW", &window);
-    if (st == ZC_OK)
-        st = zc_sched_create(comm, &b.sched);
+    zc_status_t st = zc_sched_create(comm, &b.sched);
     if (st != ZC_OK) {
         free(joins);
         return st;
@@ -456,17 +449,16 @@ zc_status_t zc_remap_alltoallv(const void *sendbuf, const int64_t *sendcounts,
                                const int64_t *rdispls, zc_datatype_t dtype, zc_memtype_t memtype,
                                zc_comm_h comm, zc_request_h *request)
 {
+    zc_error_clear();
     zc_a2av_args_t a = {.comm = comm, .sendbuf = sendbuf, .recvbuf = recvbuf,
                         .sendcounts = sendcounts, .sdispls = sdispls, .recvcounts = recvcounts,
                         .rdispls = rdispls, .elem = zc_datatype_size(dtype)};
-    int64_t check;
 
     ZC_ARG_CHECK(request != NULL, "request: is NULL");
     ZC_CHECK(zc_comm_check(comm));
     ZC_CHECK(zc_a2av_check(&a, dtype, memtype));
-    ZC_CHECK(zc_env_get_int("ZC_ALLTOALLV_CHECK", &check));
     a.seq = comm->coll_seq++;
-    if (check)
+    if (comm->settings.alltoallv_check)
         ZC_CHECK(zc_a2av_agree(&a));
     return zc_a2av_schedule(&a, request);
 }
@@ -479,6 +471,7 @@ zc_status_t zc_remap_alltoallv_plan(zc_plan_h plan, zc_remap_dir_t dir, const vo
     int64_t *counts;
     zc_status_t st;
 
+    zc_error_clear();
     ZC_ARG_CHECK(request != NULL, "request: is NULL");
     ZC_ARG_CHECK(plan != NULL, "plan: is NULL");
     ZC_CHECK(zc_comm_check(comm));

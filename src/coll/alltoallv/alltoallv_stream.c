@@ -6,7 +6,6 @@
 #include <stdlib.h>
 
 #include "src/coll/alltoallv/alltoallv.h"
-#include "src/common/env.h"
 #include "src/common/status.h"
 #include "src/core/device.h"
 
@@ -28,7 +27,7 @@ zc_status_t zc_remap_alltoallv_stream(const void *sendbuf, const int64_t *sendco
                                        "sendcounts", "sdispls", "sendbuf"));
     ZC_CHECK(zc_alltoallv_check_counts(recvcounts, rdispls, comm->size, elem, recvbuf,
                                        "recvcounts", "rdispls", "recvbuf"));
-    ZC_CHECK(zc_env_get_int("ZC_ALLTOALLV_CHECK", &check));
+    check = comm->settings.alltoallv_check;
     ZC_CHECK(zc_stream_begin(comm, sendbuf, "sendbuf", recvbuf, "recvbuf", &dev));
     if (check)
         ZC_CHECK(zc_alltoallv_agree(comm, comm->coll_seq++, sendcounts, recvcounts, elem));

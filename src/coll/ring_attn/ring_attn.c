@@ -21,7 +21,6 @@
 
 #include "src/core/agree.h"
 #include "src/common/clock.h"
-#include "src/common/env.h"
 #include "src/common/hash.h"
 #include "kernels/attn_math.h"
 #include "src/core/memtype.h"
@@ -210,9 +209,8 @@ static zc_status_t zc_ra_local(zc_ra_ctx_t *ctx)
 static zc_status_t zc_ra_run(zc_ra_ctx_t *ctx)
 {
     const zc_ring_attn_args_t *a = ctx->args;
-    int64_t mflop;
+    int64_t mflop = ctx->comm->settings.ring_attn_slice_mflop;
 
-    ZC_CHECK(zc_env_get_int("ZC_RING_ATTN_SLICE_MFLOP", &mflop));
     ctx->slice_flops = mflop > 0 ? (double)mflop * 1e6 : 0;
     ZC_CHECK(zc_ra_groups_build(ctx)); /* in run order: reversed when ctx->reverse */
     if (ctx->reverse)
@@ -231,34 +229,20 @@ static zc_status_t zc_ra_run(zc_ra_ctx_t *ctx)
     return ZC_OK;
 }
 
-/* ZC_RING_ATTN_BWD_ORDER: the host engine's backward queue order. */
-static zc_status_t zc_ra_bwd_order(int *reverse)
-{
-    const char *v = zc_env_get("ZC_RING_ATTN_BWD_ORDER");
-
-    *reverse = strcmp(v, "reverse") == 0;
-    if (!*reverse && strcmp(v, "forward") != 0)
-        return zc_error(ZC_ERR_INVALID_ARG, "ZC_RING_ATTN_BWD_ORDER=%s: must be forward or "
-                        "reverse", v);
-    return ZC_OK;
-}
-
 zc_status_t zc_ra_begin(zc_ra_ctx_t *ctx, zc_ra_engine_check_t engine, int on_streams)
 {
     const zc_ring_attn_args_t *args = ctx->args;
     zc_comm_h comm = ctx->comm;
     zc_status_t local;
-    int64_t check;
 
     ZC_CHECK(zc_comm_check(comm));
     ctx->seq = comm->coll_seq++;
     local = zc_ra_check_args(comm, ctx->plan, args, ctx->backward, engine, &ctx->tokens);
-    /* the stream engine keeps the forward order (src/coll/ring_attn/stream_engine.c); a bad
-     * value is refused like a bad argument, so that no rank waits */
+    /* the stream engine keeps the forward order (src/coll/ring_attn/stream_engine.c); the
+     * communicator's ZC_RING_ATTN_BWD_ORDER was parsed and agreed on at its creation */
     if (local == ZC_OK && ctx->backward && !on_streams)
-        local = zc_ra_bwd_order(&ctx->reverse);
-    ZC_CHECK(zc_env_get_int("ZC_RING_ATTN_CHECK", &check));
-    if (check) {
+        ctx->reverse = comm->settings.ring_attn_bwd_reverse; /* ZC_RING_ATTN_BWD_ORDER */
+    if (comm->settings.ring_attn_check) {
         zc_agree_range_t range;
 
         if (local != ZC_OK)

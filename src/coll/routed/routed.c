@@ -13,7 +13,6 @@
 
 #include "src/core/agree.h"
 #include "src/core/comm.h"
-#include "src/common/env.h"
 #include "src/common/hash.h"
 #include "src/core/memtype.h"
 #include "src/coll/routed/route.h"
@@ -157,8 +156,10 @@ static zc_status_t zc_routed_check(const zc_transfer_t *transfers, int ntransfer
     ZC_CHECK(zc_route_check(transfers, ntransfers, sendbuf, recvbuf, dtype, comm));
     ZC_CHECK(zc_memtype_check_host_path(sendbuf, memtype, "sendbuf"));
     ZC_CHECK(zc_memtype_check_host_path(recvbuf, memtype, "recvbuf"));
-    ZC_CHECK(zc_env_get_int("ZC_ROUTED_MIN_BYTES", min_routed));
-    return zc_env_get_int("ZC_ROUTED_CHUNK", chunk);
+    /* the communicator's copy, parsed at its creation and the same on every rank */
+    *min_routed = comm->settings.routed_min_bytes;
+    *chunk = comm->settings.routed_chunk;
+    return ZC_OK;
 }
 
 /* What every rank must have alike: the list, the dtype and the settings
@@ -199,7 +200,7 @@ zc_status_t zc_routed_post(const zc_transfer_t *transfers, int ntransfers, const
                            zc_comm_h comm, int agree, zc_request_h *request)
 {
     zc_routed_ctx_t ctx = {.comm = comm, .gate = ZC_SCHED_NONE};
-    int64_t chunk;
+    int64_t chunk = 0;
     zc_status_t st;
 
     ZC_CHECK(zc_comm_check(comm));
@@ -230,6 +231,7 @@ zc_status_t zc_routed_sendrecv(const zc_transfer_t *transfers, int ntransfers, c
                                void *recvbuf, zc_datatype_t dtype, zc_memtype_t memtype,
                                zc_comm_h comm, zc_request_h *request)
 {
+    zc_error_clear();
     return zc_routed_post(transfers, ntransfers, sendbuf, recvbuf, dtype, memtype, comm, 1,
                           request);
 }

@@ -17,7 +17,6 @@
 #include <string.h>
 
 #include "src/coll/routed/route.h"
-#include "src/common/env.h"
 #include "src/common/status.h"
 #include "src/core/device.h"
 
@@ -171,8 +170,8 @@ zc_status_t zc_routed_sendrecv_stream(const zc_transfer_t *transfers, int ntrans
 
     zc_error_clear();
     ZC_CHECK(zc_route_check(transfers, ntransfers, sendbuf, recvbuf, dtype, comm));
-    ZC_CHECK(zc_env_get_int("ZC_ROUTED_MIN_BYTES", &min_routed));
-    ZC_CHECK(zc_env_get_int("ZC_ROUTED_CHUNK", &chunk));
+    min_routed = comm->settings.routed_min_bytes;
+    chunk = comm->settings.routed_chunk;
     ZC_CHECK(zc_stream_begin(comm, sendbuf, "sendbuf", recvbuf, "recvbuf", &dev));
     rp.dev = dev;
     elem = zc_datatype_size(dtype);
