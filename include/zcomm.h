@@ -81,11 +81,13 @@ typedef enum {
 ZC_API size_t zc_datatype_size(zc_datatype_t dtype);
 ZC_API const char *zc_datatype_name(zc_datatype_t dtype);
 
-/* Build features, for tools and for callers that pick a path at run time. */
+/* Build features, for tools and for callers that pick a path at run time.
+ * Each bit is set exactly when its backend is compiled in; a new backend
+ * takes a new bit. */
 #define ZC_FEATURE_VERBS  (1u << 0)
 #define ZC_FEATURE_CUDA   (1u << 1)
 #define ZC_FEATURE_NCCL   (1u << 2)
-#define ZC_FEATURE_CUDNN  (1u << 3)
+#define ZC_FEATURE_CUDNN  (1u << 3) /* the cuDNN attention backend (ZC_ATTN_BACKEND=cudnn) */
 ZC_API unsigned zc_get_features(void);
 
 /* ------------------------------------------------------------------------

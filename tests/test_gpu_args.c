@@ -67,7 +67,13 @@ static void test_features(void)
 #else
     ok((f & ZC_FEATURE_NCCL) == 0, "ZC_FEATURE_NCCL not reported: no NCCL backend built");
 #endif
-    ok((f & ZC_FEATURE_CUDNN) == 0, "ZC_FEATURE_CUDNN not reported: cuDNN SDPA is not built");
+    ok((f & ~(ZC_FEATURE_VERBS | ZC_FEATURE_CUDA | ZC_FEATURE_NCCL | ZC_FEATURE_CUDNN)) == 0,
+       "no feature bit but VERBS, CUDA, NCCL and CUDNN reported (0x%x)", f);
+#ifdef HAVE_CUDNN
+    ok((f & ZC_FEATURE_CUDNN) != 0, "ZC_FEATURE_CUDNN reported: the cuDNN backend is built");
+#else
+    ok((f & ZC_FEATURE_CUDNN) == 0, "ZC_FEATURE_CUDNN not reported: no cuDNN backend built");
+#endif
 #ifdef HAVE_CUDA
     ok((f & ZC_FEATURE_CUDA) != 0, "ZC_FEATURE_CUDA reported in a CUDA build");
 #else

@@ -26,7 +26,7 @@ static void print_features(void)
         {ZC_FEATURE_VERBS, "verbs", "libibverbs NIC port state and rate"},
         {ZC_FEATURE_CUDA, "cuda", "CUDA kernels and device memory checks"},
         {ZC_FEATURE_NCCL, "nccl", "NCCL device-memory backend"},
-        {ZC_FEATURE_CUDNN, "cudnn", "cuDNN SDPA attention"},
+        {ZC_FEATURE_CUDNN, "cudnn", "cuDNN SDPA attention backend (ZC_ATTN_BACKEND=cudnn)"},
     };
     unsigned have = zc_get_features();
 

@@ -86,6 +86,10 @@ static const zc_env_spec_t zc_env_table[] = {
      "online cores"},
     {"ZC_CPU_ISA", "auto", ZC_ENV_CHOICE, 0, 0, "auto|avx512|avx2|scalar", ZC_ENV_PROCESS,
      "SIMD path of the CPU attention kernels"},
+    {"ZC_ATTN_BACKEND", "native", ZC_ENV_CHOICE, 0, 0, "native|cudnn", ZC_ENV_PROCESS,
+     "per-block attention of zc_ring_attn_*_stream: native (libzcomm's CUDA kernels) or cudnn "
+     "(cuDNN's fused SDPA where the build has it and the shape suits it, else native with one "
+     "INFO line)"},
 };
 
 #define ZC_ENV_COUNT (sizeof(zc_env_table) / sizeof(zc_env_table[0]))

@@ -18,10 +18,13 @@ unsigned zc_get_features(void)
     features |= ZC_FEATURE_CUDA;
 #endif
     /* Reported when the backend is built, not when configure merely found
-     * the library: src/core/device_nccl.c is built exactly when HAVE_NCCL is set;
-     * cuDNN SDPA is not written yet, so ZC_FEATURE_CUDNN stays off. */
+     * the library: src/core/device_nccl.c is built exactly when HAVE_NCCL is set. */
 #ifdef HAVE_NCCL
     features |= ZC_FEATURE_NCCL;
+#endif
+    /* kernels/cudnn/attn_cudnn.c is built exactly when HAVE_CUDNN is set */
+#ifdef HAVE_CUDNN
+    features |= ZC_FEATURE_CUDNN;
 #endif
     return features;
 }

@@ -12,6 +12,9 @@
 #     path and the stream-ordered ring attention against single-process
 #     attention (with 2 or more GPUs); once per attention backend
 #     (ZC_ATTN_BACKEND=native, and cudnn where it is built in);
+#     with cuDNN, also tests/test_attn_cudnn: the cuDNN backend's forward
+#     and backward (bf16, GQA/MQA, causal diagonal and sliced, full) against
+#     the CPU kernels, with the error of each;
 #  3. runs zc_ring_attn_perf -G (every mode, fp32 and bf16) on 1 GPU and on
 #     every GPU present, per backend, one process per GPU;
 #  4. writes everything to one report (REPORT, default
@@ -57,7 +60,7 @@ section "build: $build (--with-cuda --with-nccl $cudnn)"
 (
   cd "$top" && { [[ -x configure && configure -nt configure.ac ]] || autoreconf -fi; } &&
   cd "$build" && { [[ -f Makefile ]] || "$top/configure" -q --with-cuda --with-nccl $cudnn; } &&
-  make -j"$(nproc)" && make -j"$(nproc)" tests/test_gpu
+  make -j"$(nproc)" && make -j"$(nproc)" tests/test_gpu ${cudnn:+tests/test_attn_cudnn}
 ) >"$build/validate-build.log" 2>&1 || {
   tail -30 "$build/validate-build.log" >>"$report"
   fail "the build (log: $build/validate-build.log)"
@@ -89,6 +92,17 @@ for b in "${backends[@]}"; do
     fail "tests/test_gpu with ZC_ATTN_BACKEND=$b ($(grep -c '^not ok' <<<"$out") not ok, exit $rc)"
   fi
 done
+
+# ---- the cuDNN backend against the CPU kernels ------------------------------------
+if [[ -n $cudnn ]]; then
+  section "tests/test_attn_cudnn (cuDNN SDPA against the CPU kernels)"
+  out=$(cd "$build" && ZC_LOG_LEVEL=INFO timeout 900 ./tests/test_attn_cudnn 2>&1)
+  rc=$?
+  echo "$out" >>"$report"
+  if ((rc != 0)) || grep -q '^not ok' <<<"$out"; then
+    fail "tests/test_attn_cudnn ($(grep -c '^not ok' <<<"$out") not ok, exit $rc)"
+  fi
+fi
 
 # ---- zc_ring_attn_perf -G on 1 GPU and on all of them -----------------------------
 # One process per GPU through zc_comm_init_env's ZC_* variables (no mpirun

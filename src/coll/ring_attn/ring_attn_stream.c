@@ -15,6 +15,8 @@
 #include "kernels/cuda/attn_cuda.h"
 #include "kernels/cuda/attn_gpu.h"
 #include "kernels/cuda/cuda_mem.h"
+#include "kernels/cudnn/attn_cudnn.h"
+#include "src/common/log.h"
 #endif
 
 static zc_status_t zc_ras_device_memory(const void *buf, zc_memtype_t memtype, const char *arg)
@@ -48,6 +50,7 @@ typedef struct {
     void *streams[ZC_DS_NSTREAMS];  /* the caller's, the call's own */
     void **events;
     int nevents;
+    zc_attn_backend_t backend;      /* ZC_ATTN_BACKEND, as this build can run it */
 } zc_ras_cuda_t;
 
 static zc_status_t zc_ras_cuda_alloc(void *dev, size_t bytes, void **ptr)
@@ -114,7 +117,37 @@ _Static_assert(ZC_DS_FWD == 0 && ZC_DS_BWD == 1 && ZC_DS_DELTA == 2, "pass numbe
 
 static zc_status_t zc_ras_cuda_attn(void *dev, zc_ds_pass_t pass, const zc_attn_args_t *args)
 {
-    return zc_attn_gpu_launch((int)pass, args, ((zc_ras_cuda_t *)dev)->streams[ZC_DS_COMPUTE]);
+    zc_ras_cuda_t *d = dev;
+
+    /* ZC_ATTN_BACKEND=cudnn: the forward and backward blocks on cuDNN's
+     * SDPA where it takes their shape (kernels/cudnn/attn_cudnn.h), the
+     * native kernels otherwise and for the delta pass */
+    if (d->backend == ZC_ATTN_BACKEND_CUDNN && pass != ZC_DS_DELTA) {
+        int fallback = 0;
+
+        ZC_CHECK(zc_cudnn_attn_launch((int)pass, args, d->streams[ZC_DS_COMPUTE], &fallback));
+        if (!fallback)
+            return ZC_OK;
+    }
+    return zc_attn_gpu_launch((int)pass, args, d->streams[ZC_DS_COMPUTE]);
+}
+
+/* The per-block backend of a call: ZC_ATTN_BACKEND, native where the build
+ * has no cuDNN (one INFO line per process). */
+static zc_attn_backend_t zc_ras_backend(void)
+{
+    zc_attn_backend_t b = zc_attn_backend();
+#ifndef HAVE_CUDNN
+    static int said;
+
+    if (b == ZC_ATTN_BACKEND_CUDNN) {
+        if (!__atomic_exchange_n(&said, 1, __ATOMIC_RELAXED))
+            zc_log_info("ZC_ATTN_BACKEND=cudnn: libzcomm was built without cuDNN; the native "
+                        "kernels run");
+        b = ZC_ATTN_BACKEND_NATIVE;
+    }
+#endif
+    return b;
 }
 
 static zc_status_t zc_ras_cuda_copy(void *dev, void *dst, const void *src, size_t bytes)
@@ -152,7 +185,8 @@ static const zc_ds_ops_t zc_ras_cuda_ops = {
 
 static zc_status_t zc_ras_cuda_run(zc_ra_ctx_t *ctx, void *stream)
 {
-    zc_ras_cuda_t dev = {.comm = ctx->comm, .streams = {stream, NULL}};
+    zc_ras_cuda_t dev = {.comm = ctx->comm, .streams = {stream, NULL},
+                         .backend = zc_ras_backend()};
     zc_status_t st;
 
     ZC_CHECK(zc_ra_begin(ctx, zc_ras_device_check, 1));

@@ -1,0 +1,348 @@
+/* The host side of the cuDNN backend (attn_cudnn.h), built in every
+ * configuration: the ZC_ATTN_BACKEND switch, the fallback decision, the
+ * graph-cache keys and table, the argument checks.  Plain C, no cuDNN:
+ * tests/test_attn_cudnn runs it without a GPU. */
+#include "config.h"
+
+#include <inttypes.h>
+#include <stdarg.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+#include "kernels/attn_check.h"
+#include "kernels/cudnn/attn_cudnn.h"
+#include "src/common/env.h"
+#include "src/common/log.h"
+#include "src/common/status.h"
+
+/* ---- ZC_ATTN_BACKEND ---------------------------------------------------- */
+
+const char *zc_attn_backend_name(zc_attn_backend_t backend)
+{
+    return backend == ZC_ATTN_BACKEND_CUDNN ? "cudnn" : "native";
+}
+
+zc_attn_backend_t zc_attn_backend_parse(const char *value, int *known)
+{
+    *known = 1;
+    if (value == NULL || strcasecmp(value, "native") == 0)
+        return ZC_ATTN_BACKEND_NATIVE;
+    if (strcasecmp(value, "cudnn") == 0)
+        return ZC_ATTN_BACKEND_CUDNN;
+    *known = 0;
+    return ZC_ATTN_BACKEND_NATIVE;
+}
+
+static atomic_int zc_attn_backend_cached = -1;
+
+zc_attn_backend_t zc_attn_backend(void)
+{
+    int b = atomic_load(&zc_attn_backend_cached);
+
+    if (b < 0) {
+        const char *value = zc_env_get("ZC_ATTN_BACKEND");
+        int known;
+
+        b = (int)zc_attn_backend_parse(value, &known);
+        if (!known)
+            zc_log_warn("ZC_ATTN_BACKEND=%s is not native or cudnn; using native", value);
+        atomic_store(&zc_attn_backend_cached, b);
+    }
+    return (zc_attn_backend_t)b;
+}
+
+/* ---- the decision ------------------------------------------------------- */
+
+int zc_cudnn_bucket(int64_t n)
+{
+    int64_t b = ZC_CUDNN_MIN_BUCKET;
+
+    while (b < n) {
+        b *= 2;
+        if (b > INT32_MAX / 2)
+            return 0;
+    }
+    return (int)b;
+}
+
+__attribute__((format(printf, 3, 4)))
+static int zc_cudnn_native(char *reason, size_t len, const char *fmt, ...)
+{
+    if (reason && len) {
+        va_list ap;
+
+        va_start(ap, fmt);
+        vsnprintf(reason, len, fmt, ap);
+        va_end(ap);
+    }
+    return 0;
+}
+
+int zc_cudnn_attn_decide(int pass, const zc_attn_args_t *a, zc_cudnn_key_t *key, char *reason,
+                         size_t len)
+{
+    int backward = pass == ZC_CUDNN_BWD;
+    int acc = (a->flags & ZC_ATTN_ACCUMULATE) != 0;
+    int mask = -1, segments = 0;
+    int64_t max_q = 0, max_kv = 0;
+
+    if (reason && len)
+        reason[0] = '\0';
+    if (pass != ZC_CUDNN_FWD && pass != ZC_CUDNN_BWD)
+        return zc_cudnn_native(reason, len, "pass %d: only the forward and backward run on "
+                               "cuDNN (cuDNN computes its own delta)", pass);
+    if (a->dtype != ZC_BFLOAT16 && a->dtype != ZC_FLOAT16)
+        return zc_cudnn_native(reason, len, "dtype %s: cuDNN SDPA takes bfloat16 or float16",
+                               zc_datatype_name(a->dtype));
+    if (a->head_dim % ZC_CUDNN_HEAD_DIM_STEP != 0 || a->head_dim > ZC_CUDNN_MAX_HEAD_DIM)
+        return zc_cudnn_native(reason, len, "head_dim %d: cuDNN SDPA takes multiples of %d up "
+                               "to %d", a->head_dim, ZC_CUDNN_HEAD_DIM_STEP,
+                               ZC_CUDNN_MAX_HEAD_DIM);
+    if (a->num_heads_kv <= 0 || a->num_heads_q % a->num_heads_kv != 0)
+        return zc_cudnn_native(reason, len, "num_heads_q %d, num_heads_kv %d: not a GQA shape",
+                               a->num_heads_q, a->num_heads_kv);
+    if (!backward) {
+        if (acc ? a->out_dtype != ZC_FLOAT32
+                : a->out_dtype != ZC_FLOAT32 && a->out_dtype != a->dtype)
+            return zc_cudnn_native(reason, len, "out_dtype %s with dtype %s%s",
+                                   zc_datatype_name(a->out_dtype), zc_datatype_name(a->dtype),
+                                   acc ? " and ZC_ATTN_ACCUMULATE (fp32 expected)" : "");
+    } else {
+        if (a->delta == NULL)
+            return zc_cudnn_native(reason, len, "delta: NULL; the cuDNN backward takes "
+                                   "rowsum(dout * out) from zc_attn_bwd_delta");
+        if (acc ? a->grad_dtype != ZC_FLOAT32
+                : a->grad_dtype != ZC_FLOAT32 && a->grad_dtype != a->dtype)
+            return zc_cudnn_native(reason, len, "grad_dtype %s with dtype %s%s",
+                                   zc_datatype_name(a->grad_dtype), zc_datatype_name(a->dtype),
+                                   acc ? " and ZC_ATTN_ACCUMULATE (fp32 expected)" : "");
+    }
+    for (int b = 0; b < a->batch; b++) {
+        int64_t lq = a->cu_seqlens_q[b + 1] - a->cu_seqlens_q[b];
+        int64_t lk = a->cu_seqlens_kv[b + 1] - a->cu_seqlens_kv[b];
+        int64_t qs = a->q_start ? a->q_start[b] : 0;
+        int64_t ks = a->kv_start ? a->kv_start[b] : 0;
+        int m;
+
+        if (lq == 0)
+            continue; /* left out of the graph */
+        if (lk == 0)
+            return zc_cudnn_native(reason, len, "segment %d: %" PRId64 " queries and no key",
+                                   b, lq);
+        if (!a->causal || ks + lk - 1 <= qs)
+            m = ZC_CUDNN_MASK_FULL;
+        else if (qs >= ks)
+            m = ZC_CUDNN_MASK_CAUSAL;
+        else
+            return zc_cudnn_native(reason, len, "segment %d: causal with q_start - kv_start = "
+                                   "%" PRId64 ": its first queries see no key", b, qs - ks);
+        /* a full segment in a causal graph is one whose offset shows it
+         * every key */
+        if (m == ZC_CUDNN_MASK_CAUSAL || mask < 0)
+            mask = m;
+        segments++;
+        if (lq > max_q)
+            max_q = lq;
+        if (lk > max_kv)
+            max_kv = lk;
+    }
+    {
+        int64_t tq = a->batch ? a->cu_seqlens_q[a->batch] : 0;
+        int64_t tk = a->batch ? a->cu_seqlens_kv[a->batch] : 0;
+        int64_t hd = (int64_t)a->num_heads_q * a->head_dim;
+
+        /* the ragged offsets are int32 element counts */
+        if (tq * hd > INT32_MAX || tk * (int64_t)a->num_heads_kv * a->head_dim > INT32_MAX)
+            return zc_cudnn_native(reason, len, "%" PRId64 " query and %" PRId64 " key tokens: "
+                                   "offsets past int32", tq, tk);
+    }
+    memset(key, 0, sizeof(*key));
+    key->direction = pass;
+    key->dtype = a->dtype;
+    key->heads_q = a->num_heads_q;
+    key->heads_kv = a->num_heads_kv;
+    key->head_dim = a->head_dim;
+    key->mask = mask < 0 ? ZC_CUDNN_MASK_FULL : mask;
+    key->segments = segments;
+    key->max_q = segments ? zc_cudnn_bucket(max_q) : 0;
+    key->max_kv = segments ? zc_cudnn_bucket(max_kv) : 0;
+    if (segments && (!key->max_q || !key->max_kv))
+        return zc_cudnn_native(reason, len, "segments longer than %d tokens", INT32_MAX / 4);
+    return 1;
+}
+
+/* ---- the graph cache ---------------------------------------------------- */
+
+uint64_t zc_cudnn_key_hash(const zc_cudnn_key_t *key)
+{
+    const int fields[] = {key->direction, key->dtype,    key->heads_q,
+                          key->heads_kv,  key->head_dim, key->mask,
+                          key->segments,  key->max_q,    key->max_kv};
+    uint64_t h = 1469598103934665603ull; /* FNV-1a over the fields */
+
+    for (size_t i = 0; i < sizeof(fields) / sizeof(fields[0]); i++)
+        for (int byte = 0; byte < 4; byte++) {
+            h ^= (uint64_t)(((uint32_t)fields[i] >> (8 * byte)) & 0xffu);
+            h *= 1099511628211ull;
+        }
+    return h;
+}
+
+int zc_cudnn_key_equal(const zc_cudnn_key_t *a, const zc_cudnn_key_t *b)
+{
+    return a->direction == b->direction && a->dtype == b->dtype && a->heads_q == b->heads_q &&
+           a->heads_kv == b->heads_kv && a->head_dim == b->head_dim && a->mask == b->mask &&
+           a->segments == b->segments && a->max_q == b->max_q && a->max_kv == b->max_kv;
+}
+
+const char *zc_cudnn_key_str(const zc_cudnn_key_t *key, char *buf, size_t len)
+{
+    snprintf(buf, len, "%s %s hq=%d hkv=%d d=%d %s seg=%d q<=%d kv<=%d",
+             key->direction == ZC_CUDNN_BWD ? "bwd" : "fwd",
+             zc_datatype_name((zc_datatype_t)key->dtype), key->heads_q, key->heads_kv,
+             key->head_dim, key->mask == ZC_CUDNN_MASK_CAUSAL ? "causal" : "full",
+             key->segments, key->max_q, key->max_kv);
+    return buf;
+}
+
+zc_cudnn_entry_t *zc_cudnn_cache_find(const zc_cudnn_cache_t *cache, const zc_cudnn_key_t *key)
+{
+    uint64_t h = zc_cudnn_key_hash(key);
+
+    if (cache->nslots == 0)
+        return NULL;
+    for (size_t i = h & (cache->nslots - 1);; i = (i + 1) & (cache->nslots - 1)) {
+        zc_cudnn_entry_t *e = cache->slots[i];
+
+        if (!e)
+            return NULL;
+        if (e->hash == h && zc_cudnn_key_equal(&e->key, key))
+            return e;
+    }
+}
+
+static int zc_cudnn_cache_grow(zc_cudnn_cache_t *cache)
+{
+    size_t n = cache->nslots ? cache->nslots * 2 : 16;
+    zc_cudnn_entry_t **slots = calloc(n, sizeof(*slots));
+
+    if (!slots)
+        return -1;
+    for (size_t i = 0; i < cache->nslots; i++) {
+        zc_cudnn_entry_t *e = cache->slots[i];
+        size_t j;
+
+        if (!e)
+            continue;
+        for (j = e->hash & (n - 1); slots[j]; j = (j + 1) & (n - 1))
+            ;
+        slots[j] = e;
+    }
+    free(cache->slots);
+    cache->slots = slots;
+    cache->nslots = n;
+    return 0;
+}
+
+zc_cudnn_entry_t *zc_cudnn_cache_get(zc_cudnn_cache_t *cache, const zc_cudnn_key_t *key)
+{
+    zc_cudnn_entry_t *e = zc_cudnn_cache_find(cache, key);
+    size_t i;
+
+    if (e)
+        return e;
+    if ((cache->count + 1) * 2 > cache->nslots && zc_cudnn_cache_grow(cache) != 0)
+        return NULL;
+    e = calloc(1, sizeof(*e));
+    if (!e)
+        return NULL;
+    e->key = *key;
+    e->hash = zc_cudnn_key_hash(key);
+    e->used = 1;
+    for (i = e->hash & (cache->nslots - 1); cache->slots[i]; i = (i + 1) & (cache->nslots - 1))
+        ;
+    cache->slots[i] = e;
+    cache->count++;
+    return e;
+}
+
+void zc_cudnn_cache_clear(zc_cudnn_cache_t *cache, void (*destroy)(void *graph))
+{
+    for (size_t i = 0; i < cache->nslots; i++) {
+        zc_cudnn_entry_t *e = cache->slots[i];
+
+        if (!e)
+            continue;
+        if (e->graph && destroy)
+            destroy(e->graph);
+        free(e);
+    }
+    free(cache->slots);
+    cache->slots = NULL;
+    cache->nslots = 0;
+    cache->count = 0;
+}
+
+/* ---- argument checks ---------------------------------------------------- */
+
+zc_status_t zc_cudnn_attn_check(int pass, const zc_attn_args_t *a)
+{
+    int64_t tq = 0, tk = 0;
+
+    ZC_ARG_CHECK(pass == ZC_CUDNN_FWD || pass == ZC_CUDNN_BWD,
+                 "pass: %d, the cuDNN backend runs the forward (0) and the backward (1)", pass);
+    ZC_CHECK(zc_attn_check_shape(a, &tq, &tk));
+    ZC_ARG_CHECK(a->dtype == ZC_FLOAT32 || a->dtype == ZC_BFLOAT16 || a->dtype == ZC_FLOAT16,
+                 "dtype: %s, must be float32, bfloat16 or float16", zc_datatype_name(a->dtype));
+    if (tq == 0 && tk == 0)
+        return ZC_OK;
+    ZC_ARG_CHECK(a->q != NULL, "q: NULL");
+    ZC_ARG_CHECK(a->k != NULL, "k: NULL");
+    ZC_ARG_CHECK(a->v != NULL, "v: NULL");
+    ZC_ARG_CHECK(a->lse != NULL, "lse: NULL");
+    if (pass == ZC_CUDNN_FWD)
+        ZC_ARG_CHECK(a->out != NULL, "out: NULL");
+    if (pass == ZC_CUDNN_BWD) {
+        ZC_ARG_CHECK(a->delta != NULL || a->out != NULL, "out: NULL, and no delta given");
+        ZC_ARG_CHECK(a->dout != NULL, "dout: NULL");
+        ZC_ARG_CHECK(a->dq != NULL, "dq: NULL");
+        ZC_ARG_CHECK(a->dk != NULL, "dk: NULL");
+        ZC_ARG_CHECK(a->dv != NULL, "dv: NULL");
+    }
+    return ZC_OK;
+}
+
+#ifndef HAVE_CUDNN
+/* ---- without cuDNN ------------------------------------------------------ */
+
+zc_status_t zc_cudnn_attn_launch(int pass, const zc_attn_args_t *args, void *stream,
+                                 int *fallback)
+{
+    (void)stream;
+    if (fallback)
+        *fallback = 0;
+    ZC_CHECK(zc_cudnn_attn_check(pass, args));
+    return zc_error(ZC_ERR_UNSUPPORTED, "cuDNN backend: libzcomm was built without cuDNN");
+}
+
+zc_status_t zc_cudnn_status(int status, const char *what)
+{
+    if (status == 0)
+        return ZC_OK;
+    return zc_error(ZC_ERR_UNSUPPORTED, "cuDNN %s: status %d (libzcomm was built without "
+                    "cuDNN)", what, status);
+}
+
+size_t zc_cudnn_version(void)
+{
+    return 0;
+}
+
+void zc_cudnn_attn_release(void)
+{
+}
+#endif

@@ -1,0 +1,636 @@
+/* The cuDNN attention backend (kernels/cudnn/attn_cudnn.h) where it can be
+ * tested without a GPU: the ZC_ATTN_BACKEND switch, the fallback decision
+ * (shape -> cudnn or native, with the reason), the graph-cache keys and
+ * table, the argument checks, the cuDNN status conversion and the feature
+ * bit.  With a CUDA device and cuDNN built in, the forward and backward
+ * also run against the CPU kernels (bf16, GQA, causal with ring offsets,
+ * varlen); without them those cases SKIP with the reason. */
+#include "config.h"
+
+#include <math.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "kernels/cuda/cuda_check.h"
+#include "kernels/cudnn/attn_cudnn.h"
+#include "tap.h"
+#include "zcomm.h"
+#ifdef HAVE_CUDNN
+#include <cuda_runtime.h>
+#endif
+
+static int has(const char *needle)
+{
+    return strstr(zc_get_last_error(), needle) != NULL;
+}
+
+/* ---- a shape ------------------------------------------------------------- */
+
+typedef struct {
+    zc_attn_args_t a;
+    int32_t cu_q[5], cu_kv[5], q_start[4], kv_start[4];
+    float delta_dummy;
+} shape_t;
+
+/* Two segments of 100 and 128 tokens, bf16, 8 query heads over 2 kv
+ * heads, head dim 64, causal on the diagonal, a ring's forward block. */
+static void shape_init(shape_t *s)
+{
+#ifdef ZC_ATTN_ARGS_INITIALIZER
+    static const zc_attn_args_t init = ZC_ATTN_ARGS_INITIALIZER;
+#else
+    static const zc_attn_args_t init;
+#endif
+    static char dummy[16];
+
+    memset(s, 0, sizeof(*s));
+    s->a = init;
+    s->a.batch = 2;
+    s->a.num_heads_q = 8;
+    s->a.num_heads_kv = 2;
+    s->a.head_dim = 64;
+    s->cu_q[1] = s->cu_kv[1] = 100;
+    s->cu_q[2] = s->cu_kv[2] = 228;
+    s->q_start[0] = s->kv_start[0] = 0;
+    s->q_start[1] = s->kv_start[1] = 4096;
+    s->a.cu_seqlens_q = s->cu_q;
+    s->a.cu_seqlens_kv = s->cu_kv;
+    s->a.q_start = s->q_start;
+    s->a.kv_start = s->kv_start;
+    s->a.causal = 1;
+    s->a.scale = 0.125f;
+    s->a.flags = ZC_ATTN_ACCUMULATE;
+    s->a.dtype = ZC_BFLOAT16;
+    s->a.out_dtype = ZC_FLOAT32;
+    s->a.grad_dtype = ZC_FLOAT32;
+    /* host stand-ins: the decision and the checks never read them */
+    s->a.q = s->a.k = s->a.v = dummy;
+    s->a.out = dummy;
+    s->a.lse = &s->delta_dummy;
+    s->a.dout = dummy;
+    s->a.delta = &s->delta_dummy;
+    s->a.dq = s->a.dk = s->a.dv = dummy;
+}
+
+static int decide(int pass, const shape_t *s, zc_cudnn_key_t *key, char *reason)
+{
+    return zc_cudnn_attn_decide(pass, &s->a, key, reason, 256);
+}
+
+/* Native, with a reason naming `needle`. */
+static void native(int pass, const shape_t *s, const char *needle, const char *what)
+{
+    zc_cudnn_key_t key;
+    char reason[256];
+    int r = decide(pass, s, &key, reason);
+
+    if (!ok(r == 0 && strstr(reason, needle) != NULL, "%s: native, reason names '%s'", what,
+            needle))
+        diag("decided %s, reason '%s'", r ? "cudnn" : "native", reason);
+}
+
+static int cudnn(int pass, const shape_t *s, zc_cudnn_key_t *key, const char *what)
+{
+    char reason[256];
+    int r = decide(pass, s, key, reason);
+
+    if (!ok(r == 1 && reason[0] == '\0', "%s: cuDNN", what))
+        diag("reason: %s", reason);
+    return r;
+}
+
+/* ---- the switch ---------------------------------------------------------- */
+
+static void test_switch(void)
+{
+    int known;
+    size_t n;
+    const zc_env_var_t *vars = zc_env_vars(&n);
+    const zc_env_var_t *v = NULL;
+
+    ok(zc_attn_backend_parse(NULL, &known) == ZC_ATTN_BACKEND_NATIVE && known,
+       "ZC_ATTN_BACKEND unset: native");
+    ok(zc_attn_backend_parse("native", &known) == ZC_ATTN_BACKEND_NATIVE && known,
+       "ZC_ATTN_BACKEND=native");
+    ok(zc_attn_backend_parse("cudnn", &known) == ZC_ATTN_BACKEND_CUDNN && known,
+       "ZC_ATTN_BACKEND=cudnn");
+    ok(zc_attn_backend_parse("CuDNN", &known) == ZC_ATTN_BACKEND_CUDNN && known,
+       "ZC_ATTN_BACKEND=CuDNN: any case");
+    ok(zc_attn_backend_parse("flash", &known) == ZC_ATTN_BACKEND_NATIVE && !known,
+       "ZC_ATTN_BACKEND=flash: unknown, native");
+    ok(strcmp(zc_attn_backend_name(ZC_ATTN_BACKEND_CUDNN), "cudnn") == 0 &&
+           strcmp(zc_attn_backend_name(ZC_ATTN_BACKEND_NATIVE), "native") == 0,
+       "backend names");
+    setenv("ZC_ATTN_BACKEND", "cudnn", 1);
+    ok(zc_attn_backend() == ZC_ATTN_BACKEND_CUDNN, "zc_attn_backend reads ZC_ATTN_BACKEND");
+    for (size_t i = 0; i < n; i++)
+        if (strcmp(vars[i].name, "ZC_ATTN_BACKEND") == 0)
+            v = &vars[i];
+    ok(v && v->default_value && strcmp(v->default_value, "native") == 0,
+       "ZC_ATTN_BACKEND in the ZC_* table (zc_info -e), default native");
+#ifdef HAVE_CUDNN
+    ok((zc_get_features() & ZC_FEATURE_CUDNN) != 0, "ZC_FEATURE_CUDNN set: cuDNN backend built");
+    ok(zc_cudnn_version() >= 90000, "cuDNN 9 at run time (%zu)", zc_cudnn_version());
+#else
+    ok((zc_get_features() & ZC_FEATURE_CUDNN) == 0, "ZC_FEATURE_CUDNN clear: no cuDNN backend");
+    ok(zc_cudnn_version() == 0, "no cuDNN version without cuDNN");
+#endif
+}
+
+/* ---- the decision -------------------------------------------------------- */
+
+static void test_decide(void)
+{
+    shape_t s;
+    zc_cudnn_key_t key;
+
+    ok(zc_cudnn_bucket(1) == 64 && zc_cudnn_bucket(64) == 64 && zc_cudnn_bucket(65) == 128 &&
+           zc_cudnn_bucket(1000) == 1024 && zc_cudnn_bucket((int64_t)1 << 40) == 0,
+       "length buckets: powers of two from 64");
+
+    shape_init(&s);
+    if (cudnn(ZC_CUDNN_FWD, &s, &key, "bf16 GQA causal diagonal forward"))
+        ok(key.direction == ZC_CUDNN_FWD && key.dtype == ZC_BFLOAT16 && key.heads_q == 8 &&
+               key.heads_kv == 2 && key.head_dim == 64 && key.mask == ZC_CUDNN_MASK_CAUSAL &&
+               key.segments == 2 && key.max_q == 128 && key.max_kv == 128,
+           "its key: fwd bf16 8/2 d64 causal, 2 segments, buckets 128");
+    s.a.dtype = ZC_FLOAT16;
+    cudnn(ZC_CUDNN_FWD, &s, &key, "fp16 forward");
+    s.a.dtype = ZC_FLOAT32;
+    native(ZC_CUDNN_FWD, &s, "dtype float32", "fp32");
+
+    shape_init(&s);
+    s.a.head_dim = 200;
+    native(ZC_CUDNN_FWD, &s, "head_dim 200", "head dim 200");
+    s.a.head_dim = 36;
+    native(ZC_CUDNN_FWD, &s, "head_dim 36", "head dim 36 (not a multiple of 8)");
+    s.a.head_dim = 136;
+    native(ZC_CUDNN_BWD, &s, "head_dim 136", "head dim 136 (past 128)");
+    s.a.head_dim = 128;
+    cudnn(ZC_CUDNN_BWD, &s, &key, "head dim 128 backward");
+    s.a.head_dim = 8;
+    cudnn(ZC_CUDNN_FWD, &s, &key, "head dim 8");
+
+    shape_init(&s);
+    s.a.num_heads_kv = 8;
+    cudnn(ZC_CUDNN_FWD, &s, &key, "MHA (8/8)");
+    s.a.num_heads_kv = 1;
+    cudnn(ZC_CUDNN_FWD, &s, &key, "MQA (8/1)");
+
+    /* masks by global positions */
+    shape_init(&s);
+    s.q_start[0] = 1000;
+    s.q_start[1] = 8000;
+    if (cudnn(ZC_CUDNN_FWD, &s, &key, "causal, every key before every query"))
+        ok(key.mask == ZC_CUDNN_MASK_FULL, "  ... a full graph");
+    shape_init(&s);
+    s.a.causal = 0;
+    s.q_start[0] = 0;
+    s.kv_start[0] = 5000;
+    if (cudnn(ZC_CUDNN_FWD, &s, &key, "not causal"))
+        ok(key.mask == ZC_CUDNN_MASK_FULL, "  ... a full graph");
+    shape_init(&s);
+    s.q_start[1] += 32;
+    if (cudnn(ZC_CUDNN_FWD, &s, &key, "causal sliced block (offset 32)"))
+        ok(key.mask == ZC_CUDNN_MASK_CAUSAL, "  ... a causal graph with offsets");
+    shape_init(&s);
+    s.q_start[0] = 1000;
+    if (cudnn(ZC_CUDNN_FWD, &s, &key, "one full, one diagonal segment"))
+        ok(key.mask == ZC_CUDNN_MASK_CAUSAL, "  ... a causal graph with offsets");
+    shape_init(&s);
+    s.kv_start[1] += 1;
+    native(ZC_CUDNN_FWD, &s, "see no key", "a segment whose first query sees no key");
+    shape_init(&s);
+    s.q_start[0] = 0;
+    s.kv_start[0] = 100;
+    native(ZC_CUDNN_FWD, &s, "segment 0", "a segment masked out entirely");
+
+    /* varlen */
+    shape_init(&s);
+    s.a.batch = 3;
+    s.cu_q[1] = 0;    /* segment 0: no queries, left out */
+    s.cu_q[2] = 128;
+    s.cu_q[3] = 200;
+    s.cu_kv[3] = 300;
+    s.q_start[2] = s.kv_start[2] = 9000;
+    if (cudnn(ZC_CUDNN_FWD, &s, &key, "a segment without queries"))
+        ok(key.segments == 2 && key.max_q == 128 && key.max_kv == 128,
+           "  ... left out of the graph (2 segments, q<=128, kv<=128)");
+    shape_init(&s);
+    s.cu_kv[1] = 0;
+    s.cu_kv[2] = 128;
+    s.kv_start[0] = 0;
+    native(ZC_CUDNN_FWD, &s, "no key", "queries with no key");
+    shape_init(&s);
+    s.a.batch = 0;
+    if (cudnn(ZC_CUDNN_FWD, &s, &key, "empty batch"))
+        ok(key.segments == 0, "  ... nothing for cuDNN (0 segments)");
+
+    /* storage types */
+    shape_init(&s);
+    s.a.out_dtype = ZC_BFLOAT16;
+    native(ZC_CUDNN_FWD, &s, "ZC_ATTN_ACCUMULATE", "accumulating into a bf16 out");
+    s.a.flags = 0;
+    cudnn(ZC_CUDNN_FWD, &s, &key, "bf16 out, not accumulating");
+    s.a.out_dtype = ZC_FLOAT16;
+    native(ZC_CUDNN_FWD, &s, "out_dtype float16", "fp16 out of bf16 inputs");
+    shape_init(&s);
+    s.a.out = NULL;
+    s.a.out_dtype = ZC_FLOAT32;
+    cudnn(ZC_CUDNN_BWD, &s, &key, "backward with delta, no out (the ring engine's)");
+    s.a.delta = NULL;
+    native(ZC_CUDNN_BWD, &s, "delta", "backward without delta");
+    shape_init(&s);
+    s.a.grad_dtype = ZC_BFLOAT16;
+    native(ZC_CUDNN_BWD, &s, "grad_dtype bfloat16", "accumulating into bf16 gradients");
+    s.a.flags = 0;
+    cudnn(ZC_CUDNN_BWD, &s, &key, "bf16 gradients, not accumulating");
+    shape_init(&s);
+    native(ZC_CUDNN_DELTA, &s, "pass 2", "the delta pass");
+}
+
+/* ---- the graph cache ----------------------------------------------------- */
+
+static void test_keys(void)
+{
+    shape_t s;
+    zc_cudnn_key_t base, k, keys[16];
+    zc_cudnn_cache_t cache = {0};
+    zc_cudnn_entry_t *e0, *e;
+    int nkeys = 0, distinct = 1, hashes = 1, entries = 1;
+    char buf[160];
+
+    shape_init(&s);
+    decide(ZC_CUDNN_FWD, &s, &base, buf);
+    keys[nkeys++] = base;
+    /* every field changed alone, through a shape */
+    decide(ZC_CUDNN_BWD, &s, &keys[nkeys++], buf);
+    s.a.dtype = ZC_FLOAT16;
+    decide(ZC_CUDNN_FWD, &s, &keys[nkeys++], buf);
+    shape_init(&s);
+    s.a.num_heads_q = 16;
+    decide(ZC_CUDNN_FWD, &s, &keys[nkeys++], buf);
+    shape_init(&s);
+    s.a.num_heads_kv = 4;
+    decide(ZC_CUDNN_FWD, &s, &keys[nkeys++], buf);
+    shape_init(&s);
+    s.a.head_dim = 128;
+    decide(ZC_CUDNN_FWD, &s, &keys[nkeys++], buf);
+    shape_init(&s);
+    s.a.causal = 0;
+    decide(ZC_CUDNN_FWD, &s, &keys[nkeys++], buf);
+    shape_init(&s);
+    s.a.batch = 1;
+    decide(ZC_CUDNN_FWD, &s, &keys[nkeys++], buf);
+    shape_init(&s);
+    s.cu_q[2] = 100 + 129; /* a query segment of 129: bucket 256 */
+    decide(ZC_CUDNN_FWD, &s, &keys[nkeys++], buf);
+    shape_init(&s);
+    s.cu_kv[2] = 100 + 300;
+    decide(ZC_CUDNN_FWD, &s, &keys[nkeys++], buf);
+    for (int i = 0; i < nkeys; i++)
+        for (int j = i + 1; j < nkeys; j++) {
+            if (zc_cudnn_key_equal(&keys[i], &keys[j])) {
+                distinct = 0;
+                diag("keys %d and %d equal: %s", i, j, zc_cudnn_key_str(&keys[i], buf, 160));
+            }
+            if (zc_cudnn_key_hash(&keys[i]) == zc_cudnn_key_hash(&keys[j]))
+                hashes = 0;
+        }
+    ok(distinct, "%d shapes differing in one field each: %d distinct keys", nkeys, nkeys);
+    ok(hashes, "  ... and distinct hashes");
+
+    /* the same shape through other lengths in the bucket, scale, starts,
+     * pointers */
+    shape_init(&s);
+    s.cu_q[1] = s.cu_kv[1] = 70;
+    s.cu_q[2] = s.cu_kv[2] = 70 + 65;
+    s.a.scale = 0.3f;
+    s.q_start[1] = s.kv_start[1] = 77;
+    s.a.q = NULL;
+    decide(ZC_CUDNN_FWD, &s, &k, buf);
+    ok(zc_cudnn_key_equal(&k, &base) && zc_cudnn_key_hash(&k) == zc_cudnn_key_hash(&base),
+       "same shape, other lengths in the bucket, scale and positions: the same key");
+
+    for (int i = 0; i < nkeys; i++) {
+        e = zc_cudnn_cache_get(&cache, &keys[i]);
+        if (!e || e->state != 0 || e->graph || !zc_cudnn_key_equal(&e->key, &keys[i]))
+            entries = 0;
+    }
+    ok(entries && cache.count == (size_t)nkeys, "cache: one new entry per key (%zu)",
+       cache.count);
+    e0 = zc_cudnn_cache_find(&cache, &base);
+    ok(e0 && zc_cudnn_cache_get(&cache, &k) == e0 && cache.count == (size_t)nkeys,
+       "cache: the same shape finds the same entry, nothing added");
+    e0->state = -1;
+    /* grow past several resizes: entries stay put */
+    for (int i = 0; i < 200; i++) {
+        zc_cudnn_key_t m = base;
+
+        m.max_q = 64 << (i % 8);
+        m.segments = 100 + i;
+        zc_cudnn_cache_get(&cache, &m);
+    }
+    ok(zc_cudnn_cache_find(&cache, &base) == e0 && e0->state == -1 &&
+           cache.count == (size_t)nkeys + 200,
+       "cache: entries keep their place and state as it grows (%zu entries, %zu slots)",
+       cache.count, cache.nslots);
+    k = base;
+    k.head_dim = 96;
+    ok(zc_cudnn_cache_find(&cache, &k) == NULL, "cache: find does not create");
+    zc_cudnn_cache_clear(&cache, NULL);
+    ok(cache.count == 0 && cache.slots == NULL, "cache: cleared");
+    ok(strcmp(zc_cudnn_key_str(&base, buf, sizeof(buf)),
+              "fwd bfloat16 hq=8 hkv=2 d=64 causal seg=2 q<=128 kv<=128") == 0,
+       "key text: %s", buf);
+}
+
+/* ---- argument checks and statuses ---------------------------------------- */
+
+static void bad(zc_status_t st, const char *name, const char *what)
+{
+    if (!ok(st == ZC_ERR_INVALID_ARG && has(name), "%s: invalid argument naming '%s'", what,
+            name))
+        diag("got %s: %s", zc_strerror(st), zc_get_last_error());
+}
+
+static void test_checks(void)
+{
+    shape_t s;
+    int fallback = -1;
+    zc_status_t st;
+
+    shape_init(&s);
+    ok(zc_cudnn_attn_check(ZC_CUDNN_FWD, &s.a) == ZC_OK, "a ring block's forward args pass");
+    ok(zc_cudnn_attn_check(ZC_CUDNN_BWD, &s.a) == ZC_OK, "a ring block's backward args pass");
+    bad(zc_cudnn_attn_check(ZC_CUDNN_FWD, NULL), "args", "NULL args");
+    bad(zc_cudnn_attn_check(ZC_CUDNN_DELTA, &s.a), "pass", "the delta pass");
+    s.a.q = NULL;
+    bad(zc_cudnn_attn_check(ZC_CUDNN_FWD, &s.a), "q", "NULL q");
+    shape_init(&s);
+    s.a.out = NULL;
+    bad(zc_cudnn_attn_check(ZC_CUDNN_FWD, &s.a), "out", "forward without out");
+    s.a.delta = NULL;
+    bad(zc_cudnn_attn_check(ZC_CUDNN_BWD, &s.a), "out", "backward without out or delta");
+    shape_init(&s);
+    s.a.dout = NULL;
+    bad(zc_cudnn_attn_check(ZC_CUDNN_BWD, &s.a), "dout", "backward without dout");
+    shape_init(&s);
+    s.a.dk = NULL;
+    bad(zc_cudnn_attn_check(ZC_CUDNN_BWD, &s.a), "dk", "backward without dk");
+    shape_init(&s);
+    s.a.head_dim = 0;
+    bad(zc_cudnn_attn_check(ZC_CUDNN_FWD, &s.a), "head_dim", "head dim 0");
+    shape_init(&s);
+    s.a.num_heads_kv = 3;
+    bad(zc_cudnn_attn_check(ZC_CUDNN_FWD, &s.a), "num_heads_q", "8 heads over 3");
+    shape_init(&s);
+    s.a.dtype = ZC_INT32;
+    bad(zc_cudnn_attn_check(ZC_CUDNN_FWD, &s.a), "dtype", "int32 tensors");
+    shape_init(&s);
+    s.cu_q[2] = 50;
+    bad(zc_cudnn_attn_check(ZC_CUDNN_FWD, &s.a), "cu_seqlens_q", "decreasing cu_seqlens_q");
+
+    /* a launch that falls back touches nothing: host stand-ins are safe */
+    shape_init(&s);
+    s.a.head_dim = 200;
+    st = zc_cudnn_attn_launch(ZC_CUDNN_FWD, &s.a, NULL, &fallback);
+#ifdef HAVE_CUDNN
+    ok(st == ZC_OK && fallback == 1, "launch of an unsupported shape: fallback, nothing enqueued");
+#else
+    ok(st == ZC_ERR_UNSUPPORTED && has("without cuDNN"),
+       "launch without cuDNN built in: ZC_ERR_UNSUPPORTED");
+#endif
+    bad(zc_cudnn_attn_launch(ZC_CUDNN_FWD, NULL, NULL, &fallback), "args", "launch, NULL args");
+
+    ok(zc_cudnn_status(0, "x") == ZC_OK, "cuDNN success: ZC_OK");
+#ifdef HAVE_CUDNN
+    st = zc_cudnn_status(3000, "cudnnBackendFinalize(operation graph)");
+    ok(st == ZC_ERR_UNSUPPORTED && has("cuDNN cudnnBackendFinalize(operation graph)") &&
+           has("NOT_SUPPORTED"),
+       "CUDNN_STATUS_NOT_SUPPORTED: ZC_ERR_UNSUPPORTED with cudnnGetErrorString's text");
+    if (st != ZC_ERR_UNSUPPORTED || !has("NOT_SUPPORTED"))
+        diag("%s", zc_get_last_error());
+    ok(zc_cudnn_status(3002, "x") == ZC_ERR_UNSUPPORTED, "NOT_SUPPORTED_SHAPE: unsupported");
+    ok(zc_cudnn_status(2000, "x") == ZC_ERR_INTERNAL && has("BAD_PARAM"),
+       "BAD_PARAM: ZC_ERR_INTERNAL (a graph built wrong)");
+    ok(zc_cudnn_status(4004, "x") == ZC_ERR_NO_MEMORY, "device allocation: ZC_ERR_NO_MEMORY");
+    ok(zc_cudnn_status(5000, "x") == ZC_ERR_SYSTEM && has("EXECUTION_FAILED"),
+       "EXECUTION_FAILED: ZC_ERR_SYSTEM");
+    ok(zc_cudnn_status(1001, "x") == ZC_ERR_SYSTEM, "NOT_INITIALIZED: ZC_ERR_SYSTEM");
+#else
+    ok(zc_cudnn_status(3000, "x") == ZC_ERR_UNSUPPORTED, "any status without cuDNN: unsupported");
+    tap_skip(5, "libzcomm built without cuDNN: no cudnnGetErrorString");
+#endif
+}
+
+/* ---- on a GPU: against the CPU kernels ----------------------------------- */
+
+#ifdef HAVE_CUDNN
+static uint64_t rng = 0x2545f4914f6cdd1dull;
+
+static float rnd(void)
+{
+    rng ^= rng << 13;
+    rng ^= rng >> 7;
+    rng ^= rng << 17;
+    return (float)((rng >> 11) * (1.0 / 9007199254740992.0)) * 2.0f - 1.0f;
+}
+
+static void *upload(const void *src, size_t bytes)
+{
+    void *d = NULL;
+
+    if (cudaMalloc(&d, bytes ? bytes : 1) != cudaSuccess)
+        return NULL;
+    cudaMemcpy(d, src, bytes, cudaMemcpyHostToDevice);
+    return d;
+}
+
+static double max_err(const float *x, const float *ref, size_t n)
+{
+    double e = 0, m = 1e-30;
+
+    for (size_t i = 0; i < n; i++) {
+        double r = fabs((double)ref[i]);
+
+        if (!isfinite(x[i]) && isfinite(ref[i]))
+            return INFINITY;
+        e = fmax(e, fabs((double)x[i] - ref[i]));
+        m = fmax(m, r);
+    }
+    return e / m;
+}
+
+/* One forward and backward of shape s (its lengths, starts and heads) in
+ * bf16 on cuDNN and on the CPU kernels; errors relative to max |ref|. */
+static void gpu_case(const shape_t *shape, const char *name)
+{
+    zc_attn_args_t a = shape->a;
+    int64_t tq = a.cu_seqlens_q[a.batch], tk = a.cu_seqlens_kv[a.batch];
+    size_t qn = (size_t)tq * a.num_heads_q * a.head_dim, kn = (size_t)tk * a.num_heads_kv * a.head_dim;
+    size_t rows = (size_t)tq * a.num_heads_q;
+    float *f = malloc((qn * 2 + kn * 2) * sizeof(float));
+    uint16_t *h = malloc((qn * 2 + kn * 2) * sizeof(uint16_t));
+    float *out = calloc(qn, sizeof(float)), *lse = malloc(rows * sizeof(float));
+    float *delta = malloc(rows * sizeof(float)), *dq = calloc(qn, 4), *dk = calloc(kn, 4),
+          *dv = calloc(kn, 4);
+    float *g_out = malloc(qn * 4), *g_lse = malloc(rows * 4), *g_dq = malloc(qn * 4),
+          *g_dk = malloc(kn * 4), *g_dv = malloc(kn * 4);
+    uint16_t *out16 = malloc(qn * 2);
+    void *d_in, *d_out, *d_lse, *d_delta, *d_dq, *d_dk, *d_dv, *d_out16;
+    int fallback = 0;
+    zc_status_t st;
+    double e_out, e_lse = 0, e_dq, e_dk, e_dv;
+
+    for (size_t i = 0; i < qn * 2 + kn * 2; i++)
+        f[i] = rnd();
+    zc_attn_convert(f, ZC_FLOAT32, (int64_t)(qn * 2 + kn * 2), ZC_BFLOAT16, h);
+    /* q | dout | k | v, bf16 */
+    a.q = h;
+    a.dout = h + qn;
+    a.k = h + 2 * qn;
+    a.v = h + 2 * qn + kn;
+    a.flags = 0;
+    a.out = out;
+    a.lse = lse;
+    a.out_dtype = ZC_FLOAT32;
+    a.grad_dtype = ZC_FLOAT32;
+    zc_attn_fwd(&a);
+    zc_attn_convert(out, ZC_FLOAT32, (int64_t)qn, ZC_BFLOAT16, out16);
+    a.out = out16;
+    a.out_dtype = ZC_BFLOAT16;
+    a.delta = delta;
+    zc_attn_bwd_delta(&a);
+    a.dq = dq;
+    a.dk = dk;
+    a.dv = dv;
+    zc_attn_bwd(&a);
+
+    d_in = upload(h, (qn * 2 + kn * 2) * 2);
+    d_out = upload(out, qn * 4);
+    d_lse = upload(lse, rows * 4);
+    d_delta = upload(delta, rows * 4);
+    d_out16 = upload(out16, qn * 2);
+    d_dq = upload(dq, qn * 4);
+    d_dk = upload(dk, kn * 4);
+    d_dv = upload(dv, kn * 4);
+    a.q = d_in;
+    a.dout = (uint16_t *)d_in + qn;
+    a.k = (uint16_t *)d_in + 2 * qn;
+    a.v = (uint16_t *)d_in + 2 * qn + kn;
+    /* forward into fp32 out, not accumulating */
+    a.out = d_out;
+    a.out_dtype = ZC_FLOAT32;
+    a.lse = d_lse;
+    cudaMemset(d_out, 0, qn * 4);
+    st = zc_cudnn_attn_launch(ZC_CUDNN_FWD, &a, NULL, &fallback);
+    cudaDeviceSynchronize();
+    cudaMemcpy(g_out, d_out, qn * 4, cudaMemcpyDeviceToHost);
+    cudaMemcpy(g_lse, d_lse, rows * 4, cudaMemcpyDeviceToHost);
+    e_out = max_err(g_out, out, qn);
+    for (size_t i = 0; i < rows; i++)
+        e_lse = fmax(e_lse, fabs((double)g_lse[i] - lse[i]));
+    if (st != ZC_OK || fallback) {
+        ok(0, "%s: cuDNN forward ran (%s%s)", name, zc_strerror(st),
+           fallback ? ", fell back" : "");
+        diag("%s", zc_get_last_error());
+    } else {
+        ok(e_out < 1e-2 && e_lse < 2e-3, "%s: cuDNN forward vs CPU: out %.2e, lse %.2e", name,
+           e_out, e_lse);
+    }
+    /* backward, gradients accumulated into zeroed fp32 buffers */
+    cudaMemcpy(d_lse, lse, rows * 4, cudaMemcpyHostToDevice);
+    cudaMemset(d_dq, 0, qn * 4);
+    cudaMemset(d_dk, 0, kn * 4);
+    cudaMemset(d_dv, 0, kn * 4);
+    a.out = d_out16;
+    a.out_dtype = ZC_BFLOAT16;
+    a.delta = d_delta;
+    a.dq = d_dq;
+    a.dk = d_dk;
+    a.dv = d_dv;
+    a.flags = ZC_ATTN_ACCUMULATE;
+    fallback = 0;
+    st = zc_cudnn_attn_launch(ZC_CUDNN_BWD, &a, NULL, &fallback);
+    cudaDeviceSynchronize();
+    cudaMemcpy(g_dq, d_dq, qn * 4, cudaMemcpyDeviceToHost);
+    cudaMemcpy(g_dk, d_dk, kn * 4, cudaMemcpyDeviceToHost);
+    cudaMemcpy(g_dv, d_dv, kn * 4, cudaMemcpyDeviceToHost);
+    e_dq = max_err(g_dq, dq, qn);
+    e_dk = max_err(g_dk, dk, kn);
+    e_dv = max_err(g_dv, dv, kn);
+    if (st != ZC_OK || fallback) {
+        ok(0, "%s: cuDNN backward ran (%s%s)", name, zc_strerror(st),
+           fallback ? ", fell back" : "");
+        diag("%s", zc_get_last_error());
+    } else {
+        ok(e_dq < 2.5e-2 && e_dk < 2.5e-2 && e_dv < 2.5e-2,
+           "%s: cuDNN backward vs CPU: dq %.2e, dk %.2e, dv %.2e", name, e_dq, e_dk, e_dv);
+    }
+    cudaFree(d_in);
+    cudaFree(d_out);
+    cudaFree(d_lse);
+    cudaFree(d_delta);
+    cudaFree(d_out16);
+    cudaFree(d_dq);
+    cudaFree(d_dk);
+    cudaFree(d_dv);
+    free(f);
+    free(h);
+    free(out);
+    free(lse);
+    free(delta);
+    free(dq);
+    free(dk);
+    free(dv);
+    free(g_out);
+    free(g_lse);
+    free(g_dq);
+    free(g_dk);
+    free(g_dv);
+    free(out16);
+}
+#endif
+
+#define GPU_CASES 8
+
+static void test_gpu(void)
+{
+#ifdef HAVE_CUDNN
+    shape_t s;
+
+    if (zc_cuda_devices() <= 0) {
+        tap_skip(GPU_CASES, "no CUDA device: the cuDNN runs against the CPU kernels need a GPU");
+        return;
+    }
+    shape_init(&s);
+    gpu_case(&s, "bf16 GQA 8/2 d64 causal diagonal, 100+128 tokens");
+    shape_init(&s);
+    s.q_start[1] += 40;
+    gpu_case(&s, "causal sliced block (offset 40)");
+    shape_init(&s);
+    s.a.causal = 0;
+    s.a.num_heads_kv = 8;
+    s.a.head_dim = 128;
+    gpu_case(&s, "full MHA d128");
+    shape_init(&s);
+    s.q_start[0] = 500;
+    s.a.num_heads_kv = 1;
+    gpu_case(&s, "MQA, one full and one diagonal segment");
+    zc_cudnn_attn_release();
+#else
+    tap_skip(GPU_CASES, "libzcomm built without cuDNN");
+#endif
+}
+
+int main(void)
+{
+    test_switch();
+    test_decide();
+    test_keys();
+    test_checks();
+    test_gpu();
+    return tap_done();
+}
