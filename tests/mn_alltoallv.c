@@ -6,6 +6,7 @@
 
 #include "a2av_common.h"
 #include "mn_common.h"
+#include "src/core/comm.h"
 
 /* Run layout `l` with fresh buffers; check the receive side. */
 static void run_checked(zc_comm_h comm, const a2av_layout_t *l, zc_datatype_t dtype, int salt)
@@ -34,11 +35,12 @@ static void case_random(zc_comm_h comm)
         int64_t *m = a2av_matrix(mn_size, (uint64_t)seed, seed % 2 ? 3000 : 60000, seed % mn_size);
         a2av_layout_t l;
         a2av_layout(&l, m, mn_size, mn_rank, (uint64_t)seed, seed % 3 ? 29 : 0, 0);
-        setenv("ZC_ALLTOALLV_WINDOW", seed % 3 == 1 ? "2" : "0", 1);
+        /* the communicator's copy of ZC_ALLTOALLV_WINDOW (parsed at its creation) */
+        comm->settings.alltoallv_window = seed % 3 == 1 ? 2 : 0;
         run_checked(comm, &l, types[seed % 3], seed);
         free(m);
     }
-    unsetenv("ZC_ALLTOALLV_WINDOW");
+    comm->settings.alltoallv_window = 2;
     snprintf(name, sizeof(name),
              "6 random count matrices (zeros, a silent rank, gaps, 3 types, window 0 or 2) "
              "byte-exact, gaps untouched");
@@ -174,9 +176,10 @@ int main(void)
     /* Between the first and the last rank (other nodes), and from nothing. */
     case_mismatch(comm, 0, mn_size - 1, 5, 4);
     case_mismatch(comm, mn_size - 1, mn_size / 2 - 1 > 0 ? mn_size / 2 - 1 : 0, 0, 7);
-    setenv("ZC_ALLTOALLV_ROWS_MAX", "0", 1);  /* the agreement of large communicators */
+    int64_t rows_max = comm->settings.alltoallv_rows_max;
+    comm->settings.alltoallv_rows_max = 0;  /* the agreement of large communicators */
     case_mismatch(comm, 1 % mn_size, mn_size - 2 > 0 ? mn_size - 2 : 0, 3, 0);
-    unsetenv("ZC_ALLTOALLV_ROWS_MAX");
+    comm->settings.alltoallv_rows_max = rows_max;
     case_bad_args(comm);
     return mn_finish(comm);
 }

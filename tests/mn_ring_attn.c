@@ -21,6 +21,7 @@
 #include <stdlib.h>
 
 #include "mn_common.h"
+#include "src/core/comm.h"
 #include "tools/zc_plan_dataset.h"
 #include "tools/zc_ring_attn_data.h"
 
@@ -150,7 +151,8 @@ int main(void)
             for (int m = 0; m < NMODES; m++) {
                 const char *order = (b + (int)s + m) % 2 ? "reverse" : "forward";
 
-                setenv("ZC_RING_ATTN_BWD_ORDER", order, 1);
+                /* the communicator's copy of ZC_RING_ATTN_BWD_ORDER, alike on every rank */
+                comm->settings.ring_attn_bwd_reverse = order[0] == 'r';
                 run_mode(comm, &ref, nnodes, mn_size / nnodes, cap, &modes[m], nrails);
                 snprintf(name, sizeof(name), "%s (%zu seqs, %lld tokens), %s, %s, bwd %s: fwd + "
                          "bwd match the single-process reference", what, count,

@@ -28,6 +28,7 @@
 #endif
 
 #include "perf_common.h"
+#include "src/core/comm.h"
 #include "zc_plan_dataset.h"
 
 typedef struct {
@@ -448,9 +449,10 @@ int main(int argc, char **argv)
     r.b = &b;
 #endif
     double bus = size > 1 ? (double)(size - 1) / size : 1.0;
-    char check_env[32];  /* restored after the rows without the agreement */
-    snprintf(check_env, sizeof(check_env), "%s",
-             getenv("ZC_ALLTOALLV_CHECK") ? getenv("ZC_ALLTOALLV_CHECK") : "1");
+    /* ZC_ALLTOALLV_CHECK as the communicator parsed it at its creation,
+     * restored after the rows without the agreement (the library reads its
+     * copy, not the environment, on every call) */
+    int check_setting = comm->settings.alltoallv_check;
     int salt = 0;
     for (size_t bytes = o.min_bytes; bytes <= o.max_bytes; bytes = zc_perf_next_size(&o, bytes)) {
         args_for(&a, &m, rank, (int64_t)(bytes / elem));
@@ -479,11 +481,11 @@ int main(int argc, char **argv)
             if (!run[mode])
                 continue;
             if (mode == MODE_ZC_NOCHECK)
-                setenv("ZC_ALLTOALLV_CHECK", "0", 1);
+                comm->settings.alltoallv_check = 0;
             t[mode] = timed(&r, mode == MODE_MPI);
             int64_t wrong = checked(&r, mode == MODE_MPI, rank, size, ++salt);
             if (mode == MODE_ZC_NOCHECK)
-                setenv("ZC_ALLTOALLV_CHECK", check_env, 1);
+                comm->settings.alltoallv_check = check_setting;
             if (rank == 0 && run[MODE_ZC] + run[MODE_ZC_NOCHECK] + run[MODE_MPI] > 1)
                 printf("%-9s", mode_names[mode]);
             zc_perf_print_row(comm, (size_t)top * elem, (size_t)top, o.dtype, t[mode], bus,
