@@ -609,9 +609,11 @@ static void zc_cudnn_log_fallback(const char *reason)
     for (int i = 0; i < zc_cudnn_nlogged; i++)
         if (zc_cudnn_logged[i] == h)
             return;
-    if (zc_cudnn_nlogged < 64)
-        zc_cudnn_logged[zc_cudnn_nlogged++] = h;
-    zc_log_info("ZC_ATTN_BACKEND=cudnn: falling back to the native kernels: %s", reason);
+    if (zc_cudnn_nlogged == 64)
+        return; /* 64 reasons said: the rest would only repeat them */
+    zc_cudnn_logged[zc_cudnn_nlogged++] = h;
+    zc_log_info("ZC_ATTN_BACKEND=cudnn: falling back to the native kernels: %s%s", reason,
+                zc_cudnn_nlogged == 64 ? " (the last such line)" : "");
 }
 
 static size_t zc_align256(size_t n)
