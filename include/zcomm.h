@@ -9,6 +9,30 @@
  *  - handles are opaque (`_h`), outputs come last and are written only on
  *    success, every _init/_create has its _destroy;
  *  - the library never frees memory the caller owns.
+ *
+ * Structs that grow (the ABI; zcomm(7), "ABI"):
+ *  - a struct the caller fills (zc_config_t, zc_oob_t, zc_plan_opts_t,
+ *    zc_cluster_t, zc_ring_attn_args_t, zc_attn_args_t) starts with its
+ *    size (zc_oob_t: struct_size), set by its ZC_*_INITIALIZER.  New fields
+ *    are only ever added at the end.  The library reads only the caller's
+ *    size and gives every field past it its default, so a program built
+ *    against an older zcomm.h keeps working; a size below the struct's
+ *    first layout (0 included) is ZC_ERR_INVALID_ARG naming the argument,
+ *    and bytes past this library's sizeof must be zero (else
+ *    ZC_ERR_UNSUPPORTED: a newer field this library does not know);
+ *  - a struct the library fills through a pointer (zc_topo_gpu_t,
+ *    zc_topo_nic_t, zc_plan_info_t, zc_cost_t, zc_ring_attn_stats_t,
+ *    zc_cluster_t from zc_cluster_load) also starts with a size, which the
+ *    caller sets before the call (its ZC_*_INITIALIZER does): the library
+ *    writes at most that many bytes, never past them, and sets size to the
+ *    count it wrote (min(size, sizeof) of the library's struct), so a newer
+ *    caller sees which fields an older library filled.  A size below the
+ *    first layout's is ZC_ERR_INVALID_ARG;
+ *  - the other structs are fixed records: elements of arrays (zc_transfer_t,
+ *    zc_plan_piece_t, zc_plan_hop_t, zc_plan_transfer_t, zc_env_var_t) and
+ *    the small per-item records zc_plan_seq_t, zc_plan_ring_t,
+ *    zc_plan_rank_t and zc_topo_assignment_t never change; more information
+ *    comes as a new call.
  */
 #ifndef ZCOMM_H
 #define ZCOMM_H
@@ -118,16 +142,21 @@ typedef struct zc_comm *zc_comm_h;
  * non-blocking and completed with req_test): gather `len` bytes from every
  * rank into `recvbuf` (rank-ordered, len * size bytes) and return 0 on
  * success, non-zero on failure.  Called only from inside zc_comm_init_oob,
- * from the calling thread; see zc_comm_init_rank(3). */
+ * from the calling thread; see zc_comm_init_rank(3).  Start from
+ * ZC_OOB_INITIALIZER (struct_size: `size` is the number of ranks). */
 typedef struct {
+    size_t struct_size;     /* sizeof(zc_oob_t), set by ZC_OOB_INITIALIZER */
     int (*allgather)(const void *sendbuf, void *recvbuf, size_t len, void *ctx);
     void *ctx;
     int rank;
-    int size;
+    int size;               /* ranks */
 } zc_oob_t;
 
+#define ZC_OOB_INITIALIZER { sizeof(zc_oob_t), NULL, NULL, 0, 0 }
+
 typedef struct {
-    size_t size;            /* sizeof(zc_config_t), for compatibility */
+    size_t size;            /* sizeof(zc_config_t) the caller was built with (first
+                               layout: up to node_id); set by ZC_CONFIG_INITIALIZER */
     int timeout_ms;         /* bootstrap and wait timeout; 0: ZC_TIMEOUT */
     const char *node_id;    /* node identity; NULL: ZC_NODE_ID or the host */
     /* The per-communicator ZC_* variables of the same names (zc_env_vars(),
@@ -235,14 +264,20 @@ typedef enum {
 #define ZC_TOPO_PCI_LEN  16 /* "dddd:bb:dd.f" and its NUL */
 #define ZC_TOPO_NAME_LEN 64
 
+/* Filled by zc_topo_gpu_info: set size first (ZC_TOPO_GPU_INITIALIZER). */
 typedef struct {
+    size_t size;               /* in: bytes the caller has; out: bytes written */
     char pci[ZC_TOPO_PCI_LEN]; /* PCI bus id, lower case */
     int numa;                  /* NUMA node (OS index), -1 if unknown */
     double link_gbs;           /* PCIe link bandwidth in GB/s, 0 if unknown */
     int cuda_device;           /* CUDA device index, -1 if CUDA does not see it */
 } zc_topo_gpu_t;
 
+#define ZC_TOPO_GPU_INITIALIZER { sizeof(zc_topo_gpu_t), "", 0, 0.0, 0 }
+
+/* Filled by zc_topo_nic_info: set size first (ZC_TOPO_NIC_INITIALIZER). */
 typedef struct {
+    size_t size;                   /* in: bytes the caller has; out: bytes written */
     char name[ZC_TOPO_NAME_LEN];   /* verbs device name ("mlx5_0") */
     int port;                      /* port number, from 1 */
     char pci[ZC_TOPO_PCI_LEN];     /* "" if the NIC has no PCI address */
@@ -253,6 +288,9 @@ typedef struct {
     double rate_gbps;              /* port rate in Gbit/s, -1 if unknown */
     char netdev[ZC_TOPO_NAME_LEN]; /* network interface for UCX, "" if none */
 } zc_topo_nic_t;
+
+#define ZC_TOPO_NIC_INITIALIZER                                                         \
+    { sizeof(zc_topo_nic_t), "", 0, "", 0, 0.0, ZC_PORT_UNKNOWN, "", 0.0, "" }
 
 typedef struct {
     int nic;       /* index of the assigned NIC, -1 if there is no NIC */
@@ -329,7 +367,9 @@ typedef struct {
 /* Token costs in the paper's 10:1 ratio; only their ratio changes a plan. */
 #define ZC_PLAN_OPTS_INITIALIZER { sizeof(zc_plan_opts_t), 1.0, 10.0, 0u, 0, 0 }
 
+/* Filled by zc_plan_info: set size first (ZC_PLAN_INFO_INITIALIZER). */
 typedef struct {
+    size_t size;            /* in: bytes the caller has; out: bytes written */
     int nnodes;
     int gpus_per_node;
     int nranks;             /* nnodes * gpus_per_node */
@@ -341,6 +381,8 @@ typedef struct {
     unsigned flags;         /* ZC_PLAN_CUT, ZC_PLAN_EVEN_SPLIT */
     double remap_objective; /* largest per-rank transfer cost of the remap */
 } zc_plan_info_t;
+
+#define ZC_PLAN_INFO_INITIALIZER { sizeof(zc_plan_info_t), 0, 0, 0, 0, 0, 0, 0, 0, 0u, 0.0 }
 
 typedef struct {
     int64_t length;
@@ -442,9 +484,11 @@ ZC_API zc_status_t zc_plan_remap_counts(zc_plan_h plan, int rank, zc_remap_dir_t
                                         int64_t *sendcounts, int64_t *sdispls,
                                         int64_t *recvcounts, int64_t *rdispls);
 
-/* Cost model (zc_plan_cost(3)): a cluster and a model, priced per iteration. */
+/* Cost model (zc_plan_cost(3)): a cluster and a model, priced per iteration.
+ * zc_cluster_load fills a cluster (set size first: ZC_CLUSTER_INITIALIZER),
+ * zc_plan_cost reads one (size from the first layout up). */
 typedef struct {
-    size_t size;            /* sizeof(zc_cluster_t) */
+    size_t size;            /* sizeof(zc_cluster_t); zc_cluster_load: bytes written */
     char name[32];
     int gpus_per_node;
     int nics_per_node;      /* NICs; GPU g uses NIC g * nics / gpus */
@@ -456,6 +500,9 @@ typedef struct {
     int bytes_per_elem;     /* activations: 2 for bf16 */
 } zc_cluster_t;
 
+#define ZC_CLUSTER_INITIALIZER                                                          \
+    { sizeof(zc_cluster_t), "", 0, 0, 0.0, 0.0, 0.0, 0.0, 0, 0, 0, 0, 0, 0, 0 }
+
 typedef enum {
     ZC_COST_TE_CP = 0,      /* every sequence evenly split over one global ring */
     ZC_COST_LLAMA_CP,       /* even split, KV all-gathered before attention */
@@ -466,7 +513,9 @@ typedef enum {
     ZC_COST_METHOD_COUNT
 } zc_cost_method_t;
 
+/* Filled by zc_plan_cost: set size first (ZC_COST_INITIALIZER). */
 typedef struct {
+    size_t size;            /* in: bytes the caller has; out: bytes written */
     double attention;       /* seconds, slowest device, fwd + bwd, all layers */
     double linear;          /* seconds, slowest device */
     double remap;           /* seconds, forward + inverse, fwd + bwd, all layers */
@@ -474,6 +523,8 @@ typedef struct {
     double bytes_intra;     /* bytes moved inside nodes per iteration */
     double bytes_inter;     /* bytes moved between nodes per iteration */
 } zc_cost_t;
+
+#define ZC_COST_INITIALIZER { sizeof(zc_cost_t), 0.0, 0.0, 0.0, 0.0, 0.0, 0.0 }
 
 /* Read a cluster file ("key value" lines, # comments; zc_plan(1)). */
 ZC_API zc_status_t zc_cluster_load(const char *path, zc_cluster_t *cluster);
@@ -563,8 +614,10 @@ typedef enum {
                                 * backward reduce-scatters dK/dV (LLaMA 3 CP) */
 } zc_ring_attn_mode_t;
 
-/* Where the time of one call went. */
+/* Where the time of one call went (args->stats): set size first
+ * (ZC_RING_ATTN_STATS_INITIALIZER). */
 typedef struct {
+    size_t size;             /* in: bytes the caller has; out: bytes written */
     double total_seconds;
     double compute_seconds;  /* inside the attention kernels */
     double wait_seconds;     /* blocked on transfers that compute did not hide */
@@ -572,8 +625,10 @@ typedef struct {
     int64_t kernel_calls;
 } zc_ring_attn_stats_t;
 
+#define ZC_RING_ATTN_STATS_INITIALIZER { sizeof(zc_ring_attn_stats_t), 0.0, 0.0, 0.0, 0, 0 }
+
 typedef struct {
-    size_t size;             /* sizeof(zc_ring_attn_args_t), for compatibility */
+    size_t size;             /* sizeof(zc_ring_attn_args_t); ZC_RING_ATTN_ARGS_INITIALIZER */
     zc_ring_attn_mode_t mode;
     int num_heads_q;
     int num_heads_kv;        /* divides num_heads_q (GQA, MQA) */
@@ -592,7 +647,7 @@ typedef struct {
     void *dq;                /* bwd: written, like q */
     void *dk;                /* bwd: written, like k */
     void *dv;
-    zc_ring_attn_stats_t *stats; /* optional, written on success */
+    zc_ring_attn_stats_t *stats; /* optional, written on success (its size set) */
 } zc_ring_attn_args_t;
 
 #define ZC_RING_ATTN_ARGS_INITIALIZER                                                       \
@@ -717,6 +772,7 @@ ZC_API zc_status_t zc_zigzag_unpack_stream(const void *share, const int32_t *cu_
 #define ZC_ATTN_ACCUMULATE (1u << 0) /* merge into out/lse (fwd) or add into dq/dk/dv (bwd) */
 
 typedef struct {
+    size_t size;                 /* sizeof(zc_attn_args_t); ZC_ATTN_ARGS_INITIALIZER */
     int batch;                   /* segments; 0 is a no-op */
     int num_heads_q;
     int num_heads_kv;            /* divides num_heads_q */
@@ -742,6 +798,11 @@ typedef struct {
     void *dk;
     void *dv;
 } zc_attn_args_t;
+
+/* Every field 0 or NULL but size; fill in the rest. */
+#define ZC_ATTN_ARGS_INITIALIZER                                                          \
+    { sizeof(zc_attn_args_t), 0, 0, 0, 0, NULL, NULL, NULL, NULL, 0, 0.0f, 0u, ZC_FLOAT32, \
+      ZC_FLOAT32, ZC_FLOAT32, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL }
 
 /* Forward: out = softmax(q k^T * scale) v per head, and lse.  With
  * ZC_ATTN_ACCUMULATE, out (fp32) and lse hold a partial result over other

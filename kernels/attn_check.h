@@ -7,8 +7,31 @@
 #include <stdint.h>
 
 #include "kernels/attn_math.h"
+#include "src/common/abi.h"
 #include "src/common/status.h"
 #include "zcomm.h"
+
+/* The caller's args read into *local: its size's worth, the defaults past
+ * it (src/common/abi.h).  Every public entry point taking a zc_attn_args_t
+ * reads it so, then uses only *local. */
+static inline zc_status_t zc_attn_args_read(const zc_attn_args_t *user, zc_attn_args_t *local)
+{
+    static const zc_attn_args_t defaults = ZC_ATTN_ARGS_INITIALIZER;
+
+    *local = defaults;
+    ZC_ARG_CHECK(user != NULL, "args: NULL");
+    ZC_CHECK(zc_abi_read(local, sizeof(*local), sizeof(*local), user, user->size,
+                         ZC_ATTN_ARGS_SIZE_V1, "args", "ZC_ATTN_ARGS_INITIALIZER"));
+    local->size = sizeof(*local);
+    return ZC_OK;
+}
+
+/* Read `args` (a parameter of the enclosing public call) into a local copy
+ * and point args at it. */
+#define ZC_ATTN_ARGS_READ(args)                                                   \
+    zc_attn_args_t zc_attn_args_local_;                                           \
+    ZC_CHECK(zc_attn_args_read((args), &zc_attn_args_local_));                    \
+    (args) = &zc_attn_args_local_
 
 /* cu_seqlens of `batch` segments: present, starting at 0, non-decreasing;
  * *total is its last entry (0 for an empty batch, where it may be NULL). */

@@ -234,6 +234,7 @@ typedef struct {
 static void case_args(const tcase_t *c, zc_attn_args_t *a)
 {
     memset(a, 0, sizeof(*a));
+    a->size = sizeof(*a);
     a->batch = c->batch;
     a->num_heads_q = c->hq;
     a->num_heads_kv = c->hk;

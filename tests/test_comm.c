@@ -81,7 +81,8 @@ static int oob_allgather(const void *sendbuf, void *recvbuf, size_t len, void *c
 static int rank_by_oob(int rank, int nranks, void *arg)
 {
     int ctx[2] = {rank, nranks};
-    zc_oob_t oob = {.allgather = oob_allgather, .ctx = ctx, .rank = rank, .size = nranks};
+    zc_oob_t oob = {.struct_size = sizeof(zc_oob_t), .allgather = oob_allgather, .ctx = ctx,
+                    .rank = rank, .size = nranks};
     zc_comm_h comm;
 
     MP_CHECK(zc_comm_init_oob(&comm, &oob, NULL) == ZC_OK, "init oob");
@@ -255,7 +256,7 @@ static void bad_arguments(void)
 {
     zc_comm_h comm = NULL;
     zc_config_t config = ZC_CONFIG_INITIALIZER;
-    zc_oob_t oob = {0};
+    zc_oob_t oob = ZC_OOB_INITIALIZER;
     int v;
 
     ok(zc_get_unique_id(NULL) == ZC_ERR_INVALID_ARG && strstr(zc_get_last_error(), "id"),

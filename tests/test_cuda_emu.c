@@ -498,7 +498,8 @@ static void test_attention(const shape_t *s, zc_datatype_t dtype)
         /* The CPU kernels on the same inputs */
         void *cout = nan_buffer(c.nq, dtype);
         float *clse = nan_buffer(c.nl, ZC_FLOAT32), *cgot;
-        zc_attn_args_t a = {.size = sizeof(zc_attn_args_t), .batch = s->batch, .num_heads_q = s->hq, .num_heads_kv = s->hk,
+        zc_attn_args_t a = {.size = sizeof(zc_attn_args_t), .batch = s->batch,
+                            .num_heads_q = s->hq, .num_heads_kv = s->hk,
                             .head_dim = s->d, .cu_seqlens_q = c.cuq, .cu_seqlens_kv = c.cuk,
                             .q_start = s->q_start, .kv_start = s->kv_start,
                             .causal = s->causal, .scale = 1.0f / sqrtf((float)s->d),
@@ -542,7 +543,8 @@ static void test_attention(const shape_t *s, zc_datatype_t dtype)
     if (dtype != ZC_FLOAT16) {
         void *cdq = nan_buffer(c.nq, dtype), *cdk = nan_buffer(c.nk, dtype);
         void *cdv = nan_buffer(c.nk, dtype);
-        zc_attn_args_t a = {.size = sizeof(zc_attn_args_t), .batch = s->batch, .num_heads_q = s->hq, .num_heads_kv = s->hk,
+        zc_attn_args_t a = {.size = sizeof(zc_attn_args_t), .batch = s->batch,
+                            .num_heads_q = s->hq, .num_heads_kv = s->hk,
                             .head_dim = s->d, .cu_seqlens_q = c.cuq, .cu_seqlens_kv = c.cuk,
                             .q_start = s->q_start, .kv_start = s->kv_start,
                             .causal = s->causal, .scale = 1.0f / sqrtf((float)s->d),

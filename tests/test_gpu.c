@@ -192,7 +192,7 @@ static void test_attention(const shape_t *s, zc_datatype_t dtype)
     float *dk = malloc(nk * 4), *dv = malloc(nk * 4), *got = malloc((nq > nk ? nq : nk) * 4);
     float *glse = malloc(nl * 4);
     const char *tn = zc_datatype_name(dtype);
-    zc_attn_args_t a = {.batch = s->batch, .num_heads_q = s->hq, .num_heads_kv = s->hk,
+    zc_attn_args_t a = {.size = sizeof(zc_attn_args_t), .batch = s->batch, .num_heads_q = s->hq, .num_heads_kv = s->hk,
                         .head_dim = s->d, .cu_seqlens_q = cuq, .cu_seqlens_kv = cuk,
                         .q_start = s->q_start, .kv_start = s->kv_start, .causal = s->causal,
                         .scale = 1.0f / sqrtf((float)s->d), .dtype = ZC_FLOAT32,
@@ -260,7 +260,7 @@ static void test_accumulate(void)
     float *q = malloc(sizeof(float) * L * H * D), *kv = malloc(sizeof(float) * L * H * D);
     float *ref = malloc(sizeof(float) * L * H * D), *got = malloc(sizeof(float) * L * H * D);
     float ref_lse[L * H], init_lse[L * H];
-    zc_attn_args_t a = {.batch = 1, .num_heads_q = H, .num_heads_kv = H, .head_dim = D,
+    zc_attn_args_t a = {.size = sizeof(zc_attn_args_t), .batch = 1, .num_heads_q = H, .num_heads_kv = H, .head_dim = D,
                         .cu_seqlens_q = cu, .cu_seqlens_kv = cu, .causal = 1, .scale = 0.125f,
                         .dtype = ZC_FLOAT32, .out_dtype = ZC_FLOAT32, .q = q, .k = kv, .v = kv,
                         .out = ref, .lse = ref_lse};

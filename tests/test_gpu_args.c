@@ -238,8 +238,9 @@ static void test_kernels_stream(void)
     int32_t cu[3] = {0, 5, 9}, down[3] = {0, 5, 3};
     float host[64];
     zc_attn_args_t a = {
-        .batch = 2, .num_heads_q = 2, .num_heads_kv = 1, .head_dim = 4, .cu_seqlens_q = cu,
-        .cu_seqlens_kv = cu, .causal = 1, .scale = 0.5f, .dtype = ZC_FLOAT32,
+        .size = sizeof(zc_attn_args_t), .batch = 2, .num_heads_q = 2, .num_heads_kv = 1,
+        .head_dim = 4, .cu_seqlens_q = cu, .cu_seqlens_kv = cu, .causal = 1, .scale = 0.5f,
+        .dtype = ZC_FLOAT32,
         .out_dtype = ZC_FLOAT32, .grad_dtype = ZC_FLOAT32, .q = host, .k = host, .v = host,
         .out = host, .lse = host, .dout = host, .dq = host, .dk = host, .dv = host};
     zc_attn_args_t b;

@@ -7,6 +7,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "src/common/abi.h"
 #include "src/common/env.h"
 #include "src/plan/plan.h"
 #include "tap.h"
@@ -46,9 +47,9 @@ static void priced_routes(void)
                               "layers 1\nhidden 64\nheads 1\nhead_dim 64\nkv_heads 1\n"
                               "ffn_hidden 64\nbytes_per_elem 2\n";
     zc_plan_opts_t opts = ZC_PLAN_OPTS_INITIALIZER;
-    zc_cluster_t cl;
+    zc_cluster_t cl = ZC_CLUSTER_INITIALIZER;
     zc_plan_h plan = NULL;
-    zc_cost_t cost;
+    zc_cost_t cost = ZC_COST_INITIALIZER;
     int64_t big = 4096, small = 400;
     double B = 262144, nic = 1e10, intra = 1e11, want;
 
@@ -100,14 +101,14 @@ int main(void)
     zc_plan_seq_t seq;
     zc_plan_ring_t ring;
     zc_plan_rank_t rank;
-    zc_plan_info_t info;
+    zc_plan_info_t info = ZC_PLAN_INFO_INITIALIZER;
     const zc_plan_piece_t *pieces;
     const zc_plan_hop_t *hops;
     const zc_plan_transfer_t *tr;
     int64_t a[4], b[4], c[4], d[4];
     size_t count;
-    zc_cluster_t cl;
-    zc_cost_t cost;
+    zc_cluster_t cl = ZC_CLUSTER_INITIALIZER;
+    zc_cost_t cost = ZC_COST_INITIALIZER;
 
     expect(zc_plan_create(0, 2, 100, len, 2, NULL, &keep), ZC_ERR_INVALID_ARG, "nnodes", "zero nodes");
     ok(keep == (zc_plan_h)0x1, "output untouched on error");
@@ -152,9 +153,12 @@ int main(void)
     expect(zc_plan_create(1, 2, 100, len, 2, &opts, &plan), ZC_ERR_INVALID_ARG, "reserved",
            "reserved not 0");
     opts = (zc_plan_opts_t)ZC_PLAN_OPTS_INITIALIZER;
-    opts.size = ZC_PLAN_OPTS_SIZE_V1 + 4;
+    opts.size = ZC_PLAN_OPTS_SIZE_V1 - 8;
     expect(zc_plan_create(1, 2, 100, len, 2, &opts, &plan), ZC_ERR_INVALID_ARG, "opts",
-           "a size of no layout");
+           "a size below the first layout's");
+    opts.size = 0;
+    expect(zc_plan_create(1, 2, 100, len, 2, &opts, &plan), ZC_ERR_INVALID_ARG, "opts",
+           "size 0");
     /* A caller of the first layout (size 32, nothing after flags): what
      * lies after is not read, the hops get the default rails (one per GPU). */
     opts = (zc_plan_opts_t)ZC_PLAN_OPTS_INITIALIZER;

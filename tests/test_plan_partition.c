@@ -28,7 +28,7 @@
 static const char *plan_properties(zc_plan_h plan, const int64_t *len, size_t n)
 {
     static char why[256];
-    zc_plan_info_t info;
+    zc_plan_info_t info = ZC_PLAN_INFO_INITIALIZER;
     int *dev_cuts, cross = 0;
 
     if (zc_plan_check(plan) != ZC_OK) {
@@ -173,7 +173,7 @@ static const char *plan_properties(zc_plan_h plan, const int64_t *len, size_t n)
 /* Two plans from the same input are identical. */
 static int plans_equal(zc_plan_h a, zc_plan_h b)
 {
-    zc_plan_info_t ia, ib;
+    zc_plan_info_t ia = ZC_PLAN_INFO_INITIALIZER, ib = ZC_PLAN_INFO_INITIALIZER;
     const zc_plan_transfer_t *ta, *tb;
     size_t na, nb;
 
@@ -217,7 +217,7 @@ static void random_batches(void)
         int64_t *len;
         size_t n;
         zc_plan_h p1, p2;
-        zc_plan_info_t info;
+        zc_plan_info_t info = ZC_PLAN_INFO_INITIALIZER;
         const char *why;
 
         /* a quarter of the batches exactly full, the rest 30..100 % */
@@ -263,7 +263,7 @@ static int exhaustive_rec(int N, int P, int64_t L, int64_t *len, size_t n, int64
 
     if (n > 0) {
         zc_plan_h plan;
-        zc_plan_info_t info;
+        zc_plan_info_t info = ZC_PLAN_INFO_INITIALIZER;
 
         (*count)++;
         if (zc_plan_create(N, P, L, len, n, NULL, &plan) != ZC_OK)
@@ -315,7 +315,7 @@ static zc_zone_t zone_of(zc_plan_h plan, size_t s)
 static void open_cases(void)
 {
     zc_plan_h plan;
-    zc_plan_info_t info;
+    zc_plan_info_t info = ZC_PLAN_INFO_INITIALIZER;
     zc_plan_ring_t ring;
     zc_plan_seq_t q;
 
@@ -535,7 +535,7 @@ static const char *full_plan_ok(int N, int P, int64_t L, const int64_t *len, siz
         zc_plan_destroy(again);
     }
     if (cut) {
-        zc_plan_info_t info;
+        zc_plan_info_t info = ZC_PLAN_INFO_INITIALIZER;
 
         zc_plan_info(plan, &info);
         *cut += (info.flags & ZC_PLAN_CUT) != 0;

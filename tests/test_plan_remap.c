@@ -136,7 +136,7 @@ static void plan_counts(void)
     int64_t len[] = {9000, 3000, 2500, 700, 650, 12000, 40, 3};
     zc_plan_h plan;
     int d, good = 1, inverse = 1;
-    zc_plan_info_t info;
+    zc_plan_info_t info = ZC_PLAN_INFO_INITIALIZER;
 
     if (zc_plan_create(2, 4, 4096, len, 8, NULL, &plan) != ZC_OK) {
         ok(0, "plan: %s", zc_get_last_error());

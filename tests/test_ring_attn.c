@@ -515,7 +515,7 @@ static int rank_bad(int rank, int nranks, void *arg)
     static const int64_t lengths[] = {50, 30, 20, 7}, other[] = {50, 30, 20, 8};
     zc_ring_attn_args_t a = ZC_RING_ATTN_ARGS_INITIALIZER, bad;
     zc_plan_opts_t opts = ZC_PLAN_OPTS_INITIALIZER;
-    zc_ring_attn_stats_t stats;
+    zc_ring_attn_stats_t stats = ZC_RING_ATTN_STATS_INITIALIZER;
     zc_plan_h plan, small, diff;
     zc_plan_rank_t mine;
     zc_comm_h comm;

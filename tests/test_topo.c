@@ -253,7 +253,7 @@ static void test_filter(void)
     setenv("ZC_IB_HCA", "^=mlx5_1", 1);
     zc_status_t st = zc_topo_load(fixture("cluster-c.xml"), 0, &topo);
     if (st == ZC_OK) {
-        zc_topo_nic_t nic;
+        zc_topo_nic_t nic = ZC_TOPO_NIC_INITIALIZER;
         zc_topo_nic_count(topo, &n);
         zc_topo_nic_info(topo, 1, &nic);
         ok(n == 7 && strcmp(nic.name, "mlx5_2") == 0, "ZC_IB_HCA=^=mlx5_1 leaves 7 NICs");
@@ -273,7 +273,7 @@ static void test_filter(void)
 static void test_netdev(void)
 {
     zc_topo_h topo;
-    zc_topo_nic_t n0, n1;
+    zc_topo_nic_t n0 = ZC_TOPO_NIC_INITIALIZER, n1 = ZC_TOPO_NIC_INITIALIZER;
 
     ok(zc_topo_load(fixture("emu-node-2.xml"), 0, &topo) == ZC_OK &&
            zc_topo_nic_info(topo, 0, &n0) == ZC_OK && zc_topo_nic_info(topo, 1, &n1) == ZC_OK &&
@@ -308,7 +308,7 @@ static void test_nccl_xml(void)
     const char *source = NULL;
     int g = 0, n = 0;
     zc_path_t p[4] = {ZC_PATH_SYS, ZC_PATH_SYS, ZC_PATH_SYS, ZC_PATH_SYS};
-    zc_topo_nic_t nic;
+    zc_topo_nic_t nic = ZC_TOPO_NIC_INITIALIZER;
 
     if (zc_topo_load(fixture("nccl-system.xml"), 0, &topo) != ZC_OK) {
         ok(0, "NCCL XML loads: %s", zc_get_last_error());
@@ -391,8 +391,8 @@ static void test_sources(void)
 static void test_bad_arguments(void)
 {
     zc_topo_h topo = NULL;
-    zc_topo_gpu_t gpu;
-    zc_topo_nic_t nic;
+    zc_topo_gpu_t gpu = ZC_TOPO_GPU_INITIALIZER;
+    zc_topo_nic_t nic = ZC_TOPO_NIC_INITIALIZER;
     zc_topo_assignment_t a;
     zc_path_t path;
     int count;

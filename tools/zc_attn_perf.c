@@ -223,6 +223,7 @@ static int run_len(const opts_t *o, int64_t len, double *fwd_rate, double *bwd_r
         exit(2);
     }
     memset(&a, 0, sizeof(a));
+    a.size = sizeof(a);
     a.batch = o->batch;
     a.num_heads_q = o->heads;
     a.num_heads_kv = o->kv_heads;

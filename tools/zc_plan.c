@@ -254,7 +254,7 @@ static void print_json(zc_plan_h plan, const zc_plan_info_t *in, const zc_plan_o
 
 static int compare(zc_plan_h plan, const zc_cluster_t *cl)
 {
-    zc_cost_t base, c;
+    zc_cost_t base = ZC_COST_INITIALIZER, c = ZC_COST_INITIALIZER;
 
     if (zc_plan_cost(plan, cl, ZC_COST_TE_CP, &base) != ZC_OK) {
         fprintf(stderr, "zc_plan: cost: %s\n", zc_get_last_error());
@@ -296,9 +296,9 @@ int main(int argc, char **argv)
     int64_t *len = NULL;
     size_t n = 0;
     zc_plan_opts_t opts = ZC_PLAN_OPTS_INITIALIZER;
-    zc_cluster_t cl;
-    zc_cost_t cost;
-    zc_plan_info_t info;
+    zc_cluster_t cl = ZC_CLUSTER_INITIALIZER;
+    zc_cost_t cost = ZC_COST_INITIALIZER;
+    zc_plan_info_t info = ZC_PLAN_INFO_INITIALIZER;
     zc_plan_h plan = NULL;
     char err[256];
 

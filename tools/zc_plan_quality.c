@@ -31,8 +31,8 @@ static int measure(const zc_cluster_t *cl, int gpus, int64_t L, const int64_t *l
 {
     int N = gpus / cl->gpus_per_node, P = cl->gpus_per_node;
     zc_plan_h full = NULL, head = NULL;
-    zc_cost_t c;
-    zc_plan_info_t info;
+    zc_cost_t c = ZC_COST_INITIALIZER;
+    zc_plan_info_t info = ZC_PLAN_INFO_INITIALIZER;
     zc_plan_opts_t opts = ZC_PLAN_OPTS_INITIALIZER;
     int rc = -1;
 
@@ -109,7 +109,7 @@ int main(int argc, char **argv)
            "cut over devices | rings over all GPUs |\n");
     printf("|---|---|---|---|---|---|---|---|---|---|---|\n");
     for (int f = optind; f < argc; f++) {
-        zc_cluster_t cl;
+        zc_cluster_t cl = ZC_CLUSTER_INITIALIZER;
 
         if (zc_cluster_load(argv[f], &cl) != ZC_OK) {
             fprintf(stderr, "zc_plan_quality: %s: %s\n", argv[f], zc_get_last_error());

@@ -121,7 +121,7 @@ static double rad_max_abs(const void *p, zc_datatype_t dtype, int64_t n)
 zc_status_t rad_batch_reference(rad_batch_t *b, int backward)
 {
     int32_t *cu = malloc((b->nseqs + 1) * sizeof(int32_t));
-    zc_attn_args_t a = {0};
+    zc_attn_args_t a = ZC_ATTN_ARGS_INITIALIZER;
     zc_status_t st;
 
     if (!cu)

@@ -116,7 +116,7 @@ typedef struct {
 
 static void plan_line(zc_comm_h comm, zc_plan_h plan, const char *mode)
 {
-    zc_plan_info_t info;
+    zc_plan_info_t info = ZC_PLAN_INFO_INITIALIZER;
     int rank, zones[3] = {0, 0, 0};
 
     zc_comm_rank(comm, &rank);
@@ -159,6 +159,7 @@ static void mode_setup(zc_comm_h comm, const ra_opts_t *o, const rad_batch_t *b,
     run->args = init;
     rad_local_args(b, &run->local, &run->args);
     run->args.mode = modes[m].mode;
+    run->stats.size = sizeof(run->stats);
     run->args.stats = &run->stats;
     if (o->device && (st = rad_device_make(b, &run->local, mine.tokens, &run->dev, &run->args)))
         zc_perf_die(TOOL, "device buffers", st);

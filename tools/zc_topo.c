@@ -51,6 +51,7 @@ static zc_status_t view_load(zc_topo_h topo, zc_topo_view_t *v)
     if (!v->gpus || !v->nics || !v->assign || !v->paths)
         return ZC_ERR_NO_MEMORY;
     for (int g = 0; g < v->ngpus; g++) {
+        v->gpus[g].size = sizeof(v->gpus[g]);
         if ((st = zc_topo_gpu_info(topo, g, &v->gpus[g])) < 0 ||
             (st = zc_topo_assignment(topo, g, &v->assign[g])) < 0)
             return st;
@@ -58,9 +59,11 @@ static zc_status_t view_load(zc_topo_h topo, zc_topo_view_t *v)
             if ((st = zc_topo_path(topo, g, n, &v->paths[(size_t)g * v->nnics + n])) < 0)
                 return st;
     }
-    for (int n = 0; n < v->nnics; n++)
+    for (int n = 0; n < v->nnics; n++) {
+        v->nics[n].size = sizeof(v->nics[n]);
         if ((st = zc_topo_nic_info(topo, n, &v->nics[n])) < 0)
             return st;
+    }
     return ZC_OK;
 }
 

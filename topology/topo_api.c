@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "src/common/abi.h"
 #include "src/common/env.h"
 #include "src/common/status.h"
 #include "topology/topo.h"
@@ -192,7 +193,9 @@ zc_status_t zc_topo_gpu_info(zc_topo_h topo, int gpu, zc_topo_gpu_t *info)
     zc_error_clear();
     ZC_TOPO_CHECK_GPU(topo, gpu);
     ZC_ARG_CHECK(info != NULL, "info: NULL output pointer");
-    *info = topo->gpus[gpu].info;
+    ZC_CHECK(zc_abi_out_check(info->size, ZC_TOPO_GPU_SIZE_V1, "info",
+                              "ZC_TOPO_GPU_INITIALIZER"));
+    zc_abi_write(info, &topo->gpus[gpu].info, sizeof(*info));
     return ZC_OK;
 }
 
@@ -201,7 +204,9 @@ zc_status_t zc_topo_nic_info(zc_topo_h topo, int nic, zc_topo_nic_t *info)
     zc_error_clear();
     ZC_TOPO_CHECK_NIC(topo, nic);
     ZC_ARG_CHECK(info != NULL, "info: NULL output pointer");
-    *info = topo->nics[nic].info;
+    ZC_CHECK(zc_abi_out_check(info->size, ZC_TOPO_NIC_SIZE_V1, "info",
+                              "ZC_TOPO_NIC_INITIALIZER"));
+    zc_abi_write(info, &topo->nics[nic].info, sizeof(*info));
     return ZC_OK;
 }
 

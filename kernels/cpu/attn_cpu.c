@@ -484,6 +484,7 @@ zc_status_t zc_attn_fwd(const zc_attn_args_t *args)
     char *ws;
 
     zc_error_clear();
+    ZC_ATTN_ARGS_READ(args);
     ZC_CHECK(zc_attn_check_fwd(args, &totals));
     if (totals.total_q == 0)
         return ZC_OK;
@@ -528,6 +529,7 @@ zc_status_t zc_attn_bwd_delta(const zc_attn_args_t *args)
     zc_attn_call_t call;
 
     zc_error_clear();
+    ZC_ATTN_ARGS_READ(args);
     ZC_CHECK(zc_attn_check_common(args, &totals));
     ZC_CHECK(zc_attn_check_delta(args, totals.total_q));
     ZC_ARG_CHECK(totals.total_q == 0 || args->delta != NULL, "delta: NULL");
@@ -579,6 +581,7 @@ zc_status_t zc_attn_bwd(const zc_attn_args_t *args)
     char *ws;
 
     zc_error_clear();
+    ZC_ATTN_ARGS_READ(args);
     ZC_CHECK(zc_attn_check_bwd(args, &totals));
     if (totals.total_q == 0 && totals.total_kv == 0)
         return ZC_OK;

@@ -304,6 +304,7 @@ zc_status_t zc_attn_fwd_stream(const zc_attn_args_t *args, void *stream)
     int64_t tq, tk;
 
     zc_error_clear();
+    ZC_ATTN_ARGS_READ(args);
     ZC_CHECK(zc_gpu_check(args, ZC_GPU_FWD, &tq, &tk));
     if (tq == 0)
         return ZC_OK;
@@ -321,6 +322,7 @@ zc_status_t zc_attn_bwd_stream(const zc_attn_args_t *args, void *stream)
     int64_t tq, tk;
 
     zc_error_clear();
+    ZC_ATTN_ARGS_READ(args);
     ZC_CHECK(zc_gpu_check(args, ZC_GPU_BWD, &tq, &tk));
     if (tq == 0 && tk == 0)
         return ZC_OK;
@@ -338,6 +340,7 @@ zc_status_t zc_attn_bwd_delta_stream(const zc_attn_args_t *args, void *stream)
     int64_t tq, tk;
 
     zc_error_clear();
+    ZC_ATTN_ARGS_READ(args);
     ZC_CHECK(zc_gpu_check(args, ZC_GPU_DELTA, &tq, &tk));
     if (tq == 0)
         return ZC_OK;

@@ -59,6 +59,15 @@ def invalid(call, message):
 
 # ---- structs (zcomm.h) ----------------------------------------------------
 # _c_name_ is the C type; the probe checks sizeof and offsetof of each field.
+# Structs the library fills start with their size, which the caller sets
+# (zcomm.h, "Structs that grow"): _Sized sets it on construction.
+
+class _Sized(ctypes.Structure):
+    def __init__(self, *args, **kw):
+        super().__init__(*args, **kw)
+        if not self.size:
+            self.size = ctypes.sizeof(self)
+
 
 class Config(ctypes.Structure):
     _c_name_ = "zc_config_t"
@@ -84,9 +93,10 @@ class PlanOpts(ctypes.Structure):
                 ("rails", ctypes.c_int), ("reserved", ctypes.c_int)]
 
 
-class PlanInfo(ctypes.Structure):
+class PlanInfo(_Sized):
     _c_name_ = "zc_plan_info_t"
-    _fields_ = [("nnodes", ctypes.c_int), ("gpus_per_node", ctypes.c_int),
+    _fields_ = [("size", ctypes.c_size_t),
+                ("nnodes", ctypes.c_int), ("gpus_per_node", ctypes.c_int),
                 ("nranks", ctypes.c_int), ("capacity", ctypes.c_int64),
                 ("nseqs", ctypes.c_size_t), ("nrings", ctypes.c_int),
                 ("total_tokens", ctypes.c_int64), ("s1", ctypes.c_int64),
@@ -111,9 +121,10 @@ class Transfer(ctypes.Structure):
     _fields_ = [("src", ctypes.c_int), ("dst", ctypes.c_int), ("count", ctypes.c_int64)]
 
 
-class RingAttnStats(ctypes.Structure):
+class RingAttnStats(_Sized):
     _c_name_ = "zc_ring_attn_stats_t"
-    _fields_ = [("total_seconds", ctypes.c_double), ("compute_seconds", ctypes.c_double),
+    _fields_ = [("size", ctypes.c_size_t),
+                ("total_seconds", ctypes.c_double), ("compute_seconds", ctypes.c_double),
                 ("wait_seconds", ctypes.c_double), ("bytes_sent", ctypes.c_uint64),
                 ("kernel_calls", ctypes.c_int64)]
 

@@ -11,6 +11,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "src/common/abi.h"
 #include "src/core/bootstrap.h"
 #include "src/core/comm.h"
 #include "src/core/device.h"
@@ -42,13 +43,21 @@ static zc_status_t zc_config_timeout(const zc_config_t *config, int *timeout_ms)
     return ZC_OK;
 }
 
-static zc_status_t zc_config_check(const zc_config_t *config)
+/* Read the caller's config (its size's worth, the defaults past it) into
+ * *local and point *config at it; a NULL config stays NULL. */
+static zc_status_t zc_config_check(const zc_config_t **configp, zc_config_t *local)
 {
-    if (config && config->size != sizeof(zc_config_t))
-        return zc_error(ZC_ERR_INVALID_ARG,
-                        "config: size is %zu, expected %zu (use ZC_CONFIG_INITIALIZER)",
-                        config->size, sizeof(zc_config_t));
-    if (config && config->timeout_ms < 0)
+    const zc_config_t defaults = ZC_CONFIG_INITIALIZER;
+    const zc_config_t *config = *configp;
+
+    *local = defaults;
+    if (!config)
+        return ZC_OK;
+    ZC_CHECK(zc_abi_read(local, sizeof(*local), sizeof(*local), config, config->size,
+                         ZC_CONFIG_SIZE_V1, "config", "ZC_CONFIG_INITIALIZER"));
+    local->size = sizeof(*local);
+    *configp = config = local;
+    if (config->timeout_ms < 0)
         return zc_error(ZC_ERR_INVALID_ARG, "config: timeout_ms %d is negative",
                         config->timeout_ms);
     return ZC_OK;
@@ -239,6 +248,7 @@ zc_status_t zc_comm_init_rank(zc_comm_h *comm, int nranks, const zc_unique_id_t 
 {
     zc_bootstrap_id_t bid;
     zc_bootstrap_t *bs;
+    zc_config_t cfg;
     zc_comm_settings_t settings;
     int timeout_ms;
     zc_status_t st;
@@ -249,7 +259,7 @@ zc_status_t zc_comm_init_rank(zc_comm_h *comm, int nranks, const zc_unique_id_t 
     ZC_ARG_CHECK(nranks >= 1 && nranks <= ZC_BOOTSTRAP_MAX_RANKS,
                  "nranks: %d is out of range 1..%d", nranks, ZC_BOOTSTRAP_MAX_RANKS);
     ZC_ARG_CHECK(rank >= 0 && rank < nranks, "rank: %d is out of range 0..%d", rank, nranks - 1);
-    ZC_CHECK(zc_config_check(config));
+    ZC_CHECK(zc_config_check(&config, &cfg));
     ZC_CHECK(zc_comm_settings_read(config, &settings));
     timeout_ms = settings.timeout_ms;
     memcpy(&bid, id->internal, sizeof(bid));
@@ -259,21 +269,29 @@ zc_status_t zc_comm_init_rank(zc_comm_h *comm, int nranks, const zc_unique_id_t 
     return st;
 }
 
-zc_status_t zc_comm_init_oob(zc_comm_h *comm, const zc_oob_t *oob, const zc_config_t *config)
+zc_status_t zc_comm_init_oob(zc_comm_h *comm, const zc_oob_t *user_oob,
+                             const zc_config_t *config)
 {
+    const zc_oob_t *oob, defaults = ZC_OOB_INITIALIZER;
+    zc_oob_t local = defaults;
     zc_bootstrap_t *bs;
+    zc_config_t cfg;
     zc_comm_settings_t settings;
     zc_status_t st;
 
     zc_error_clear();
     ZC_ARG_CHECK(comm != NULL, "comm: is NULL");
-    ZC_ARG_CHECK(oob != NULL, "oob: is NULL");
+    ZC_ARG_CHECK(user_oob != NULL, "oob: is NULL");
+    ZC_CHECK(zc_abi_read(&local, sizeof(local), sizeof(local), user_oob, user_oob->struct_size,
+                         ZC_OOB_SIZE_V1, "oob", "ZC_OOB_INITIALIZER"));
+    local.struct_size = sizeof(local);
+    oob = &local;
     ZC_ARG_CHECK(oob->allgather != NULL, "oob: allgather callback is NULL");
     ZC_ARG_CHECK(oob->size >= 1 && oob->size <= ZC_BOOTSTRAP_MAX_RANKS,
                  "oob: size %d is out of range 1..%d", oob->size, ZC_BOOTSTRAP_MAX_RANKS);
     ZC_ARG_CHECK(oob->rank >= 0 && oob->rank < oob->size, "oob: rank %d is out of range 0..%d",
                  oob->rank, oob->size - 1);
-    ZC_CHECK(zc_config_check(config));
+    ZC_CHECK(zc_config_check(&config, &cfg));
     ZC_CHECK(zc_comm_settings_read(config, &settings));
     ZC_CHECK(zc_bootstrap_oob_create(oob, &bs));
     st = zc_comm_create(bs, oob->size, oob->rank, config, &settings, comm);
@@ -287,13 +305,14 @@ zc_status_t zc_comm_init_env(zc_comm_h *comm, const zc_config_t *config)
     zc_bootstrap_id_t bid;
     zc_bootstrap_t *bs;
     zc_sockaddr_t master;
+    zc_config_t cfg;
     zc_comm_settings_t settings;
     int timeout_ms;
     zc_status_t st;
 
     zc_error_clear();
     ZC_ARG_CHECK(comm != NULL, "comm: is NULL");
-    ZC_CHECK(zc_config_check(config));
+    ZC_CHECK(zc_config_check(&config, &cfg));
     ZC_CHECK(zc_comm_settings_read(config, &settings));
     timeout_ms = settings.timeout_ms;
     ZC_CHECK(zc_launch_info_read(&info));

@@ -44,7 +44,7 @@ void zc_rails_discover(int local_rank, zc_rails_t *rails)
     if (nics > ZC_MAX_RAILS)
         nics = ZC_MAX_RAILS;
     for (int n = 0; n < nics; n++) {
-        zc_topo_nic_t nic;
+        zc_topo_nic_t nic = ZC_TOPO_NIC_INITIALIZER;
         if (zc_topo_nic_info(topo, n, &nic) == ZC_OK &&
             zc_rail_devices(&nic, rails->devices[rails->count], ZC_RAIL_DEVICES_LEN))
             first_rail[n] = rails->count++;

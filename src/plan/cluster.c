@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "src/plan/plan.h"
+#include "src/common/abi.h"
 #include "src/common/status.h"
 
 #define ZC_CL_INT(f)    {#f, offsetof(zc_cluster_t, f), 0}
@@ -79,6 +80,8 @@ zc_status_t zc_cluster_load(const char *path, zc_cluster_t *cluster)
     zc_error_clear();
     ZC_ARG_CHECK(path != NULL, "path: NULL");
     ZC_ARG_CHECK(cluster != NULL, "cluster: NULL");
+    ZC_CHECK(zc_abi_out_check(cluster->size, ZC_CLUSTER_SIZE_V1, "cluster",
+                              "ZC_CLUSTER_INITIALIZER"));
     f = fopen(path, "r");
     if (!f)
         return zc_error(ZC_ERR_INVALID_ARG, "path: cannot open %s: %m", path);
@@ -98,7 +101,7 @@ zc_status_t zc_cluster_load(const char *path, zc_cluster_t *cluster)
                           zc_cluster_keys[k].key);
             goto out;
         }
-    *cluster = c;
+    zc_abi_write(cluster, &c, sizeof(c));
 out:
     fclose(f);
     return st;

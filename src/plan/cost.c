@@ -28,6 +28,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "src/common/abi.h"
 #include "src/common/env.h"
 #include "src/plan/plan.h"
 #include "src/plan/routing.h"
@@ -230,11 +231,18 @@ const char *zc_cost_method_name(zc_cost_method_t method)
     return (unsigned)method < ZC_COST_METHOD_COUNT ? names[method] : "unknown";
 }
 
-static zc_status_t zc_cluster_check(const zc_cluster_t *c, int ppn, int rails)
+/* Read the caller's cluster (its size's worth, the defaults past it) into
+ * *c and check it. */
+static zc_status_t zc_cluster_check(const zc_cluster_t *user, zc_cluster_t *c, int ppn,
+                                    int rails)
 {
-    ZC_ARG_CHECK(c != NULL, "cluster: NULL");
-    ZC_ARG_CHECK(c->size >= sizeof(*c), "cluster: size %zu, load it with zc_cluster_load",
-                 c->size);
+    static const zc_cluster_t defaults = ZC_CLUSTER_INITIALIZER;
+
+    *c = defaults;
+    ZC_ARG_CHECK(user != NULL, "cluster: NULL");
+    ZC_CHECK(zc_abi_read(c, sizeof(*c), sizeof(*c), user, user->size, ZC_CLUSTER_SIZE_V1,
+                         "cluster", "ZC_CLUSTER_INITIALIZER or zc_cluster_load"));
+    c->size = sizeof(*c);
     ZC_ARG_CHECK(c->gpus_per_node == ppn, "cluster: %d GPUs per node, the plan has %d",
                  c->gpus_per_node, ppn);
     ZC_ARG_CHECK(c->nics_per_node >= 1 && c->nic_gbps > 0 && c->intra_gbytes > 0 &&
@@ -250,9 +258,12 @@ static zc_status_t zc_cluster_check(const zc_cluster_t *c, int ppn, int rails)
     return ZC_OK;
 }
 
-zc_status_t zc_plan_cost(zc_plan_h plan, const zc_cluster_t *c, zc_cost_method_t method,
-                         zc_cost_t *cost)
+zc_status_t zc_plan_cost(zc_plan_h plan, const zc_cluster_t *user_cluster,
+                         zc_cost_method_t method, zc_cost_t *user_cost)
 {
+    zc_cluster_t cluster;
+    const zc_cluster_t *c = &cluster;
+    zc_cost_t cost_local = ZC_COST_INITIALIZER, *cost = &cost_local;
     zc_pricer_t pr;
     zc_plan_h even = NULL;
     const struct zc_plan *layout = plan;
@@ -262,9 +273,10 @@ zc_status_t zc_plan_cost(zc_plan_h plan, const zc_cluster_t *c, zc_cost_method_t
 
     zc_error_clear();
     ZC_ARG_CHECK(plan != NULL, "plan: NULL");
-    ZC_CHECK(zc_cluster_check(c, plan->ppn, plan->rails));
+    ZC_CHECK(zc_cluster_check(user_cluster, &cluster, plan->ppn, plan->rails));
     ZC_ARG_CHECK((unsigned)method < ZC_COST_METHOD_COUNT, "method: %d is unknown", (int)method);
-    ZC_ARG_CHECK(cost != NULL, "cost: NULL");
+    ZC_ARG_CHECK(user_cost != NULL, "cost: NULL");
+    ZC_CHECK(zc_abi_out_check(user_cost->size, ZC_COST_SIZE_V1, "cost", "ZC_COST_INITIALIZER"));
     memset(&pr, 0, sizeof(pr));
     pr.c = c;
     pr.ppn = plan->ppn;
@@ -334,6 +346,7 @@ zc_status_t zc_plan_cost(zc_plan_h plan, const zc_cluster_t *c, zc_cost_method_t
     cost->total = cost->attention + cost->linear + cost->remap;
     cost->bytes_intra = pr.bytes_intra * c->layers;
     cost->bytes_inter = pr.bytes_inter * c->layers;
+    zc_abi_write(user_cost, cost, sizeof(*cost));
 out:
     zc_plan_destroy(even);
     free(pr.dev);

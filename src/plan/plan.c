@@ -7,15 +7,17 @@
 #include <string.h>
 
 #include "src/plan/plan.h"
+#include "src/common/abi.h"
 #include "src/common/status.h"
 
 #define ZC_PLAN_KNOWN_FLAGS ZC_PLAN_EVEN_SPLIT
 
 static zc_status_t zc_plan_check_args(int nnodes, int ppn, int64_t capacity,
                                       const int64_t *lengths, size_t count,
-                                      const zc_plan_opts_t *opts, zc_plan_h *plan,
-                                      int64_t *total)
+                                      const zc_plan_opts_t *user_opts,
+                                      zc_plan_opts_t *opts, zc_plan_h *plan, int64_t *total)
 {
+    static const zc_plan_opts_t defaults = ZC_PLAN_OPTS_INITIALIZER;
     int64_t sum = 0;
 
     ZC_ARG_CHECK(plan != NULL, "plan: output pointer is NULL");
@@ -29,24 +31,28 @@ static zc_status_t zc_plan_check_args(int nnodes, int ppn, int64_t capacity,
                  "capacity: %lld tokens per device overflow the cluster's capacity",
                  (long long)capacity);
     ZC_ARG_CHECK(count == 0 || lengths != NULL, "lengths: NULL with count %zu", count);
-    if (opts) {
-        /* The first layout ended after flags (size ZC_PLAN_OPTS_SIZE_V1):
-         * callers built against it keep working, with the newer fields'
-         * defaults; zc_plan_create copies only the caller's size. */
-        ZC_ARG_CHECK(opts->size == ZC_PLAN_OPTS_SIZE_V1 || opts->size >= sizeof(*opts),
-                     "opts: size %zu, initialise it with ZC_PLAN_OPTS_INITIALIZER", opts->size);
+    *opts = defaults;
+    if (user_opts) {
+        /* Only the caller's size is read, the defaults past it.  The first
+         * layout (ZC_PLAN_OPTS_SIZE_V1) ended after flags, and its padding
+         * is where rails lies now: from a caller shorter than today's
+         * layout, nothing past flags is read. */
+        ZC_CHECK(zc_abi_read(opts, sizeof(*opts),
+                             user_opts->size < sizeof(*opts) ? offsetof(zc_plan_opts_t, rails)
+                                                             : sizeof(*opts),
+                             user_opts, user_opts->size, ZC_PLAN_OPTS_SIZE_V1, "opts",
+                             "ZC_PLAN_OPTS_INITIALIZER"));
+        opts->size = sizeof(*opts);
         ZC_ARG_CHECK(opts->b_intra > 0, "opts->b_intra: %g, must be positive", opts->b_intra);
         ZC_ARG_CHECK(opts->b_inter >= opts->b_intra,
                      "opts->b_inter: %g is below b_intra %g (inter-node links are the slower)",
                      opts->b_inter, opts->b_intra);
         ZC_ARG_CHECK((opts->flags & ~ZC_PLAN_KNOWN_FLAGS) == 0, "opts->flags: unknown bits 0x%x",
                      opts->flags & ~ZC_PLAN_KNOWN_FLAGS);
-        if (opts->size >= sizeof(*opts)) {
-            ZC_ARG_CHECK(opts->rails >= 0 && opts->rails <= ZC_PLAN_MAX_RAILS,
-                         "opts->rails: %d is out of range 0..%d (0: one per GPU)", opts->rails,
-                         ZC_PLAN_MAX_RAILS);
-            ZC_ARG_CHECK(opts->reserved == 0, "opts->reserved: %d, must be 0", opts->reserved);
-        }
+        ZC_ARG_CHECK(opts->rails >= 0 && opts->rails <= ZC_PLAN_MAX_RAILS,
+                     "opts->rails: %d is out of range 0..%d (0: one per GPU)", opts->rails,
+                     ZC_PLAN_MAX_RAILS);
+        ZC_ARG_CHECK(opts->reserved == 0, "opts->reserved: %d, must be 0", opts->reserved);
     }
     for (size_t i = 0; i < count; i++) {
         ZC_ARG_CHECK(lengths[i] >= 0, "lengths[%zu]: %lld is negative", i, (long long)lengths[i]);
@@ -119,14 +125,14 @@ zc_status_t zc_plan_create(int nnodes, int gpus_per_node, int64_t capacity,
                            const int64_t *lengths, size_t count, const zc_plan_opts_t *opts,
                            zc_plan_h *plan_p)
 {
-    static const zc_plan_opts_t defaults = ZC_PLAN_OPTS_INITIALIZER;
+    zc_plan_opts_t local;
     struct zc_plan *plan;
     int64_t total = 0;
     zc_status_t st;
 
     zc_error_clear();
-    ZC_CHECK(zc_plan_check_args(nnodes, gpus_per_node, capacity, lengths, count, opts, plan_p,
-                                &total));
+    ZC_CHECK(zc_plan_check_args(nnodes, gpus_per_node, capacity, lengths, count, opts, &local,
+                                plan_p, &total));
     if (total > (int64_t)nnodes * gpus_per_node * capacity) {
         for (size_t i = 0; i < count; i++)
             if (lengths[i] > (int64_t)nnodes * gpus_per_node * capacity)
@@ -148,13 +154,7 @@ zc_status_t zc_plan_create(int nnodes, int gpus_per_node, int64_t capacity,
     plan->capacity = capacity;
     plan->nseqs = count;
     plan->total = total;
-    plan->opts = defaults;
-    if (opts)
-        /* the first layout's padding after flags is where rails lies now:
-         * from such a caller, read nothing past flags */
-        memcpy(&plan->opts, opts,
-               opts->size < sizeof(*opts) ? offsetof(zc_plan_opts_t, rails) : sizeof(*opts));
-    plan->opts.size = sizeof(plan->opts);
+    plan->opts = local;
     plan->rails = plan->opts.rails ? plan->opts.rails
                                    : (gpus_per_node < ZC_PLAN_MAX_RAILS ? gpus_per_node
                                                                         : ZC_PLAN_MAX_RAILS);
@@ -186,21 +186,26 @@ zc_status_t zc_plan_check(zc_plan_h plan)
     return zc_plan_check_internal(plan);
 }
 
-zc_status_t zc_plan_info(zc_plan_h plan, zc_plan_info_t *info)
+zc_status_t zc_plan_info(zc_plan_h plan, zc_plan_info_t *out)
 {
+    zc_plan_info_t info = ZC_PLAN_INFO_INITIALIZER;
+
     zc_error_clear();
     ZC_ARG_CHECK(plan != NULL, "plan: NULL");
-    ZC_ARG_CHECK(info != NULL, "info: NULL");
-    info->nnodes = plan->nnodes;
-    info->gpus_per_node = plan->ppn;
-    info->nranks = plan->nranks;
-    info->capacity = plan->capacity;
-    info->nseqs = plan->nseqs;
-    info->nrings = plan->nrings;
-    info->total_tokens = plan->total;
-    info->s1 = plan->part.s1;
-    info->flags = plan->part.flags | (plan->opts.flags & ZC_PLAN_EVEN_SPLIT);
-    info->remap_objective = plan->remap_objective;
+    ZC_ARG_CHECK(out != NULL, "info: NULL");
+    ZC_CHECK(zc_abi_out_check(out->size, ZC_PLAN_INFO_SIZE_V1, "info",
+                              "ZC_PLAN_INFO_INITIALIZER"));
+    info.nnodes = plan->nnodes;
+    info.gpus_per_node = plan->ppn;
+    info.nranks = plan->nranks;
+    info.capacity = plan->capacity;
+    info.nseqs = plan->nseqs;
+    info.nrings = plan->nrings;
+    info.total_tokens = plan->total;
+    info.s1 = plan->part.s1;
+    info.flags = plan->part.flags | (plan->opts.flags & ZC_PLAN_EVEN_SPLIT);
+    info.remap_objective = plan->remap_objective;
+    zc_abi_write(out, &info, sizeof(info));
     return ZC_OK;
 }
 

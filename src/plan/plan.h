@@ -9,12 +9,6 @@
 #include "kernels/zigzag.h"
 #include "zcomm.h"
 
-/* sizeof(zc_plan_opts_t) of the first layout, which ended before rails
- * (size, b_intra, b_inter, flags and the padding after them: 32 on LP64). */
-#define ZC_PLAN_OPTS_SIZE_V1                                                         \
-    ((offsetof(zc_plan_opts_t, rails) + _Alignof(zc_plan_opts_t) - 1) /              \
-     _Alignof(zc_plan_opts_t) * _Alignof(zc_plan_opts_t))
-
 /* One ring (or one local sequence) as the partitioner decides it: the ranks
  * in ring order and the tokens each holds.  A local sequence is a "ring" of
  * one rank with no chunks. */

@@ -467,7 +467,7 @@ zc_status_t zc_remap_alltoallv_plan(zc_plan_h plan, zc_remap_dir_t dir, const vo
                                     void *recvbuf, int64_t elems_per_token, zc_datatype_t dtype,
                                     zc_memtype_t memtype, zc_comm_h comm, zc_request_h *request)
 {
-    zc_plan_info_t info;
+    zc_plan_info_t info = ZC_PLAN_INFO_INITIALIZER;
     int64_t *counts;
     zc_status_t st;
 

@@ -95,8 +95,9 @@ zc_attn_args_t zc_ra_delta_args(const zc_ra_ctx_t *ctx, int32_t cu_q[2], int32_t
 
     cu_q[0] = cu_kv[0] = cu_kv[1] = 0;
     cu_q[1] = (int32_t)ctx->tokens;
-    return (zc_attn_args_t){.batch = 1, .num_heads_q = a->num_heads_q,
-                            .num_heads_kv = a->num_heads_kv, .head_dim = a->head_dim,
+    return (zc_attn_args_t){.size = sizeof(zc_attn_args_t), .batch = 1,
+                            .num_heads_q = a->num_heads_q, .num_heads_kv = a->num_heads_kv,
+                            .head_dim = a->head_dim,
                             .cu_seqlens_q = cu_q, .cu_seqlens_kv = cu_kv, .scale = ctx->scale,
                             .dtype = a->dtype, .out_dtype = a->dtype, .grad_dtype = a->dtype,
                             .out = a->out, .dout = a->dout, .delta = ctx->delta};

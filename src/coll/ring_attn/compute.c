@@ -256,7 +256,7 @@ static zc_status_t zc_ra_kernel(zc_ra_ctx_t *ctx, const zc_ra_kv_t *kv, const zc
     const zc_ring_attn_args_t *args = ctx->args;
     int64_t base_q = segs->v[i0].q_off + r0, base_kv = segs->v[i0].kv_off;
     int n = i1 - i0 + 1;
-    zc_attn_args_t a = {0};
+    zc_attn_args_t a = ZC_ATTN_ARGS_INITIALIZER;
     zc_status_t st;
     double t0;
 

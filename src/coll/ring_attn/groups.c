@@ -228,7 +228,7 @@ static void zc_ra_groups_reverse(zc_ra_ctx_t *ctx)
 
 zc_status_t zc_ra_groups_build(zc_ra_ctx_t *ctx)
 {
-    zc_plan_info_t info;
+    zc_plan_info_t info = ZC_PLAN_INFO_INITIALIZER;
     int *ring_group = NULL;
     zc_status_t st;
 

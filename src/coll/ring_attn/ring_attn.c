@@ -19,6 +19,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "src/common/abi.h"
 #include "src/core/agree.h"
 #include "src/common/clock.h"
 #include "src/common/hash.h"
@@ -67,16 +68,34 @@ static zc_status_t zc_ra_host_check(const zc_ring_attn_args_t *a, int backward)
     return zc_ra_check_tensors(a, backward, zc_memtype_check_host_path);
 }
 
+const zc_ring_attn_args_t *zc_ra_args_read(const zc_ring_attn_args_t *user,
+                                           zc_ring_attn_args_t *local)
+{
+    static const zc_ring_attn_args_t defaults = ZC_RING_ATTN_ARGS_INITIALIZER;
+
+    *local = defaults;
+    if (!user || user->size < ZC_RING_ATTN_ARGS_SIZE_V1 ||
+        zc_abi_read(local, sizeof(*local), sizeof(*local), user, user->size,
+                    ZC_RING_ATTN_ARGS_SIZE_V1, "args", "ZC_RING_ATTN_ARGS_INITIALIZER") != ZC_OK)
+        return user; /* refused by zc_ra_check_args, inside the agreement */
+    local->size = sizeof(*local);
+    return local;
+}
+
 zc_status_t zc_ra_check_args(zc_comm_h comm, zc_plan_h plan, const zc_ring_attn_args_t *a,
                              int backward, zc_ra_engine_check_t engine, int64_t *tokens)
 {
-    zc_plan_info_t info;
+    zc_plan_info_t info = ZC_PLAN_INFO_INITIALIZER;
     zc_plan_rank_t mine;
 
     ZC_ARG_CHECK(plan != NULL, "plan: NULL");
     ZC_ARG_CHECK(a != NULL, "args: NULL");
-    ZC_ARG_CHECK(a->size >= sizeof(*a),
-                 "args: size %zu, initialise it with ZC_RING_ATTN_ARGS_INITIALIZER", a->size);
+    /* a size zc_ra_args_read accepted is sizeof: this refuses the others */
+    ZC_CHECK(zc_abi_read(&(zc_ring_attn_args_t){0}, sizeof(*a), sizeof(*a), a, a->size,
+                         ZC_RING_ATTN_ARGS_SIZE_V1, "args", "ZC_RING_ATTN_ARGS_INITIALIZER"));
+    if (a->stats)
+        ZC_CHECK(zc_abi_out_check(a->stats->size, ZC_RING_ATTN_STATS_SIZE_V1, "args->stats",
+                                  "ZC_RING_ATTN_STATS_INITIALIZER"));
     ZC_ARG_CHECK(a->mode >= ZC_RING_ATTN_ZEPPELIN && a->mode <= ZC_RING_ATTN_LLAMA_CP,
                  "mode: %d is not a zc_ring_attn_mode_t", (int)a->mode);
     ZC_ARG_CHECK(a->num_heads_q > 0, "num_heads_q: %d, must be positive", a->num_heads_q);
@@ -269,9 +288,11 @@ zc_status_t zc_ra_begin(zc_ra_ctx_t *ctx, zc_ra_engine_check_t engine, int on_st
     return ZC_OK;
 }
 
-static zc_status_t zc_ring_attn(zc_comm_h comm, zc_plan_h plan, const zc_ring_attn_args_t *args,
-                                int backward)
+static zc_status_t zc_ring_attn(zc_comm_h comm, zc_plan_h plan,
+                                const zc_ring_attn_args_t *user_args, int backward)
 {
+    zc_ring_attn_args_t local;
+    const zc_ring_attn_args_t *args = zc_ra_args_read(user_args, &local);
     zc_ra_ctx_t ctx = {.comm = comm, .plan = plan, .args = args, .backward = backward};
     double t0 = zc_now_sec();
     float *owned = NULL;
@@ -283,7 +304,7 @@ static zc_status_t zc_ring_attn(zc_comm_h comm, zc_plan_h plan, const zc_ring_at
     ZC_CHECK_GOTO(zc_ra_run(&ctx), st, out);
     ctx.stats.total_seconds = zc_now_sec() - t0;
     if (args->stats)
-        *args->stats = ctx.stats;
+        zc_abi_write(args->stats, &ctx.stats, sizeof(ctx.stats));
 out:
     if (st != ZC_OK)
         zc_ra_abandon(&ctx);

@@ -153,6 +153,11 @@ zc_status_t zc_ra_check_tensors(const zc_ring_attn_args_t *args, int backward,
                                                      const char *arg));
 /* The engine's own checks of a call's tensors: dtype and memory type. */
 typedef zc_status_t (*zc_ra_engine_check_t)(const zc_ring_attn_args_t *args, int backward);
+/* The caller's args read (its size's worth, the defaults past it) into
+ * *local, which is returned; the caller's pointer when its size is refused
+ * (zc_ra_check_args then says why, inside the agreement). */
+const zc_ring_attn_args_t *zc_ra_args_read(const zc_ring_attn_args_t *user,
+                                           zc_ring_attn_args_t *local);
 /* This rank's arguments against the plan and the communicator, then
  * `engine`'s checks; *tokens gets this rank's rows. */
 zc_status_t zc_ra_check_args(zc_comm_h comm, zc_plan_h plan, const zc_ring_attn_args_t *args,

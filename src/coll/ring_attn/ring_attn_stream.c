@@ -208,9 +208,11 @@ static zc_status_t zc_ras_cuda_run(zc_ra_ctx_t *ctx, void *stream)
 #endif
 
 static zc_status_t zc_ring_attn_stream(zc_comm_h comm, zc_plan_h plan,
-                                       const zc_ring_attn_args_t *args, int backward,
+                                       const zc_ring_attn_args_t *user_args, int backward,
                                        void *stream)
 {
+    zc_ring_attn_args_t local;
+    const zc_ring_attn_args_t *args = zc_ra_args_read(user_args, &local);
     int64_t tokens;
 
     zc_error_clear();

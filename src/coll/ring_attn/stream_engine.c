@@ -39,6 +39,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "src/common/abi.h"
 #include "src/common/clock.h"
 #include "src/common/log.h"
 #include "src/coll/ring_attn/stream_engine.h"
@@ -541,6 +542,6 @@ zc_status_t zc_ra_stream_run(zc_ra_ctx_t *ctx, const zc_ds_ops_t *ops, void *dev
     ctx->stats.compute_seconds = ctx->stats.wait_seconds = 0;
     ctx->stats.total_seconds = zc_now_sec() - t0;
     if (st == ZC_OK && ctx->args->stats)
-        *ctx->args->stats = ctx->stats;
+        zc_abi_write(ctx->args->stats, &ctx->stats, sizeof(ctx->stats));
     return st;
 }
