@@ -2,7 +2,9 @@
  * tested without a GPU: the ZC_ATTN_BACKEND switch, the fallback decision
  * (shape -> cudnn or native, with the reason), the graph-cache keys and
  * table, the argument checks, the cuDNN status conversion and the feature
- * bit.  With a CUDA device and cuDNN built in, the forward and backward
+ * bit, and every kind of graph as cuDNN's descriptors take it: tensors,
+ * operations and the operation graph finalized without a handle (the
+ * engine, which needs a GPU, is not asked).  With a CUDA device and cuDNN built in, the forward and backward
  * also run against the CPU kernels (bf16, GQA, causal with ring offsets,
  * varlen); without them those cases SKIP with the reason. */
 #include "config.h"
@@ -346,6 +348,42 @@ static void test_keys(void)
        "key text: %s", buf);
 }
 
+/* ---- the graphs, as cuDNN sees them without a GPU ------------------------- */
+
+#define GRAPH_CASES 32
+
+static void test_graphs(void)
+{
+#ifdef HAVE_CUDNN
+    /* every direction, mask, dtype, GQA or not, two head dims, two buckets */
+    for (int i = 0; i < GRAPH_CASES; i++) {
+        zc_cudnn_key_t k = {
+            .direction = i & 1 ? ZC_CUDNN_BWD : ZC_CUDNN_FWD,
+            .dtype = i & 2 ? ZC_FLOAT16 : ZC_BFLOAT16,
+            .heads_q = 8,
+            .heads_kv = i & 4 ? 8 : 2,
+            .head_dim = i & 8 ? 128 : 64,
+            .mask = i & 16 ? ZC_CUDNN_MASK_CAUSAL : ZC_CUDNN_MASK_FULL,
+            .segments = 1 + i % 3,
+            .max_q = 64 << (i % 2),
+            .max_kv = 64 << (i % 3),
+        };
+        char buf[160];
+        int nops = 0;
+        zc_status_t st = zc_cudnn_ops_check(&k, &nops);
+
+        if (!ok(st == ZC_OK && nops > 10, "cuDNN accepts the graph %s (%d operations)",
+                zc_cudnn_key_str(&k, buf, sizeof(buf)), nops))
+            diag("%s", zc_get_last_error());
+    }
+#else
+    zc_cudnn_key_t k = {0};
+
+    ok(zc_cudnn_ops_check(&k, NULL) == ZC_ERR_UNSUPPORTED, "no graphs without cuDNN");
+    tap_skip(GRAPH_CASES - 1, "libzcomm built without cuDNN");
+#endif
+}
+
 /* ---- argument checks and statuses ---------------------------------------- */
 
 static void bad(zc_status_t st, const char *name, const char *what)
@@ -630,6 +668,7 @@ int main(void)
     test_switch();
     test_decide();
     test_keys();
+    test_graphs();
     test_checks();
     test_gpu();
     return tap_done();

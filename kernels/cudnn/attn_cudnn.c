@@ -109,7 +109,7 @@ typedef struct {
 enum {
     ZC_CD_Q = 1, ZC_CD_K, ZC_CD_V, ZC_CD_O, ZC_CD_STATS, ZC_CD_SCALE, ZC_CD_SEQ_Q, ZC_CD_SEQ_KV,
     ZC_CD_NEG, ZC_CD_DO, ZC_CD_DQ, ZC_CD_DK, ZC_CD_DV, ZC_CD_RAG_Q, ZC_CD_RAG_KV,
-    ZC_CD_OFF, ZC_CD_DSUM,
+    ZC_CD_OFF, ZC_CD_DSUM, ZC_CD_KT,
     ZC_CD_VIRTUAL = 100
 };
 
@@ -399,16 +399,22 @@ static zc_status_t zc_cd_forward(zc_cd_graph_t *g, const zc_cudnn_key_t *key)
     return zc_cd_matmul(g, p, v, o, c.seq_q, NULL, c.seq_kv);
 }
 
-/* The transpose of virtual [b, h, r, c] (packed) as [b, h, c, r]: the same
- * uid, swapped dims and strides. */
-static zc_status_t zc_cd_transposed(zc_cd_graph_t *g, int64_t uid, cudnnDataType_t type,
-                                    int64_t b, int64_t h, int64_t r, int64_t c,
-                                    cudnnBackendDescriptor_t *t)
+/* The transpose of virtual x [b, h, r, c] (packed) as [b, h, c, r]: a
+ * reshape into a virtual tensor with swapped dims and strides (a graph
+ * takes one descriptor per uid). */
+static zc_status_t zc_cd_transposed(zc_cd_graph_t *g, cudnnBackendDescriptor_t x,
+                                    cudnnDataType_t type, int64_t b, int64_t h, int64_t r,
+                                    int64_t c, cudnnBackendDescriptor_t *t)
 {
     const int64_t dims[4] = {b, h, c, r};
     const int64_t strides[4] = {h * r * c, r * c, 1, c};
+    cudnnBackendDescriptor_t op;
 
-    return zc_cd_tensor(g, uid, type, dims, strides, ZC_CD_VIRT, NULL, t);
+    ZC_CHECK(zc_cd_tensor(g, 0, type, dims, strides, ZC_CD_VIRT, NULL, t));
+    ZC_CHECK(zc_cd_new(g, CUDNN_BACKEND_OPERATION_RESHAPE_DESCRIPTOR, &op));
+    ZC_CD_SET(op, CUDNN_ATTR_OPERATION_RESHAPE_XDESC, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &x);
+    ZC_CD_SET(op, CUDNN_ATTR_OPERATION_RESHAPE_YDESC, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, t);
+    return zc_cd_op(g, op);
 }
 
 /* out = a b into [b, hq, rows, d]; with GQA through a per-query-head
@@ -432,11 +438,11 @@ static zc_status_t zc_cd_backward(zc_cd_graph_t *g, const zc_cudnn_key_t *key)
     zc_cd_common_t c;
     cudnnBackendDescriptor_t q, kt, k, vt, dout, dq, dk, dv, stats;
     cudnnBackendDescriptor_t dsum, s, sub, p, pt, dp, dd, ds0, ds, dst;
-    int64_t p_uid, ds_uid;
 
     ZC_CHECK(zc_cd_common(g, key, &c));
     ZC_CHECK(zc_cd_bhsd(g, &c, ZC_CD_Q, c.hq, c.sq, 0, c.rag_q, &q));
-    ZC_CHECK(zc_cd_bhsd(g, &c, ZC_CD_K, c.hk, c.sk, 1, c.rag_kv, &kt));
+    /* K twice, as K^T for S and as K for dQ: two uids for the same memory */
+    ZC_CHECK(zc_cd_bhsd(g, &c, ZC_CD_KT, c.hk, c.sk, 1, c.rag_kv, &kt));
     ZC_CHECK(zc_cd_bhsd(g, &c, ZC_CD_K, c.hk, c.sk, 0, c.rag_kv, &k));
     ZC_CHECK(zc_cd_bhsd(g, &c, ZC_CD_V, c.hk, c.sk, 1, c.rag_kv, &vt));
     ZC_CHECK(zc_cd_bhsd(g, &c, ZC_CD_DO, c.hq, c.sq, 0, c.rag_q, &dout));
@@ -450,11 +456,10 @@ static zc_status_t zc_cd_backward(zc_cd_graph_t *g, const zc_cudnn_key_t *key)
     ZC_CHECK(zc_cd_scores(g, &c, key->mask == ZC_CUDNN_MASK_CAUSAL, q, kt, &s));
     ZC_CHECK(zc_cd_virtual(g, CUDNN_DATA_FLOAT, c.b, c.hq, c.sq, c.sk, &sub));
     ZC_CHECK(zc_cd_pointwise(g, CUDNN_POINTWISE_SUB, CUDNN_DATA_FLOAT, -1, s, stats, NULL, sub));
-    p_uid = g->next_virtual;
     ZC_CHECK(zc_cd_virtual(g, c.io, c.b, c.hq, c.sq, c.sk, &p));
     ZC_CHECK(zc_cd_pointwise(g, CUDNN_POINTWISE_EXP, CUDNN_DATA_FLOAT, -1, sub, NULL, NULL, p));
     /* dV = P^T dO */
-    ZC_CHECK(zc_cd_transposed(g, p_uid, c.io, c.b, c.hq, c.sq, c.sk, &pt));
+    ZC_CHECK(zc_cd_transposed(g, p, c.io, c.b, c.hq, c.sq, c.sk, &pt));
     ZC_CHECK(zc_cd_grad(g, &c, pt, dout, dv, c.sk, c.seq_kv, c.seq_q));
     /* dS = P (dO V^T - D) scale */
     ZC_CHECK(zc_cd_virtual(g, CUDNN_DATA_FLOAT, c.b, c.hq, c.sq, c.sk, &dp));
@@ -463,13 +468,42 @@ static zc_status_t zc_cd_backward(zc_cd_graph_t *g, const zc_cudnn_key_t *key)
     ZC_CHECK(zc_cd_pointwise(g, CUDNN_POINTWISE_SUB, CUDNN_DATA_FLOAT, -1, dp, dsum, NULL, dd));
     ZC_CHECK(zc_cd_virtual(g, CUDNN_DATA_FLOAT, c.b, c.hq, c.sq, c.sk, &ds0));
     ZC_CHECK(zc_cd_pointwise(g, CUDNN_POINTWISE_MUL, CUDNN_DATA_FLOAT, -1, p, dd, NULL, ds0));
-    ds_uid = g->next_virtual;
     ZC_CHECK(zc_cd_virtual(g, c.io, c.b, c.hq, c.sq, c.sk, &ds));
     ZC_CHECK(zc_cd_pointwise(g, CUDNN_POINTWISE_MUL, CUDNN_DATA_FLOAT, -1, ds0, c.scale, NULL, ds));
     /* dQ = dS K; dK = dS^T Q */
     ZC_CHECK(zc_cd_matmul(g, ds, k, dq, c.seq_q, NULL, c.seq_kv));
-    ZC_CHECK(zc_cd_transposed(g, ds_uid, c.io, c.b, c.hq, c.sq, c.sk, &dst));
+    ZC_CHECK(zc_cd_transposed(g, ds, c.io, c.b, c.hq, c.sq, c.sk, &dst));
     return zc_cd_grad(g, &c, dst, q, dk, c.sk, c.seq_kv, c.seq_q);
+}
+
+zc_status_t zc_cudnn_ops_check(const zc_cudnn_key_t *key, int *nops)
+{
+    zc_cd_graph_t *g = calloc(1, sizeof(*g));
+    zc_status_t st;
+
+    if (!g)
+        return zc_error(ZC_ERR_NO_MEMORY, "cuDNN backend: graph");
+    g->next_virtual = ZC_CD_VIRTUAL;
+    st = key->direction == ZC_CUDNN_BWD ? zc_cd_backward(g, key) : zc_cd_forward(g, key);
+    if (nops)
+        *nops = g->nops;
+    if (st == ZC_OK) {
+        /* the operation graph too: it links the operations through their
+         * tensors' uids (cuDNN checks shapes and types edge by edge) */
+        cudnnBackendDescriptor_t graph;
+        cudnnStatus_t cs;
+
+        st = zc_cd_new(g, CUDNN_BACKEND_OPERATIONGRAPH_DESCRIPTOR, &graph);
+        if (st == ZC_OK) {
+            cs = cudnnBackendSetAttribute(graph, CUDNN_ATTR_OPERATIONGRAPH_OPS,
+                                          CUDNN_TYPE_BACKEND_DESCRIPTOR, g->nops, g->ops);
+            if (cs == CUDNN_STATUS_SUCCESS)
+                cs = cudnnBackendFinalize(graph);
+            st = zc_cudnn_status((int)cs, "operation graph (no handle)");
+        }
+    }
+    zc_cd_graph_destroy(g);
+    return st;
 }
 
 #pragma GCC diagnostic push
@@ -778,6 +812,7 @@ static zc_status_t zc_cudnn_run(int pass, const zc_attn_args_t *a, const zc_cudn
             int64_t counts[3] = {qn, kn, kn};
             float *dsum = (float *)(base + l.dsum);
 
+            ZC_CUDNN_BIND(ZC_CD_KT, a->k);
             ZC_CUDNN_BIND(ZC_CD_DO, a->dout);
             ZC_CUDNN_BIND(ZC_CD_DSUM, dsum);
             ZC_CUDNN_BIND(ZC_CD_DQ, parts[0]);

@@ -161,6 +161,13 @@ zc_status_t zc_cudnn_status(int status, const char *what);
 /* cuDNN's version at run time (cudnnGetVersion), 0 without cuDNN. */
 size_t zc_cudnn_version(void);
 
+/* Build and finalize the tensors, operations and operation graph of
+ * key's graph without a handle or a device (no engine: that needs a GPU),
+ * and free them: ZC_OK when cuDNN accepts every descriptor and links every
+ * operation to its inputs; *nops (may be NULL) gets the operation count.
+ * For tests.  Without cuDNN: ZC_ERR_UNSUPPORTED. */
+zc_status_t zc_cudnn_ops_check(const zc_cudnn_key_t *key, int *nops);
+
 /* Free the cached graphs and the cuDNN handles (tests, leak checks). */
 void zc_cudnn_attn_release(void);
 

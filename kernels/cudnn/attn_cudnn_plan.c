@@ -342,6 +342,14 @@ size_t zc_cudnn_version(void)
     return 0;
 }
 
+zc_status_t zc_cudnn_ops_check(const zc_cudnn_key_t *key, int *nops)
+{
+    (void)key;
+    if (nops)
+        *nops = 0;
+    return zc_error(ZC_ERR_UNSUPPORTED, "cuDNN backend: libzcomm was built without cuDNN");
+}
+
 void zc_cudnn_attn_release(void)
 {
 }
