@@ -228,7 +228,7 @@ zc_status_t zc_get_unique_id(zc_unique_id_t *id)
     uint8_t secret[ZC_BOOTSTRAP_SECRET_BYTES];
     zc_bootstrap_id_t bid;
     zc_sockaddr_t addr;
-    int timeout_ms;
+    int timeout_ms = 0;  /* set by zc_config_timeout; gcc cannot see it through ZC_CHECK */
 
     zc_error_clear();
     ZC_ARG_CHECK(id != NULL, "id: is NULL");
