@@ -66,7 +66,9 @@ void zc_perf_parse(int argc, char **argv, const char *tool, const char *extra_us
     *opts = (zc_perf_opts_t){.min_bytes = 8, .max_bytes = 64 << 20, .factor = 2.0, .iters = 20,
                              .warmup = 5, .check = 1, .dtype = ZC_FLOAT32};
     snprintf(optstring, sizeof(optstring), "b:e:f:i:n:w:c:d:h%s", extra ? extra : "");
-    while ((opt = getopt(argc, argv, optstring)) != -1) {
+    static const struct option longopts[] = {{"help", no_argument, NULL, 'h'}, {NULL, 0, NULL, 0}};
+
+    while ((opt = getopt_long(argc, argv, optstring, longopts, NULL)) != -1) {
         switch (opt) {
         case 'b': opts->min_bytes = zc_perf_parse_size(optarg); break;
         case 'e': opts->max_bytes = zc_perf_parse_size(optarg); break;

@@ -51,7 +51,9 @@ static int parse(int argc, char **argv, opts_t *o)
     *o = (opts_t){.min_len = 4096, .max_len = 0, .factor = 2, .batch = 1, .heads = 8,
                   .kv_heads = 0, .dim = 128, .causal = 1, .iters = 5, .warmup = 1, .check = 1,
                   .dtype = ZC_FLOAT32, .run_fwd = 1, .run_bwd = 1};
-    while ((c = getopt(argc, argv, "b:e:f:N:H:K:D:d:C:m:n:w:c:h")) != -1) {
+    static const struct option longopts[] = {{"help", no_argument, NULL, 'h'}, {NULL, 0, NULL, 0}};
+
+    while ((c = getopt_long(argc, argv, "b:e:f:N:H:K:D:d:C:m:n:w:c:h", longopts, NULL)) != -1) {
         switch (c) {
         case 'b': o->min_len = atoll(optarg); break;
         case 'e': o->max_len = atoll(optarg); break;
@@ -76,6 +78,9 @@ static int parse(int argc, char **argv, opts_t *o)
             o->run_fwd = strcmp(optarg, "bwd") != 0;
             o->run_bwd = strcmp(optarg, "fwd") != 0;
             break;
+        case 'h':
+            usage(argv[0]);
+            exit(0);
         default:
             return -1;
         }

@@ -83,7 +83,9 @@ int main(int argc, char **argv)
     int gpus[16] = {16, 32, 64, 128}, ngpus = 4, seeds = 20, opt, bad = 0;
     int64_t L = 4096;
 
-    while ((opt = getopt(argc, argv, "n:L:g:h")) != -1) {
+    static const struct option longopts[] = {{"help", no_argument, NULL, 'h'}, {NULL, 0, NULL, 0}};
+
+    while ((opt = getopt_long(argc, argv, "n:L:g:h", longopts, NULL)) != -1) {
         switch (opt) {
         case 'n': seeds = atoi(optarg); break;
         case 'L': L = atoll(optarg); break;

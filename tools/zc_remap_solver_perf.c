@@ -34,7 +34,9 @@ int main(int argc, char **argv)
     int iters = 20, ds = 0, glpk_max = 1024, headroom = 125, opt, wrong = 0;
     unsigned long long seed = 1;
 
-    while ((opt = getopt(argc, argv, "n:s:d:g:c:h")) != -1) {
+    static const struct option longopts[] = {{"help", no_argument, NULL, 'h'}, {NULL, 0, NULL, 0}};
+
+    while ((opt = getopt_long(argc, argv, "n:s:d:g:c:h", longopts, NULL)) != -1) {
         switch (opt) {
         case 'n': iters = atoi(optarg); break;
         case 's': seed = strtoull(optarg, NULL, 10); break;
