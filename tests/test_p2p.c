@@ -2,10 +2,15 @@
  * count mismatches, bad arguments, and a killed peer. */
 #include "config.h"
 
+#include <fcntl.h>
 #include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "mp.h"
+#include "transport/ucx/ucx_lane.h"
 #include "pattern.h"
 #include "tap.h"
 #include "zcomm.h"
@@ -398,6 +403,104 @@ static int rank_killed_peer(int rank, int nranks, void *arg)
     return 0;
 }
 
+/* Rank 1 SIGKILLs itself in the middle of repeated 32 MiB exchanges with
+ * rank 0 (shared memory; `arg` "tcp": UCX_TLS=tcp).  ZC_TIMEOUT is 60 s,
+ * longer than the case can take, so a timeout is wrong here: the survivor
+ * must report the death as ZC_ERR_PEER_FAILED, never as a timeout ("timed
+ * out ... Connection reset by remote peer") nor as ZC_ERR_TRANSPORT
+ * ("Shared memory error"), and never abort. */
+static int rank_killed_mid_transfer(int rank, int nranks, void *arg)
+{
+    const size_t n = 32u << 20;
+    zc_comm_h comm;
+    zc_status_t st = ZC_OK;
+    if (arg)
+        setenv("UCX_TLS", (const char *)arg, 1);
+    if (init(rank, nranks, 60000, &comm))
+        return 1;
+    char *send = malloc(n), *recv = malloc(n);
+    MP_CHECK(send && recv, "malloc");
+    memset(send, rank + 1, n);
+    MP_CHECK(zc_barrier(comm) == ZC_OK, "barrier");
+    for (int i = 0; st == ZC_OK && i < 1000; i++) {
+        if (rank == 1 && i == 3) {
+            /* Mid-transfer: the exchange is posted, the data moving. */
+            zc_request_h req[2];
+            MP_CHECK(zc_recv(recv, (int64_t)n, ZC_BYTE, ZC_MEM_HOST, 0, comm, &req[0]) == ZC_OK &&
+                         zc_send(send, (int64_t)n, ZC_BYTE, ZC_MEM_HOST, 0, comm, &req[1]) ==
+                             ZC_OK, "post");
+            zc_test(&req[0]);
+            usleep(2000);
+            zc_test(&req[1]);
+            raise(SIGKILL);
+        }
+        st = zc_sendrecv(send, (int64_t)n, 1 - rank, recv, (int64_t)n, 1 - rank, ZC_BYTE,
+                         ZC_MEM_HOST, comm);
+    }
+    MP_CHECK(rank == 0 && st == ZC_ERR_PEER_FAILED, "a peer killed mid-transfer gave %s (%s)",
+             zc_strerror(st), zc_get_last_error());
+    fprintf(stderr, "# peer killed mid-transfer (%s): %s, %s\n", arg ? (char *)arg : "default",
+            zc_strerror(st), zc_get_last_error());
+    zc_comm_destroy(comm);
+    free(send);
+    free(recv);
+    return 0;
+}
+
+/* UCX's own warnings go through ZC_LOG_LEVEL: rank 1's eager messages
+ * that rank 0 never receives make UCX warn "unexpected tag-receive
+ * descriptor ... was not matched" when rank 0's worker goes; at the
+ * default level rank 0's stderr must not show them, at ZC_LOG_LEVEL=info
+ * (`arg`) it shows them in libzcomm's format. */
+static int rank_ucx_log(int rank, int nranks, void *arg)
+{
+    char path[64], text[8192];
+    uint64_t word = 42;
+    zc_comm_h comm;
+    zc_request_h req;
+    int saved = -1;
+
+    snprintf(path, sizeof(path), "/tmp/test_p2p_ucxlog.%d", (int)getpid());
+    if (rank == 0) {
+        if (arg)
+            setenv("ZC_LOG_LEVEL", (const char *)arg, 1);
+        fflush(stderr);
+        saved = dup(2);
+        int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC, 0600);
+        MP_CHECK(fd >= 0 && saved >= 0 && dup2(fd, 2) == 2, "redirect stderr");
+        close(fd);
+    }
+    if (init(rank, nranks, 20000, &comm))
+        return 1;
+    if (rank == 1)
+        for (int i = 0; i < 3; i++) {
+            MP_CHECK(zc_send(&word, 1, ZC_INT64, ZC_MEM_HOST, 0, comm, &req) == ZC_OK, "send");
+            MP_CHECK(zc_wait(&req) == ZC_OK, "send completes");
+        }
+    MP_CHECK(zc_barrier(comm) == ZC_OK, "barrier");
+    zc_comm_destroy(comm);
+    if (rank == 1)
+        return 0;
+    fflush(stderr);
+    dup2(saved, 2);
+    close(saved);
+    FILE *f = fopen(path, "r");
+    size_t len = f ? fread(text, 1, sizeof(text) - 1, f) : 0;
+    text[len] = '\0';
+    if (f)
+        fclose(f);
+    unlink(path);
+    if (!arg) {
+        MP_CHECK(!strstr(text, "UCX  WARN") && !strstr(text, "UCX  ERROR") &&
+                     !strstr(text, "not matched"),
+                 "UCX printed at the default level: %.300s", text);
+    } else {
+        MP_CHECK(strstr(text, "not matched") && !strstr(text, "UCX  WARN"),
+                 "UCX's warning at ZC_LOG_LEVEL=%s: %.300s", (const char *)arg, text);
+    }
+    return 0;
+}
+
 /* Over 2^31 bytes in one message: 64-bit counts end to end. */
 static int rank_huge(int rank, int nranks, void *arg)
 {
@@ -428,6 +531,30 @@ static int rank_huge(int rank, int nranks, void *arg)
     free(buf);
     zc_comm_destroy(comm);
     return 0;
+}
+
+/* How UCX's statuses of an operation read: a connection the peer reset is
+ * a failed peer, whatever UCX calls it (1.13's tcp says "Endpoint
+ * timeout" at once; a killed rank of this node can make an operation fail
+ * with "Shared memory error"); only libzcomm's own wait times out. */
+static int ucx_statuses_read_right(void)
+{
+    static const ucs_status_t peer[] = {UCS_ERR_ENDPOINT_TIMEOUT, UCS_ERR_CONNECTION_RESET,
+                                        UCS_ERR_SHMEM_SEGMENT, UCS_ERR_IO_ERROR,
+                                        UCS_ERR_UNREACHABLE, UCS_ERR_NOT_CONNECTED,
+                                        UCS_ERR_FIRST_LINK_FAILURE,
+                                        UCS_ERR_LAST_ENDPOINT_FAILURE};
+    int bad = 0;
+
+    for (size_t i = 0; i < sizeof(peer) / sizeof(peer[0]); i++)
+        if (zc_ucx_status(peer[i]) != ZC_ERR_PEER_FAILED) {
+            diag("UCX %s reads as %s", ucs_status_string(peer[i]),
+                 zc_strerror(zc_ucx_status(peer[i])));
+            bad++;
+        }
+    bad += zc_ucx_status(UCS_ERR_MESSAGE_TRUNCATED) != ZC_ERR_MISMATCH;
+    bad += zc_ucx_status(UCS_OK) != ZC_OK;
+    return bad;
 }
 
 static int run_case(int nranks, mp_rank_fn fn, void *arg)
@@ -468,6 +595,17 @@ int main(void)
     mp_killed_rank = 1;
     ok(run_case(2, rank_killed_peer, NULL) == 0, "a killed peer (shared memory) gives an error");
     ok(run_case(2, rank_killed_peer, "tcp") == 0, "a killed peer (tcp) gives an error");
+    ok(ucx_statuses_read_right() == 0,
+       "UCX's connection reset, endpoint timeout and shared memory error are ZC_ERR_PEER_FAILED");
+    ok(run_case(2, rank_killed_mid_transfer, NULL) == 0,
+       "a peer killed mid-transfer (shared memory) is ZC_ERR_PEER_FAILED, not a timeout or a "
+       "transport error");
+    ok(run_case(2, rank_killed_mid_transfer, "tcp") == 0,
+       "a peer killed mid-transfer (tcp) is ZC_ERR_PEER_FAILED, not a timeout");
+    ok(run_case(2, rank_ucx_log, NULL) == 0,
+       "UCX's warnings (\"not matched\") are not printed at the default log level");
+    ok(run_case(2, rank_ucx_log, "info") == 0,
+       "UCX's warnings are logged through ZC_LOG_LEVEL=info");
     mp_killed_rank = -1;
     ok(run_case(2, rank_huge, NULL) == 0, "2 GiB + 13 B in one message byte-exact");
     return tap_done();

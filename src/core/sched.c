@@ -1,6 +1,7 @@
 /* Schedule engine: ops with dependencies, posted when ready. */
 #include "config.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -156,6 +157,14 @@ static zc_status_t zc_sched_pass(zc_sched_t *s, int *moved)
         zc_op_t *op = &s->ops[i];
         if (op->state == ZC_OP_POSTED && op->req->done) {
             zc_status_t st = op->req->status;
+            /* A transport error with a dead peer is its failure (e.g. UCX's
+             * "Shared memory error" for a killed rank of this node). */
+            if (st == ZC_ERR_TRANSPORT && zc_comm_peer_failed(s->comm, op->peer)) {
+                char detail[256];
+                snprintf(detail, sizeof(detail), "%s", zc_get_last_error());
+                st = zc_error(ZC_ERR_PEER_FAILED, "rank %d failed during a collective (%s)",
+                              op->peer, detail);
+            }
             zc_p2p_abandon(&op->req, st);  /* done: only frees it */
             if (st != ZC_OK)
                 return s->error = st;

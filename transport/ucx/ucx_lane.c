@@ -1,30 +1,118 @@
 /* Opening and closing one UCX context + worker (a lane). */
 #include "config.h"
 
+#include <pthread.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <ucs/debug/log_def.h>
 
+#include "src/common/log.h"
 #include "src/common/status.h"
 #include "transport/ucx/ucx_lane.h"
 
 zc_status_t zc_ucx_status(ucs_status_t status)
 {
+    /* Link and endpoint failures (UCS_ERR_FIRST_LINK_FAILURE to
+     * UCS_ERR_LAST_ENDPOINT_FAILURE) are a peer gone: UCX 1.13's tcp
+     * reports a connection the peer reset (its process was killed) as
+     * UCS_ERR_ENDPOINT_TIMEOUT at once, not after any timeout. */
+    if (status <= UCS_ERR_FIRST_LINK_FAILURE && status >= UCS_ERR_LAST_ENDPOINT_FAILURE)
+        return ZC_ERR_PEER_FAILED;
     switch (status) {
     case UCS_OK:                     return ZC_OK;
     case UCS_INPROGRESS:             return ZC_INPROGRESS;
     case UCS_ERR_NO_MEMORY:          return ZC_ERR_NO_MEMORY;
     case UCS_ERR_MESSAGE_TRUNCATED:  return ZC_ERR_MISMATCH;
     case UCS_ERR_CANCELED:
-    case UCS_ERR_TIMED_OUT:
-    case UCS_ERR_ENDPOINT_TIMEOUT:   return ZC_ERR_TIMEOUT;
+    case UCS_ERR_TIMED_OUT:          return ZC_ERR_TIMEOUT;
     case UCS_ERR_CONNECTION_RESET:
+    case UCS_ERR_NOT_CONNECTED:
     case UCS_ERR_UNREACHABLE:
     case UCS_ERR_IO_ERROR:           /* a broken connection, in practice */
+    /* Operations only meet this (attaching a peer's segment) once the
+     * peer's process is gone: its segment went with it. */
+    case UCS_ERR_SHMEM_SEGMENT:
         return ZC_ERR_PEER_FAILED;
     case UCS_ERR_UNSUPPORTED:        return ZC_ERR_UNSUPPORTED;
     default:                         return ZC_ERR_TRANSPORT;
     }
+}
+
+/* ---- UCX's own log lines --------------------------------------------- */
+
+static volatile int zc_ucx_failures_seen;
+
+void zc_ucx_note_peer_failure(void)
+{
+    zc_ucx_failures_seen = 1;
+}
+
+/* UCX prints its ERROR and WARN lines on stderr by itself; after a peer
+ * fails it prints dozens (the failed connection, then "unexpected
+ * tag-receive descriptor ... was not matched" for every message the dead
+ * or leaving peer had sent).  They go through ZC_LOG_LEVEL instead:
+ * ERROR at warn (at info once a peer failed: a consequence, not news),
+ * WARN at info, the rest at debug.  FATAL stays UCX's. */
+static ucs_log_func_rc_t zc_ucx_log_handler(const char *file, unsigned line,
+                                            const char *function, ucs_log_level_t level,
+                                            const ucs_log_component_config_t *comp_conf,
+                                            const char *message, va_list ap)
+{
+    zc_log_level_t zl;
+    char text[512];
+    const char *base = strrchr(file, '/');
+
+    (void)function;
+    (void)comp_conf;
+    if (level == UCS_LOG_LEVEL_FATAL)
+        return UCS_LOG_FUNC_RC_CONTINUE;
+    if (level == UCS_LOG_LEVEL_ERROR)
+        zl = zc_ucx_failures_seen ? ZC_LOG_INFO : ZC_LOG_WARN;
+    else if (level == UCS_LOG_LEVEL_WARN)
+        zl = ZC_LOG_INFO;
+    else
+        zl = ZC_LOG_DEBUG;
+    if (zl <= zc_log_level()) {
+        va_list copy;
+        va_copy(copy, ap);
+        vsnprintf(text, sizeof(text), message, copy);
+        va_end(copy);
+        zc_log_at(zl, base ? base + 1 : file, (int)line, "ucx %s: %s",
+                  ucs_log_level_names[level], text);
+    }
+    return UCS_LOG_FUNC_RC_STOP;
+}
+
+static void zc_ucx_log_install(void)
+{
+    /* A user who sets UCX_LOG_LEVEL asked for UCX's own output. */
+    if (!getenv("UCX_LOG_LEVEL"))
+        ucs_log_push_handler(zc_ucx_log_handler);
+}
+
+/* ---- lanes ------------------------------------------------------------ */
+
+/* Whether a UCX_TLS value makes tcp the lane's only network transport
+ * (the defaults "tcp" and "self,sm,tcp"). */
+static int zc_ucx_tls_tcp_only(const char *tls)
+{
+    char buf[256], *save = NULL;
+    int tcp = 0, other = 0;
+
+    if (!tls || tls[0] == '^' || strlen(tls) >= sizeof(buf))
+        return 0;
+    snprintf(buf, sizeof(buf), "%s", tls);
+    for (char *t = strtok_r(buf, ",", &save); t; t = strtok_r(NULL, ",", &save)) {
+        if (strcmp(t, "tcp") == 0)
+            tcp = 1;
+        else if (strcmp(t, "self") && strcmp(t, "sm") && strcmp(t, "shm") &&
+                 strcmp(t, "posix") && strcmp(t, "sysv") && strcmp(t, "cma") &&
+                 strcmp(t, "xpmem") && strcmp(t, "knem"))
+            other = 1;  /* rc, ud, dc, all...: UCX may pick them */
+    }
+    return tcp && !other;
 }
 
 static zc_status_t zc_ucx_config_set(ucp_config_t *config, const char *key, const char *value,
@@ -47,9 +135,12 @@ zc_status_t zc_ucx_lane_open(zc_ucx_lane_t *lane, const char *name, const char *
     ucs_status_t us;
     zc_status_t st = ZC_OK;
 
+    static pthread_once_t log_once = PTHREAD_ONCE_INIT;
+
     memset(lane, 0, sizeof(*lane));
     lane->event_fd = -1;
     snprintf(lane->name, sizeof(lane->name), "%s", name);
+    pthread_once(&log_once, zc_ucx_log_install);
     us = ucp_config_read(NULL, NULL, &config);
     if (us != UCS_OK)
         return zc_error(ZC_ERR_TRANSPORT, "ucx: cannot read its configuration: %s",
@@ -58,6 +149,16 @@ zc_status_t zc_ucx_lane_open(zc_ucx_lane_t *lane, const char *name, const char *
         st = zc_ucx_config_set(config, "TLS", tls, name);
     if (st == ZC_OK && devices)
         st = zc_ucx_config_set(config, "NET_DEVICES", devices, name);
+    /* UCX 1.13's tcp completes a zero-copy active message twice when the
+     * peer's socket breaks under it (uct_tcp_ep_sendv: the purge in
+     * uct_tcp_ep_handle_send_err completes it, then sendv again), which
+     * aborts the process on `comp->count > 0` in uct_iface.h or
+     * completes a request twice: a survivor of a killed peer died with
+     * it.  Over tcp the copy costs little next to the socket; no
+     * zero-copy AM there (the user's UCX_ZCOPY_THRESH still wins). */
+    if (st == ZC_OK && !getenv("UCX_ZCOPY_THRESH") &&
+        zc_ucx_tls_tcp_only(tls ? tls : getenv("UCX_TLS")))
+        st = zc_ucx_config_set(config, "ZCOPY_THRESH", "inf", name);
     if (st != ZC_OK) {
         ucp_config_release(config);
         return st;

@@ -21,6 +21,10 @@ typedef struct {
 zc_status_t zc_ucx_lane_open(zc_ucx_lane_t *lane, const char *name, const char *tls,
                              const char *devices, int nranks);
 void zc_ucx_lane_close(zc_ucx_lane_t *lane);
+/* A UCX status of an operation (not of setup) as a zc_status_t. */
 zc_status_t zc_ucx_status(ucs_status_t status);
+/* A peer failed in this process: UCX's error lines that follow are
+ * consequences, logged at info (see ucx_lane.c). */
+void zc_ucx_note_peer_failure(void);
 
 #endif

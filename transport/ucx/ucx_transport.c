@@ -41,7 +41,7 @@ typedef struct {
     ucp_worker_h worker;
     uint64_t *received;    /* the lane's byte counter */
     int *stranded;         /* the lane's count of abandoned, unfinished ops */
-    zc_ucx_conn_t *conn;   /* sends: the endpoint it travels on */
+    zc_ucx_conn_t *conn;   /* the endpoint to the peer on its lane (sends travel on it) */
 } zc_ucx_op_t;
 
 struct zc_transport {
@@ -89,8 +89,10 @@ static void zc_ucx_ep_error(void *arg, ucp_ep_h ep, ucs_status_t status)
     /* Waits turn this into ZC_ERR_PEER_FAILED with a detail; a peer that
      * destroyed its communicator first also breaks the link, so this is
      * no warning by itself. */
-    if (!conn->failed && !conn->closing)
+    if (!conn->failed && !conn->closing) {
         zc_log_info("ucx: connection to a peer failed: %s", ucs_status_string(status));
+        zc_ucx_note_peer_failure();
+    }
     conn->failed = 1;
 }
 
@@ -100,6 +102,14 @@ static void zc_ucx_complete(zc_ucx_op_t *op, ucs_status_t status, size_t receive
 
     if (req) {
         req->status = zc_ucx_status(status);
+        /* Only UCX cancels an operation that was not abandoned: it purges
+         * what was in flight on an endpoint that failed (or that a peer
+         * reset), whatever status it gives. */
+        if (status == UCS_ERR_CANCELED || (req->status < 0 && req->status != ZC_ERR_MISMATCH &&
+                                           op->conn && op->conn->failed))
+            req->status = ZC_ERR_PEER_FAILED;
+        if (req->status == ZC_ERR_PEER_FAILED)
+            zc_ucx_note_peer_failure();
         if (req->status == ZC_ERR_MISMATCH || (req->status == ZC_OK && req->kind == ZC_REQ_RECV &&
                                                received != req->bytes))
             req->status = zc_error(ZC_ERR_MISMATCH,
@@ -144,8 +154,11 @@ static zc_status_t zc_ucx_post(zc_ucx_op_t *op, ucs_status_ptr_t sp, zc_request_
 {
     if (UCS_PTR_IS_ERR(sp)) {
         ucs_status_t status = UCS_PTR_STATUS(sp);
+        zc_status_t st = zc_ucx_status(status);
+        if (st < 0 && st != ZC_ERR_MISMATCH && op->conn && op->conn->failed)
+            st = ZC_ERR_PEER_FAILED;
         free(op);
-        return zc_error(zc_ucx_status(status), "ucx: posting to rank %d failed: %s", req->peer,
+        return zc_error(st, "ucx: posting to rank %d failed: %s", req->peer,
                         ucs_status_string(status));
     }
     if (sp == NULL) {            /* a send completed in place; no callback */
@@ -208,6 +221,7 @@ static zc_status_t zc_ucx_irecv(zc_transport_t *tp, void *buf, size_t bytes, int
 
     ZC_CHECK(zc_ucx_pick_lane(tp, peer, rail, 0, &lane));
     ZC_CHECK(zc_ucx_new_op(tp, lane, req, &op));
+    op->conn = zc_ucx_conn(tp, lane, peer);  /* whose failure explains an error */
     /* UCX 1.13 does not report the length of a receive that completes in
      * place, so always take the callback, which does. */
     param.op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA |
