@@ -175,6 +175,7 @@ typedef struct {
     int ring_attn_slice_mflop;     /* ZC_RING_ATTN_SLICE_MFLOP */
     int ring_attn_bwd_order;       /* ZC_RING_ATTN_BWD_ORDER: ZC_BWD_ORDER_FORWARD or
                                       ZC_BWD_ORDER_REVERSE (*) */
+    int wait_spin_us;              /* ZC_WAIT_SPIN_US */
 } zc_config_t;
 
 /* zc_config_t: a setting of 0 where 0 means "not set". */
@@ -183,7 +184,7 @@ typedef struct {
 #define ZC_BWD_ORDER_FORWARD 1
 #define ZC_BWD_ORDER_REVERSE 2
 
-#define ZC_CONFIG_INITIALIZER { sizeof(zc_config_t), 0, NULL, 0, 0, 0, 0, 0, 0, 0, 0, 0 }
+#define ZC_CONFIG_INITIALIZER { sizeof(zc_config_t), 0, NULL, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0 }
 
 /* Create an id on one rank (it also starts the bootstrap root in this
  * process); pass it to every rank by any means. */

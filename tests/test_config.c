@@ -49,6 +49,7 @@ static void table_cases(void)
         {ZC_ENV_RING_ATTN_CHECK, "ZC_RING_ATTN_CHECK", 1},
         {ZC_ENV_RING_ATTN_SLICE_MFLOP, "ZC_RING_ATTN_SLICE_MFLOP", 0},
         {ZC_ENV_RING_ATTN_BWD_ORDER, "ZC_RING_ATTN_BWD_ORDER", 1},
+        {ZC_ENV_WAIT_SPIN_US, "ZC_WAIT_SPIN_US", 0},
     };
     int ids_ok = 1, defaults_ok = 1, public_ok = nspecs == nvars;
     int64_t v = 0;

@@ -37,6 +37,7 @@ struct zc_request {
     zc_request_kind_t kind;
     int peer;
     size_t bytes;          /* posted size */
+    int up_to;             /* a receive may bring fewer bytes than posted */
     int done;              /* set by the backend on completion */
     zc_status_t status;    /* final status once done */
     void *backend;         /* backend's own request */
@@ -85,8 +86,8 @@ typedef struct {
                          uint64_t tag, int rail, zc_request_h req);
     zc_status_t (*irecv)(zc_transport_t *tp, void *buf, size_t bytes, int peer, uint64_t tag,
                          int rail, zc_request_h req);
-    /* Advance without blocking. */
-    void (*progress)(zc_transport_t *tp);
+    /* Advance without blocking; the number of events it handled. */
+    int (*progress)(zc_transport_t *tp);
     /* Sleep until something may have completed, or `timeout_ms`. */
     void (*wait_event)(zc_transport_t *tp, int timeout_ms);
     /* Give up on `req`: the backend completes it with `status` and stops

@@ -133,6 +133,7 @@ static void zc_comm_free(struct zc_comm *comm)
         comm->host_ops->destroy(comm->host);
     free(comm->ranks);
     free(comm->rank_node);
+    free(comm->pid_seen_ms);
     free(comm->rank_rail);
     comm->magic = 0;
     free(comm);
@@ -186,8 +187,9 @@ static zc_status_t zc_comm_create(zc_bootstrap_t *bs, int nranks, int rank,
     comm->ranks = calloc((size_t)nranks, sizeof(*comm->ranks));
     comm->rank_node = calloc((size_t)nranks, sizeof(int));
     comm->rank_rail = calloc((size_t)nranks, sizeof(int));
+    comm->pid_seen_ms = calloc((size_t)nranks, sizeof(int64_t));
     ready = calloc((size_t)nranks, sizeof(int32_t));
-    if (!comm->ranks || !comm->rank_node || !comm->rank_rail || !ready) {
+    if (!comm->ranks || !comm->rank_node || !comm->rank_rail || !comm->pid_seen_ms || !ready) {
         st = zc_error(ZC_ERR_NO_MEMORY, "cannot allocate the rank table");
         goto err;
     }

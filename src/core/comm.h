@@ -36,6 +36,7 @@ typedef struct {
     int ring_attn_check;           /* ZC_RING_ATTN_CHECK */
     int64_t ring_attn_slice_mflop; /* ZC_RING_ATTN_SLICE_MFLOP */
     int ring_attn_bwd_reverse;     /* ZC_RING_ATTN_BWD_ORDER is reverse */
+    int wait_spin_us;              /* ZC_WAIT_SPIN_US */
 } zc_comm_settings_t;
 
 struct zc_comm {
@@ -50,6 +51,9 @@ struct zc_comm {
     zc_comm_settings_t settings;
     zc_rank_info_t *ranks;     /* [size] */
     int *rank_node;            /* [size]: node index of each rank */
+    /* [size]: when each watchable peer's pid was last looked at (ms; -1:
+     * it is gone), so that waits cost one kill(2) per peer per ms at most. */
+    int64_t *pid_seen_ms;
     /* Rails for inter-node traffic: the same count on every node (0: no
      * striping, UCX chooses), and the rail each rank sends on. */
     int nrails;
@@ -75,6 +79,9 @@ int zc_comm_peer_watchable(zc_comm_h comm, int peer);
 /* Non-zero if `peer` is known dead (its connection failed, or its process
  * is gone when it shares this host and pid namespace). */
 int zc_comm_peer_failed(zc_comm_h comm, int peer);
+/* Wait (idle.c) up to `timeout_ms` for the host transport to move:
+ * ZC_WAIT_SPIN_US of polling, then a sleep on its event fds. */
+void zc_comm_idle(zc_comm_h comm, int timeout_ms);
 /* Add a communicator to the live ones (magic set); remove it: non-zero if
  * it was live. */
 void zc_comm_register(struct zc_comm *comm);

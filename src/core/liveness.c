@@ -8,6 +8,7 @@
 #include <pthread.h>
 #include <signal.h>
 
+#include "src/common/clock.h"
 #include "src/core/comm.h"
 #include "src/common/status.h"
 
@@ -68,7 +69,15 @@ int zc_comm_peer_failed(zc_comm_h comm, int peer)
     if (comm->host_ops->peer_failed(comm->host, peer))
         return 1;
     /* Peers reached over shared memory have no connection to break: their
-     * pid tells if they live. */
-    return zc_comm_peer_watchable(comm, peer) && kill(comm->ranks[peer].pid, 0) != 0 &&
-           errno == ESRCH;
+     * pid tells if they live.  A system call is dear next to a poll of
+     * shared memory, so a waiting rank asks at most once per millisecond. */
+    int64_t *seen = &comm->pid_seen_ms[peer], now;
+    if (*seen < 0)
+        return 1;
+    if (!zc_comm_peer_watchable(comm, peer) || (now = zc_now_ms()) == *seen)
+        return 0;
+    *seen = now;
+    if (kill(comm->ranks[peer].pid, 0) != 0 && errno == ESRCH)
+        *seen = -1;
+    return *seen < 0;
 }

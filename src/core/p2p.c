@@ -11,8 +11,9 @@
 /* How often a blocked wait looks for dead peers. */
 #define ZC_WAIT_SLICE_MS 100
 
-zc_status_t zc_p2p_post(zc_comm_h comm, zc_request_kind_t kind, void *buf, size_t bytes, int peer,
-                        uint64_t tag, int rail, zc_request_h *req_out)
+zc_status_t zc_p2p_post_flags(zc_comm_h comm, zc_request_kind_t kind, void *buf, size_t bytes,
+                              int peer, uint64_t tag, int rail, unsigned flags,
+                              zc_request_h *req_out)
 {
     zc_request_h req = calloc(1, sizeof(*req));
     zc_status_t st;
@@ -23,6 +24,7 @@ zc_status_t zc_p2p_post(zc_comm_h comm, zc_request_kind_t kind, void *buf, size_
     req->kind = kind;
     req->peer = peer;
     req->bytes = bytes;
+    req->up_to = kind == ZC_REQ_RECV && (flags & ZC_P2P_UP_TO);
     if (kind == ZC_REQ_SEND)
         st = comm->host_ops->isend(comm->host, buf, bytes, peer, tag, rail, req);
     else
@@ -33,6 +35,12 @@ zc_status_t zc_p2p_post(zc_comm_h comm, zc_request_kind_t kind, void *buf, size_
     }
     *req_out = req;
     return ZC_OK;
+}
+
+zc_status_t zc_p2p_post(zc_comm_h comm, zc_request_kind_t kind, void *buf, size_t bytes, int peer,
+                        uint64_t tag, int rail, zc_request_h *req)
+{
+    return zc_p2p_post_flags(comm, kind, buf, bytes, peer, tag, rail, 0, req);
 }
 
 static zc_status_t zc_p2p_finish(zc_request_h *req)
@@ -100,7 +108,7 @@ zc_status_t zc_p2p_wait(zc_request_h *req)
             zc_p2p_abandon(req, st);
             return st;
         }
-        comm->host_ops->wait_event(comm->host, left < ZC_WAIT_SLICE_MS ? left : ZC_WAIT_SLICE_MS);
+        zc_comm_idle(comm, left < ZC_WAIT_SLICE_MS ? left : ZC_WAIT_SLICE_MS);
     }
     return zc_p2p_finish(req);
 }

@@ -8,6 +8,13 @@
  * `rail` (ZC_RAIL_AUTO: the sender's own; ignored inside a node). */
 zc_status_t zc_p2p_post(zc_comm_h comm, zc_request_kind_t kind, void *buf, size_t bytes, int peer,
                         uint64_t tag, int rail, zc_request_h *req);
+/* The same with `flags`: ZC_P2P_UP_TO lets a receive bring fewer bytes
+ * than `bytes` (a capacity), for messages whose size only the sender
+ * knows. */
+#define ZC_P2P_UP_TO 0x1u
+zc_status_t zc_p2p_post_flags(zc_comm_h comm, zc_request_kind_t kind, void *buf, size_t bytes,
+                              int peer, uint64_t tag, int rail, unsigned flags,
+                              zc_request_h *req);
 /* Progress once; ZC_INPROGRESS or the final status (then *req is freed). */
 zc_status_t zc_p2p_test(zc_request_h *req);
 /* Block until done, the peer fails or the comm's timeout passes; frees. */

@@ -26,6 +26,7 @@ typedef struct {
     size_t bytes;
     int peer;              /* calls: their `i` */
     int rail;
+    unsigned flags;        /* zc_p2p_post_flags */
     uint64_t tag;
     zc_sched_fn_t fn;      /* calls, with `buf` as their `arg` */
     int dep[2];
@@ -82,6 +83,15 @@ int zc_sched_p2p(zc_sched_t *s, zc_request_kind_t kind, void *buf, size_t bytes,
 {
     zc_op_t op = {.kind = ZC_OP_P2P, .dir = kind, .buf = buf, .bytes = bytes, .peer = peer,
                   .tag = tag, .rail = rail, .dep = {dep0, dep1}};
+    return zc_sched_add(s, &op);
+}
+
+int zc_sched_recv_up_to(zc_sched_t *s, void *buf, size_t capacity, int peer, uint64_t tag,
+                        int dep0, int dep1)
+{
+    zc_op_t op = {.kind = ZC_OP_P2P, .dir = ZC_REQ_RECV, .buf = buf, .bytes = capacity,
+                  .peer = peer, .tag = tag, .rail = ZC_RAIL_AUTO, .flags = ZC_P2P_UP_TO,
+                  .dep = {dep0, dep1}};
     return zc_sched_add(s, &op);
 }
 
@@ -181,8 +191,9 @@ static zc_status_t zc_sched_pass(zc_sched_t *s, int *moved)
                     return s->error = st;
                 op->state = ZC_OP_DONE;
             } else {
-                zc_status_t st = zc_p2p_post(s->comm, op->dir, op->buf, op->bytes, op->peer,
-                                             op->tag, op->rail, &op->req);
+                zc_status_t st = zc_p2p_post_flags(s->comm, op->dir, op->buf, op->bytes,
+                                                   op->peer, op->tag, op->rail, op->flags,
+                                                   &op->req);
                 if (st != ZC_OK)
                     return s->error = st;
                 op->state = ZC_OP_POSTED;
@@ -238,8 +249,7 @@ zc_status_t zc_sched_wait(zc_sched_t *s)
                                        "a collective made no progress for %d ms (waiting on "
                                        "rank %d)", s->comm->timeout_ms,
                                        s->ops[s->first_open].peer);
-        s->comm->host_ops->wait_event(s->comm->host,
-                                      left < ZC_SCHED_SLICE_MS ? left : ZC_SCHED_SLICE_MS);
+        zc_comm_idle(s->comm, left < ZC_SCHED_SLICE_MS ? left : ZC_SCHED_SLICE_MS);
     }
 }
 

@@ -19,6 +19,9 @@ zc_status_t zc_sched_create(zc_comm_h comm, zc_sched_t **sched);
  * index, or -1 when out of memory (the schedule then fails at start). */
 int zc_sched_p2p(zc_sched_t *sched, zc_request_kind_t kind, void *buf, size_t bytes, int peer,
                  uint64_t tag, int rail, int dep0, int dep1);
+/* A receive of at most `capacity` bytes (the sender alone knows how many). */
+int zc_sched_recv_up_to(zc_sched_t *sched, void *buf, size_t capacity, int peer, uint64_t tag,
+                        int dep0, int dep1);
 /* A local memcpy, run once its dependencies are done. */
 int zc_sched_copy(zc_sched_t *sched, void *dst, const void *src, size_t bytes, int dep0,
                   int dep1);

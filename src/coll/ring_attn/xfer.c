@@ -196,8 +196,7 @@ static zc_status_t zc_ra_wait_until(zc_ra_ctx_t *ctx,
                           comm->timeout_ms, ctx->nitems, ctx->routed_next, ctx->nrouted);
             goto out;
         }
-        comm->host_ops->wait_event(comm->host,
-                                   left < ZC_RA_WAIT_SLICE_MS ? left : ZC_RA_WAIT_SLICE_MS);
+        zc_comm_idle(comm, left < ZC_RA_WAIT_SLICE_MS ? left : ZC_RA_WAIT_SLICE_MS);
     }
 out:
     ctx->stats.wait_seconds += zc_now_sec() - t0;
