@@ -1,42 +1,68 @@
 #!/usr/bin/env bash
-# Intra-node 2-rank bandwidth: zc_sendrecv_perf -u (one way, blocking
-# waits) against ucx_perftest -t tag_bw in the same run, interleaved ROUNDS
-# times; the baseline is the better of ucx_perftest's busy polling and its
-# sleeping wait (-E sleep), both with libzcomm's transports
-# (UCX_TLS=self,sm,tcp).  Prints each measurement and the median ratio.
-#   tools/bench_sendrecv_vs_ucx.sh [BUILD_DIR] [ROUNDS]
+# Intra-node 2-rank point-to-point against ucx_perftest in the same run,
+# interleaved ROUNDS times, both with libzcomm's transports
+# (UCX_TLS=self,sm,tcp); the baseline is the better of ucx_perftest's busy
+# polling and its sleeping wait (-E sleep).  Prints each measurement, the
+# median ratio per size (above 1: libzcomm better) and the load average.
+#
+#   tools/bench_sendrecv_vs_ucx.sh [BUILD_DIR] [ROUNDS] [WINDOW] [bw|lat]
+#
+# bw (default), 4 MiB to 64 MiB: zc_sendrecv_perf -u (one way) against
+#   -t tag_bw, in MiB/s.  Both stream: tag_bw posts its sends without
+#   waiting, zc_sendrecv_perf keeps WINDOW messages in flight (-W; 1 waits
+#   for each, as nccl-tests does).
+# lat, 8 B to 64 KiB: zc_sendrecv_perf (2 ranks exchange at once: a
+#   zc_sendrecv's time is one message's latency) against -t tag_lat (half
+#   a round trip), in microseconds.
 set -euo pipefail
 build=${1:-build}
 rounds=${2:-5}
-sizes=(4194304 16777216 67108864)
+window=${3:-16}
+mode=${4:-bw}
 port=$((20000 + $$ % 20000))
+case $mode in
+bw) sizes=(4194304 16777216 67108864) test=tag_bw iters=100 column=7 unit=MiB/s ;;
+lat) sizes=(8 64 512 4096 32768 65536) test=tag_lat iters=20000 column=5 unit=us ;;
+*) echo "usage: $0 [BUILD_DIR] [ROUNDS] [WINDOW] [bw|lat]" >&2; exit 2 ;;
+esac
 
-ucx_once() {  # size, extra flags -> MiB/s from the "Final:" line (overall bandwidth)
-    UCX_TLS=self,sm,tcp ucx_perftest -t tag_bw -s "$1" -n 100 -w 10 -p "$port" $2 >/dev/null 2>&1 &
+ucx_once() {  # size, extra flags -> the "Final:" line's overall bandwidth or latency
+    UCX_TLS=self,sm,tcp ucx_perftest -t $test -s "$1" -n $iters -w 100 -p "$port" $2 \
+        >/dev/null 2>&1 &
     local server=$!
     sleep 0.3
-    UCX_TLS=self,sm,tcp ucx_perftest 127.0.0.1 -t tag_bw -s "$1" -n 100 -w 10 -p "$port" $2 \
-        2>/dev/null | awk '/^Final:/ { print $7 }'
+    UCX_TLS=self,sm,tcp ucx_perftest 127.0.0.1 -t $test -s "$1" -n $iters -w 100 -p "$port" $2 \
+        2>/dev/null | awk -v c=$column '/^Final:/ { print $c }'
     wait "$server" || true
 }
 
-ucx_mibs() {  # the better of polling and sleeping
+ucx_best() {  # the better of polling and sleeping
     local poll sleep
     poll=$(ucx_once "$1" ""); sleep=$(ucx_once "$1" "-E sleep")
-    awk -v a="${poll:-0}" -v b="${sleep:-0}" 'BEGIN { print (a > b ? a : b) }'
+    awk -v a="${poll:-0}" -v b="${sleep:-0}" -v m=$mode \
+        'BEGIN { if (m == "lat") print (a < b ? a : b); else print (a > b ? a : b) }'
 }
 
-zc_mibs() {  # size -> MiB/s from zc_sendrecv_perf's algbw (GB/s, 1e9 bytes)
-    mpirun --allow-run-as-root -np 2 "$build/tools/zc_sendrecv_perf" -u -b "$1" -e "$1" \
-        -n 100 -w 10 -c 0 2>/dev/null | awk -v s="$1" '$1 == s { printf "%.1f\n", $5 * 1e9 / 1048576 }'
+zc_once() {  # size -> MiB/s from zc_sendrecv_perf's algbw (GB/s, 1e9 bytes), or its time
+    if [ $mode = bw ]; then
+        mpirun --allow-run-as-root -np 2 "$build/tools/zc_sendrecv_perf" -u -W "$window" \
+            -b "$1" -e "$1" -n $((iters / window + 1)) -w 10 -c 0 2>/dev/null |
+            awk -v s="$1" '$1 == s { printf "%.1f\n", $5 * 1e9 / 1048576 }'
+    else
+        mpirun --allow-run-as-root -np 2 "$build/tools/zc_sendrecv_perf" \
+            -b "$1" -e "$1" -n $iters -w 100 -c 0 2>/dev/null |
+            awk -v s="$1" '$1 == s { print $4 }'
+    fi
 }
 
 declare -A ratios
-printf "%-6s %10s %14s %14s %7s\n" round size "zc MiB/s" "ucx MiB/s" ratio
+echo "# $mode${window:+, zc window $window}; load average at start: $(cut -d" " -f1-3 /proc/loadavg)"
+printf "%-6s %10s %14s %14s %7s\n" round size "zc $unit" "ucx $unit" ratio
 for ((r = 1; r <= rounds; r++)); do
     for s in "${sizes[@]}"; do
-        u=$(ucx_mibs "$s"); z=$(zc_mibs "$s")
-        ratio=$(awk -v z="$z" -v u="$u" 'BEGIN { printf "%.2f", z / u }')
+        u=$(ucx_best "$s"); z=$(zc_once "$s")
+        ratio=$(awk -v z="$z" -v u="$u" -v m=$mode \
+            'BEGIN { printf "%.2f", (m == "lat" ? u / z : z / u) }')
         ratios[$s]+="$ratio "
         printf "%-6s %10s %14s %14s %7s\n" "$r" "$s" "$z" "$u" "$ratio"
     done
@@ -45,3 +71,4 @@ for s in "${sizes[@]}"; do
     echo "${ratios[$s]}" | tr ' ' '\n' | grep . | sort -n |
         awk -v s="$s" '{ v[NR] = $1 } END { printf "median ratio at %s bytes: %.2f\n", s, v[int((NR + 1) / 2)] }'
 done
+echo "# load average at end: $(cut -d" " -f1-3 /proc/loadavg)"

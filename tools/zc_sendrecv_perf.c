@@ -1,7 +1,8 @@
 /* zc_sendrecv_perf: point-to-point bandwidth in the style of nccl-tests'
  * sendrecv_perf.  Every rank sends to rank+1 and receives from rank-1 (a
  * ring); with -u, even ranks only send to the next odd rank (one way, as
- * ucx_perftest -t tag_bw measures). */
+ * ucx_perftest -t tag_bw measures), and -W keeps that many messages in
+ * flight (tag_bw streams its sends; the default, one, waits for each). */
 #include "config.h"
 
 #include <stdio.h>
@@ -13,45 +14,84 @@
 #define TOOL "zc_sendrecv_perf"
 
 
+#define MAX_WINDOW 64
+
 typedef struct {
     int one_way;
+    int window;   /* one-way messages in flight */
 } sendrecv_opts_t;
 
 static int parse_extra(int opt, const char *arg, void *ctx)
 {
-    ((sendrecv_opts_t *)ctx)->one_way = 1;
+    sendrecv_opts_t *o = ctx;
+    char *end;
+
+    if (opt == 'u') {
+        o->one_way = 1;
+        return 0;
+    }
+    long w = strtol(arg, &end, 0);
+    if (*end || w < 1 || w > MAX_WINDOW) {
+        fprintf(stderr, TOOL ": -W takes 1 to %d, not '%s'\n", MAX_WINDOW, arg);
+        return -1;
+    }
+    o->window = (int)w;
     return 0;
+}
+
+/* One way from rank 2k to 2k+1: `window` messages of the same buffer
+ * posted at once, then waited for (the receiver's land on one buffer too:
+ * bandwidth, as ucx_perftest measures it). */
+static zc_status_t one_way(const void *send, void *recv, size_t count, zc_datatype_t dtype,
+                           int rank, int size, int window, zc_comm_h comm)
+{
+    zc_request_h req[MAX_WINDOW];
+    zc_status_t st = ZC_OK;
+    int posted = 0, sender = rank % 2 == 0;
+
+    if (sender && rank + 1 == size)
+        return ZC_OK;
+    for (; posted < window && st == ZC_OK; posted++)
+        st = sender ? zc_send(send, (int64_t)count, dtype, ZC_MEM_HOST, rank + 1, comm,
+                              &req[posted])
+                    : zc_recv(recv, (int64_t)count, dtype, ZC_MEM_HOST, rank - 1, comm,
+                              &req[posted]);
+    if (st != ZC_OK)
+        posted--;  /* the failed post made no request */
+    for (int i = 0; i < posted; i++) {
+        zc_status_t w = zc_wait(&req[i]);
+        if (st == ZC_OK)
+            st = w;
+    }
+    return st;
 }
 
 /* One exchange: ring, or one way between rank pairs (2k -> 2k+1). */
 static zc_status_t exchange(const void *send, void *recv, size_t count, zc_datatype_t dtype,
-                            int rank, int size, int one_way, zc_comm_h comm)
+                            int rank, int size, const sendrecv_opts_t *o, zc_comm_h comm)
 {
-    zc_request_h req;
-
-    if (!one_way)
-        return zc_sendrecv(send, (int64_t)count, (rank + 1) % size, recv, (int64_t)count,
-                           (rank - 1 + size) % size, dtype, ZC_MEM_HOST, comm);
-    if (rank % 2 == 0 && rank + 1 < size) {
-        zc_status_t st = zc_send(send, (int64_t)count, dtype, ZC_MEM_HOST, rank + 1, comm, &req);
-        return st == ZC_OK ? zc_wait(&req) : st;
-    }
-    if (rank % 2 == 1) {
-        zc_status_t st = zc_recv(recv, (int64_t)count, dtype, ZC_MEM_HOST, rank - 1, comm, &req);
-        return st == ZC_OK ? zc_wait(&req) : st;
-    }
-    return ZC_OK;
+    if (o->one_way)
+        return one_way(send, recv, count, dtype, rank, size, o->window, comm);
+    return zc_sendrecv(send, (int64_t)count, (rank + 1) % size, recv, (int64_t)count,
+                       (rank - 1 + size) % size, dtype, ZC_MEM_HOST, comm);
 }
 
 
 int main(int argc, char **argv)
 {
-    sendrecv_opts_t extra = {0};
+    sendrecv_opts_t extra = {0, 1};
     zc_perf_opts_t opts;
     int rank, size;
 
-    zc_perf_parse(argc, argv, TOOL, "  -u        one way: rank 2k sends to 2k+1 (default: ring)\n",
-                  "u", parse_extra, &extra, &opts);
+    zc_perf_parse(argc, argv, TOOL,
+                  "  -u        one way: rank 2k sends to 2k+1 (default: ring)\n"
+                  "  -W N      with -u: N messages in flight per iteration (default 1);\n"
+                  "            time and bandwidth are per message\n",
+                  "uW:", parse_extra, &extra, &opts);
+    if (extra.window > 1 && !extra.one_way) {
+        fprintf(stderr, TOOL ": -W needs -u\n");
+        return 2;
+    }
     zc_comm_h comm = zc_perf_init(TOOL);
     zc_comm_rank(comm, &rank);
     zc_comm_size(comm, &size);
@@ -76,19 +116,19 @@ int main(int argc, char **argv)
         int64_t wrong = 0;
 
         for (int i = 0; i < opts.warmup; i++)
-            if ((st = exchange(send, recv, count, opts.dtype, rank, size, extra.one_way, comm)))
+            if ((st = exchange(send, recv, count, opts.dtype, rank, size, &extra, comm)))
                 zc_perf_die(TOOL, "warm-up", st);
         if ((st = zc_barrier(comm)))
             zc_perf_die(TOOL, "barrier", st);
         double t0 = zc_perf_now();
         for (int i = 0; i < opts.iters; i++)
-            if ((st = exchange(send, recv, count, opts.dtype, rank, size, extra.one_way, comm)))
+            if ((st = exchange(send, recv, count, opts.dtype, rank, size, &extra, comm)))
                 zc_perf_die(TOOL, "exchange", st);
-        double seconds = (zc_perf_now() - t0) / opts.iters;
+        double seconds = (zc_perf_now() - t0) / opts.iters / extra.window;
         if (opts.check) {
             /* One more exchange of known data, outside the timing. */
             zc_perf_fill(send, moved, rank, (int)(bytes % 1000003));
-            if ((st = exchange(send, recv, count, opts.dtype, rank, size, extra.one_way, comm)))
+            if ((st = exchange(send, recv, count, opts.dtype, rank, size, &extra, comm)))
                 zc_perf_die(TOOL, "check", st);
             if (receives)
                 wrong = zc_perf_check(recv, moved, elem, from, (int)(bytes % 1000003));
