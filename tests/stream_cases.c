@@ -148,6 +148,17 @@ int sc_routed(int rank, int nranks, void *arg)
                      pattern_first_wrong(dr, len, src, 50) == len,
                  "%zu bytes from rank %d: device equals host and the sender's data", len, src);
     }
+    /* A list that differs on one rank: refused on every rank before NCCL
+     * sees a send without its receive. */
+    if (rank == 0)
+        t[0].count--;
+    zc_status_t st = zc_routed_sendrecv_stream(t, n, gs, gr, ZC_BYTE, comm, s);
+    MP_CHECK(st == ZC_ERR_MISMATCH && strstr(zc_get_last_error(), "different transfer lists"),
+             "disagreeing lists returned %s (%s)", zc_strerror(st), zc_get_last_error());
+    if (rank == 0)
+        t[0].count++;
+    MP_CHECK(zc_routed_sendrecv_stream(t, n, gs, gr, ZC_BYTE, comm, s) == ZC_OK &&
+                 zc_stream_synchronize(comm, s) == ZC_OK, "device routed after a refused call");
     m->release(gs), m->release(gr), free(hs), free(hr), free(dr);
     zc_comm_destroy(comm);
     return 0;

@@ -31,7 +31,9 @@ int sc_p2p(int rank, int nranks, void *arg);
 int sc_alltoallv(int rank, int nranks, void *arg);
 /* zc_routed_sendrecv_stream between the two nodes (one transfer empty)
  * equals zc_routed_sendrecv on the host and the senders' data; set
- * ZC_ROUTED_MIN_BYTES and ZC_ROUTED_CHUNK low to split and pipeline. */
+ * ZC_ROUTED_MIN_BYTES and ZC_ROUTED_CHUNK low to split and pipeline.
+ * Then a list that differs on one rank: ZC_ERR_MISMATCH everywhere, and
+ * the communicator still works. */
 int sc_routed(int rank, int nranks, void *arg);
 
 #endif

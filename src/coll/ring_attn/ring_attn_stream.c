@@ -8,6 +8,7 @@
 
 #include <stdlib.h>
 
+#include "src/coll/routed/route.h"
 #include "src/core/memtype.h"
 #include "src/coll/ring_attn/stream_engine.h"
 #include "src/common/status.h"
@@ -105,8 +106,9 @@ static zc_status_t zc_ras_cuda_routed(void *dev, const zc_transfer_t *transfers,
 {
     zc_ras_cuda_t *d = dev;
 
-    return zc_routed_sendrecv_stream(transfers, ntransfers, sendbuf, recvbuf, ZC_BYTE, d->comm,
-                                     d->streams[ZC_DS_COMM]);
+    /* the plan's lists, which every rank agreed on with the plan */
+    return zc_routed_stream_post(transfers, ntransfers, sendbuf, recvbuf, ZC_BYTE, d->comm,
+                                 d->streams[ZC_DS_COMM], 0);
 }
 
 /* The engine checked its tensors and the head dim once per call, and its

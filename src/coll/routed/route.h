@@ -23,6 +23,19 @@ zc_status_t zc_routed_post(const zc_transfer_t *transfers, int ntransfers, const
                            void *recvbuf, zc_datatype_t dtype, zc_memtype_t memtype,
                            zc_comm_h comm, int agree, zc_request_h *request);
 
+/* zc_routed_sendrecv_stream, and with `agree` 0 without the agreement
+ * (as zc_routed_post). */
+zc_status_t zc_routed_stream_post(const zc_transfer_t *transfers, int ntransfers,
+                                  const void *sendbuf, void *recvbuf, zc_datatype_t dtype,
+                                  zc_comm_h comm, void *stream, int agree);
+
+/* The stream form's agreement, blocking, over the host path: every rank
+ * passes its list (or, with `local` not ZC_OK, the refusal of its own
+ * arguments, returned as it was); lists, dtypes or routing settings that
+ * differ give ZC_ERR_MISMATCH on every rank, as the host form's do. */
+zc_status_t zc_routed_agree(zc_comm_h comm, zc_status_t local, const zc_transfer_t *transfers,
+                            int ntransfers, zc_datatype_t dtype);
+
 /* The rank that forwards rail `rail` of transfer `t` on the node of `end`
  * (t->src or t->dst): zc_route_pick over the communicator's nodes and rails,
  * salted by t->src.  The salt is the transfer's source rank, not its index

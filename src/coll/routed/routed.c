@@ -195,6 +195,22 @@ static zc_status_t zc_routed_verdict(void *arg, int unused)
                     (long long)r->lo_rank, (long long)r->hi_rank);
 }
 
+zc_status_t zc_routed_agree(zc_comm_h comm, zc_status_t local, const zc_transfer_t *transfers,
+                            int ntransfers, zc_datatype_t dtype)
+{
+    unsigned seq = comm->coll_seq++;
+    zc_agree_range_t range;
+
+    if (local != ZC_OK)
+        return zc_agree_refuse(comm, local, zc_routed_agree_tag, &seq);
+    ZC_CHECK(zc_agree(comm,
+                      zc_routed_fingerprint(transfers, ntransfers, dtype,
+                                            comm->settings.routed_min_bytes,
+                                            comm->settings.routed_chunk),
+                      zc_routed_agree_tag, &seq, &range));
+    return zc_routed_verdict(&range, 0);
+}
+
 zc_status_t zc_routed_post(const zc_transfer_t *transfers, int ntransfers, const void *sendbuf,
                            void *recvbuf, zc_datatype_t dtype, zc_memtype_t memtype,
                            zc_comm_h comm, int agree, zc_request_h *request)

@@ -156,9 +156,9 @@ static zc_status_t zc_routed_direct(const zc_routed_plan_t *rp, const zc_transfe
     return ZC_OK;
 }
 
-zc_status_t zc_routed_sendrecv_stream(const zc_transfer_t *transfers, int ntransfers,
-                                      const void *sendbuf, void *recvbuf, zc_datatype_t dtype,
-                                      zc_comm_h comm, void *stream)
+zc_status_t zc_routed_stream_post(const zc_transfer_t *transfers, int ntransfers,
+                                  const void *sendbuf, void *recvbuf, zc_datatype_t dtype,
+                                  zc_comm_h comm, void *stream, int agree)
 {
     zc_routed_plan_t rp = {.comm = comm, .sendbuf = sendbuf, .recvbuf = recvbuf};
     zc_group_t g = {0};
@@ -168,11 +168,16 @@ zc_status_t zc_routed_sendrecv_stream(const zc_transfer_t *transfers, int ntrans
     int steps = 0;
     zc_status_t st;
 
-    zc_error_clear();
-    ZC_CHECK(zc_route_check(transfers, ntransfers, sendbuf, recvbuf, dtype, comm));
+    ZC_CHECK(zc_comm_check(comm));
+    /* NCCL hangs on sends and receives that do not pair up: the ranks
+     * first agree on the list over the host path (a rank that refuses its
+     * own arguments takes part as a refusal, so nobody waits for it). */
+    st = zc_route_check(transfers, ntransfers, sendbuf, recvbuf, dtype, comm);
+    if (st == ZC_OK)
+        st = zc_stream_begin(comm, sendbuf, "sendbuf", recvbuf, "recvbuf", &dev);
+    ZC_CHECK(agree ? zc_routed_agree(comm, st, transfers, ntransfers, dtype) : st);
     min_routed = comm->settings.routed_min_bytes;
     chunk = comm->settings.routed_chunk;
-    ZC_CHECK(zc_stream_begin(comm, sendbuf, "sendbuf", recvbuf, "recvbuf", &dev));
     rp.dev = dev;
     elem = zc_datatype_size(dtype);
     ZC_CHECK_GOTO(zc_routed_plan(&rp, transfers, ntransfers, elem, min_routed, chunk, stream),
@@ -195,4 +200,12 @@ out:
     free(rp.slices);
     free(g.ops);
     return st;
+}
+
+zc_status_t zc_routed_sendrecv_stream(const zc_transfer_t *transfers, int ntransfers,
+                                      const void *sendbuf, void *recvbuf, zc_datatype_t dtype,
+                                      zc_comm_h comm, void *stream)
+{
+    zc_error_clear();
+    return zc_routed_stream_post(transfers, ntransfers, sendbuf, recvbuf, dtype, comm, stream, 1);
 }
