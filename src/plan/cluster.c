@@ -1,5 +1,7 @@
 /* Cluster description files for the cost model: "key value" lines, '#'
- * starts a comment.  Every key of zc_cluster_t is required once. */
+ * starts a comment.  Every key of zc_cluster_t is required once; the step
+ * keys of zc_step_model_t (src/plan/cost.h) are optional, at most once:
+ * zc_cluster_load checks and drops them, zc_cluster_load_step keeps them. */
 #include "config.h"
 
 #include <errno.h>
@@ -9,6 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "src/plan/cost.h"
 #include "src/plan/plan.h"
 #include "src/common/abi.h"
 #include "src/common/status.h"
@@ -29,10 +32,45 @@ static const struct {
 
 #define ZC_NKEYS (sizeof(zc_cluster_keys) / sizeof(zc_cluster_keys[0]))
 
-static zc_status_t zc_cluster_line(const char *path, int lineno, char *line, zc_cluster_t *c,
-                                   unsigned char *seen)
+#define ZC_ST_INT(f)    {#f, offsetof(zc_step_model_t, f), 0}
+#define ZC_ST_DOUBLE(f) {#f, offsetof(zc_step_model_t, f), 1}
+
+/* dkv_bytes and cp_max are the software's, not the cluster's: no keys. */
+static const struct {
+    const char *key;
+    size_t offset;
+    int is_double;
+} zc_step_keys[] = {
+    ZC_ST_INT(vocab), ZC_ST_DOUBLE(hbm_gbytes), ZC_ST_DOUBLE(routed_efficiency),
+    ZC_ST_INT(grad_bytes),
+};
+
+#define ZC_NSTEP (sizeof(zc_step_keys) / sizeof(zc_step_keys[0]))
+
+/* Parse `val` as the value of `key` into field: a positive number, or a
+ * positive int. */
+static zc_status_t zc_cluster_value(const char *path, int lineno, const char *key,
+                                    const char *val, int is_double, void *field)
 {
-    char *key = strtok(line, " \t\r\n"), *val = strtok(NULL, " \t\r\n"), *end;
+    char *end;
+    double v;
+
+    errno = 0;
+    v = strtod(val, &end);
+    if (errno || *end || v <= 0 || (!is_double && (v > INT_MAX || v != (int)v)))
+        return zc_error(ZC_ERR_INVALID_ARG, "path: %s:%d: %s must be a positive %s, not %s",
+                        path, lineno, key, is_double ? "number" : "integer", val);
+    if (is_double)
+        *(double *)field = v;
+    else
+        *(int *)field = (int)v;
+    return ZC_OK;
+}
+
+static zc_status_t zc_cluster_line(const char *path, int lineno, char *line, zc_cluster_t *c,
+                                   zc_step_model_t *step, unsigned char *seen)
+{
+    char *key = strtok(line, " \t\r\n"), *val = strtok(NULL, " \t\r\n");
 
     if (!key)
         return ZC_OK;
@@ -42,36 +80,30 @@ static zc_status_t zc_cluster_line(const char *path, int lineno, char *line, zc_
         snprintf(c->name, sizeof(c->name), "%s", val);
         return ZC_OK;
     }
-    for (size_t k = 0; k < ZC_NKEYS; k++) {
-        char *field = (char *)c + zc_cluster_keys[k].offset;
-        double v;
+    for (size_t k = 0; k < ZC_NKEYS + ZC_NSTEP; k++) {
+        int mine = k < ZC_NKEYS;
+        const char *name = mine ? zc_cluster_keys[k].key : zc_step_keys[k - ZC_NKEYS].key;
 
-        if (strcmp(key, zc_cluster_keys[k].key) != 0)
+        if (strcmp(key, name) != 0)
             continue;
-        errno = 0;
-        v = strtod(val, &end);
         if (seen[k])
             return zc_error(ZC_ERR_INVALID_ARG, "path: %s:%d: %s is given twice", path, lineno,
                             key);
-        if (errno || *end || v <= 0 ||
-            (!zc_cluster_keys[k].is_double && (v > INT_MAX || v != (int)v)))
-            return zc_error(ZC_ERR_INVALID_ARG, "path: %s:%d: %s must be a positive %s, not %s",
-                            path, lineno, key, zc_cluster_keys[k].is_double ? "number"
-                            : "integer", val);
-        if (zc_cluster_keys[k].is_double)
-            *(double *)field = v;
-        else
-            *(int *)field = (int)v;
         seen[k] = 1;
-        return ZC_OK;
+        if (mine)
+            return zc_cluster_value(path, lineno, key, val, zc_cluster_keys[k].is_double,
+                                    (char *)c + zc_cluster_keys[k].offset);
+        return zc_cluster_value(path, lineno, key, val, zc_step_keys[k - ZC_NKEYS].is_double,
+                                (char *)step + zc_step_keys[k - ZC_NKEYS].offset);
     }
     return zc_error(ZC_ERR_INVALID_ARG, "path: %s:%d: unknown key %s", path, lineno, key);
 }
 
-zc_status_t zc_cluster_load(const char *path, zc_cluster_t *cluster)
+zc_status_t zc_cluster_load_step(const char *path, zc_cluster_t *cluster, zc_step_model_t *step)
 {
-    unsigned char seen[ZC_NKEYS] = {0};
+    unsigned char seen[ZC_NKEYS + ZC_NSTEP] = {0};
     zc_cluster_t c;
+    zc_step_model_t st_local;
     char line[512];
     int lineno = 0;
     zc_status_t st = ZC_OK;
@@ -80,6 +112,7 @@ zc_status_t zc_cluster_load(const char *path, zc_cluster_t *cluster)
     zc_error_clear();
     ZC_ARG_CHECK(path != NULL, "path: NULL");
     ZC_ARG_CHECK(cluster != NULL, "cluster: NULL");
+    ZC_ARG_CHECK(step != NULL, "step: NULL");
     ZC_CHECK(zc_abi_out_check(cluster->size, ZC_CLUSTER_SIZE_V1, "cluster",
                               "ZC_CLUSTER_INITIALIZER"));
     f = fopen(path, "r");
@@ -87,13 +120,14 @@ zc_status_t zc_cluster_load(const char *path, zc_cluster_t *cluster)
         return zc_error(ZC_ERR_INVALID_ARG, "path: cannot open %s: %m", path);
     memset(&c, 0, sizeof(c));
     c.size = sizeof(c);
+    zc_step_defaults(&st_local);
     while (fgets(line, sizeof(line), f)) {
         char *hash = strchr(line, '#');
 
         lineno++;
         if (hash)
             *hash = '\0';
-        ZC_CHECK_GOTO(zc_cluster_line(path, lineno, line, &c, seen), st, out);
+        ZC_CHECK_GOTO(zc_cluster_line(path, lineno, line, &c, &st_local, seen), st, out);
     }
     for (size_t k = 0; k < ZC_NKEYS; k++)
         if (!seen[k]) {
@@ -101,8 +135,22 @@ zc_status_t zc_cluster_load(const char *path, zc_cluster_t *cluster)
                           zc_cluster_keys[k].key);
             goto out;
         }
+    /* an efficiency above 1 would be a routed hop faster than its wire */
+    if (st_local.routed_efficiency > 1) {
+        st = zc_error(ZC_ERR_INVALID_ARG, "path: %s: routed_efficiency %g is above 1", path,
+                      st_local.routed_efficiency);
+        goto out;
+    }
     zc_abi_write(cluster, &c, sizeof(c));
+    *step = st_local;
 out:
     fclose(f);
     return st;
+}
+
+zc_status_t zc_cluster_load(const char *path, zc_cluster_t *cluster)
+{
+    zc_step_model_t step;
+
+    return zc_cluster_load_step(path, cluster, &step);
 }
