@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "src/plan/cost.h"
 #include "zcomm.h"
 #include "zc_plan_dataset.h"
 
@@ -19,8 +20,20 @@ static void usage(FILE *f)
             "usage: zc_plan --nodes N --gpus-per-node P --capacity L\n"
             "               [--lengths FILE|-] [--dataset arxiv|github|prolong64k --total TOKENS"
             " [--seed S]]\n"
-            "               [--cluster FILE] [--rails R] [--json] [--compare] [LENGTH...]\n");
+            "               [--cluster FILE [--model 3b|7b] [--dkv-bytes B] [--cp-size C]]\n"
+            "               [--rails R] [--json] [--compare] [LENGTH...]\n");
 }
+
+/* The paper's model sizes (section 5: LLaMA with multi-head attention).
+ * 3B: open_llama_3b's config.json; 7B: Llama-2-7b's config.json; both the
+ * LLaMA tokenizer's 32000 rows. */
+static const struct {
+    const char *name;
+    int layers, hidden, heads, head_dim, kv_heads, ffn_hidden, vocab;
+} models[] = {
+    {"3b", 26, 3200, 32, 100, 32, 8640, 32000},
+    {"7b", 32, 4096, 32, 128, 32, 11008, 32000},
+};
 
 static int parse_int(const char *opt, const char *s, long long min, long long *v)
 {
@@ -171,7 +184,7 @@ static void print_text(zc_plan_h plan, const zc_plan_info_t *in)
 }
 
 static void print_json(zc_plan_h plan, const zc_plan_info_t *in, const zc_plan_opts_t *opts,
-                       const zc_cluster_t *cl, const zc_cost_t *cost)
+                       const zc_cluster_t *cl, const zc_step_cost_t *cost)
 {
     const zc_plan_transfer_t *t;
     size_t nt;
@@ -247,29 +260,51 @@ static void print_json(zc_plan_h plan, const zc_plan_info_t *in, const zc_plan_o
                t[k].to, (long long)t[k].tokens);
     printf("], \"objective\": %.9g}", in->remap_objective);
     if (cost)
-        printf(",\n \"cost\": {\"attention\": %.6g, \"linear\": %.6g, \"remap\": %.6g, "
-               "\"total\": %.6g}", cost->attention, cost->linear, cost->remap, cost->total);
+        printf(",\n \"cost\": {\"attention\": %.6g, \"attn_fwd\": %.6g, \"attn_bwd\": %.6g, "
+               "\"linear\": %.6g, \"remap\": %.6g, \"allreduce\": %.6g, \"optimizer\": %.6g, "
+               "\"total\": %.6g}", cost->attn_fwd + cost->attn_bwd, cost->attn_fwd,
+               cost->attn_bwd, cost->linear, cost->remap, cost->allreduce, cost->optimizer,
+               cost->total);
     printf("}\n");
 }
 
-static int compare(zc_plan_h plan, const zc_cluster_t *cl)
+static int step_cost(zc_plan_h plan, const zc_cluster_t *cl, const zc_step_model_t *step,
+                     zc_cost_method_t m, zc_step_cost_t *c)
 {
-    zc_cost_t base = ZC_COST_INITIALIZER, c = ZC_COST_INITIALIZER;
-
-    if (zc_plan_cost(plan, cl, ZC_COST_TE_CP, &base) != ZC_OK) {
+    if (zc_plan_step_cost(plan, cl, step, m, c) != ZC_OK) {
         fprintf(stderr, "zc_plan: cost: %s\n", zc_get_last_error());
         return -1;
     }
-    printf("\n# modeled iteration on %s (seconds)\n%-20s %10s %10s %10s %10s %8s\n", cl->name,
-           "method", "attention", "linear", "remap", "total", "speedup");
+    return 0;
+}
+
+/* The whole step per method, then the slowest ring of one layer. */
+static int compare(zc_plan_h plan, const zc_cluster_t *cl, const zc_step_model_t *step)
+{
+    zc_step_cost_t base, c[ZC_COST_METHOD_COUNT];
+
+    if (step_cost(plan, cl, step, ZC_COST_TE_CP, &base))
+        return -1;
+    printf("\n# modeled training step on %s (seconds): %.3g B parameters, %d layers, "
+           "dK/dV %d bytes, baselines' CP group %d GPUs\n", cl->name, base.params / 1e9,
+           cl->layers, step->dkv_bytes, base.cp_size);
+    printf("%-18s %9s %9s %9s %9s %9s %9s %9s %8s\n", "method", "attn-fwd", "attn-bwd",
+           "linear", "remap", "allreduce", "optimizer", "total", "speedup");
     for (int m = 0; m < ZC_COST_METHOD_COUNT; m++) {
-        if (zc_plan_cost(plan, cl, (zc_cost_method_t)m, &c) != ZC_OK) {
-            fprintf(stderr, "zc_plan: cost: %s\n", zc_get_last_error());
+        if (step_cost(plan, cl, step, (zc_cost_method_t)m, &c[m]))
             return -1;
-        }
-        printf("%-20s %10.4f %10.4f %10.4f %10.4f %7.2fx\n", zc_cost_method_name(m),
-               c.attention, c.linear, c.remap, c.total, base.total / c.total);
+        printf("%-18s %9.4f %9.4f %9.4f %9.4f %9.4f %9.4f %9.4f %7.2fx\n",
+               zc_cost_method_name(m), c[m].attn_fwd, c[m].attn_bwd, c[m].linear, c[m].remap,
+               c[m].allreduce, c[m].optimizer, c[m].total, base.total / c[m].total);
     }
+    printf("\n# one layer (ms): attention fwd + bwd; the slowest ring's rounds, a forward "
+           "and a backward round, its inter-node hop's wire step\n");
+    printf("%-18s %10s %7s %10s %10s %10s\n", "method", "attn/layer", "rounds", "fwd-round",
+           "bwd-round", "hop-wire");
+    for (int m = 0; m < ZC_COST_METHOD_COUNT; m++)
+        printf("%-18s %10.3f %7d %10.3f %10.3f %10.3f\n", zc_cost_method_name(m),
+               (c[m].attn_fwd + c[m].attn_bwd) / cl->layers * 1e3, c[m].rounds,
+               c[m].round_fwd * 1e3, c[m].round_bwd * 1e3, c[m].hop_wire * 1e3);
     return 0;
 }
 
@@ -287,21 +322,28 @@ int main(int argc, char **argv)
         {"rails", required_argument, NULL, 'R'},
         {"json", no_argument, NULL, 'j'},
         {"compare", no_argument, NULL, 'C'},
+        {"model", required_argument, NULL, 'M'},
+        {"dkv-bytes", required_argument, NULL, 'D'},
+        {"cp-size", required_argument, NULL, 'G'},
         {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0},
     };
     long long nodes = 0, gpus = 0, cap = 0, total = 0, seed = 1, rails = 0, v;
+    long long dkv_bytes = 0, cp_size = 0;
     const char *lengths_file = NULL, *cluster_file = NULL;
-    int dataset = -1, json = 0, cmp = 0, opt, rc = 1;
+    int dataset = -1, json = 0, cmp = 0, opt, rc = 1, model = -1;
     int64_t *len = NULL;
     size_t n = 0;
     zc_plan_opts_t opts = ZC_PLAN_OPTS_INITIALIZER;
     zc_cluster_t cl = ZC_CLUSTER_INITIALIZER;
-    zc_cost_t cost = ZC_COST_INITIALIZER;
+    zc_step_model_t step;
+    zc_step_cost_t cost;
     zc_plan_info_t info = ZC_PLAN_INFO_INITIALIZER;
     zc_plan_h plan = NULL;
     char err[256];
 
+    zc_step_defaults(&step);
+    memset(&cost, 0, sizeof(cost));
     /* "-3" would read as an option: name it as the bad length it is */
     for (int i = 1; i < argc; i++)
         if (argv[i][0] == '-' && argv[i][1] >= '0' && argv[i][1] <= '9' &&
@@ -322,6 +364,18 @@ int main(int argc, char **argv)
         case 'R': if (parse_int("--rails", optarg, 1, &rails)) return 2; break;
         case 'j': json = 1; break;
         case 'C': cmp = 1; break;
+        case 'D': if (parse_int("--dkv-bytes", optarg, 1, &dkv_bytes)) return 2; break;
+        case 'G': if (parse_int("--cp-size", optarg, 1, &cp_size)) return 2; break;
+        case 'M':
+            model = -1;
+            for (size_t k = 0; k < sizeof(models) / sizeof(models[0]); k++)
+                if (strcmp(optarg, models[k].name) == 0)
+                    model = (int)k;
+            if (model < 0) {
+                fprintf(stderr, "zc_plan: --model: unknown '%s' (3b, 7b)\n", optarg);
+                return 2;
+            }
+            break;
         case 'd':
             dataset = zc_dataset_find(optarg);
             if (dataset < 0) {
@@ -387,8 +441,13 @@ int main(int argc, char **argv)
             len[n++] = v;
         }
     }
+    if (!cluster_file && (model >= 0 || dkv_bytes || cp_size)) {
+        fprintf(stderr, "zc_plan: --model, --dkv-bytes and --cp-size need --cluster FILE\n");
+        rc = 2;
+        goto out;
+    }
     if (cluster_file) {
-        if (zc_cluster_load(cluster_file, &cl) != ZC_OK) {
+        if (zc_cluster_load_step(cluster_file, &cl, &step) != ZC_OK) {
             fprintf(stderr, "zc_plan: --cluster: %s\n", zc_get_last_error());
             goto out;
         }
@@ -406,6 +465,19 @@ int main(int argc, char **argv)
             goto out;
         }
         rails = cl.nics_per_node;
+        if (model >= 0) {
+            cl.layers = models[model].layers;
+            cl.hidden = models[model].hidden;
+            cl.heads = models[model].heads;
+            cl.head_dim = models[model].head_dim;
+            cl.kv_heads = models[model].kv_heads;
+            cl.ffn_hidden = models[model].ffn_hidden;
+            step.vocab = models[model].vocab;
+        }
+        if (dkv_bytes)
+            step.dkv_bytes = dkv_bytes > INT_MAX ? INT_MAX : (int)dkv_bytes;
+        if (cp_size)
+            step.cp_max = cp_size > INT_MAX ? INT_MAX : (int)cp_size;
         opts.b_intra = 1.0 / (cl.intra_gbytes * 1e9);
         opts.b_inter = 1.0 / (cl.nic_gbps * 1e9 / 8 * cl.nics_per_node / cl.gpus_per_node);
         if (opts.b_inter < opts.b_intra)
@@ -424,7 +496,7 @@ int main(int argc, char **argv)
         goto out;
     }
     zc_plan_info(plan, &info);
-    if (cluster_file && zc_plan_cost(plan, &cl, ZC_COST_ZEPPELIN, &cost) != ZC_OK) {
+    if (cluster_file && zc_plan_step_cost(plan, &cl, &step, ZC_COST_ZEPPELIN, &cost) != ZC_OK) {
         fprintf(stderr, "zc_plan: cost: %s\n", zc_get_last_error());
         goto out;
     }
@@ -433,11 +505,13 @@ int main(int argc, char **argv)
     } else {
         print_text(plan, &info);
         if (cluster_file && !cmp)
-            printf("\n# modeled iteration on %s: attention %.4f s, linear %.4f s, remap %.4f s, "
-                   "total %.4f s\n", cl.name, cost.attention, cost.linear, cost.remap,
+            printf("\n# modeled training step on %s: attention %.4f s (fwd %.4f, bwd %.4f), "
+                   "linear %.4f s, remap %.4f s, all-reduce %.4f s, optimizer %.4f s, "
+                   "total %.4f s\n", cl.name, cost.attn_fwd + cost.attn_bwd, cost.attn_fwd,
+                   cost.attn_bwd, cost.linear, cost.remap, cost.allreduce, cost.optimizer,
                    cost.total);
     }
-    if (cmp && !json && compare(plan, &cl))
+    if (cmp && !json && compare(plan, &cl, &step))
         goto out;
     rc = 0;
 out:
