@@ -34,6 +34,8 @@ import torch
 
 import zcomm
 import zcomm.torch as zt
+from _llama import (add_fork_arguments, flat_grads, reference_attention, rmsnorm, rope,
+                    run_fork, split_grads)
 
 
 def batch(cfg, step):
@@ -75,20 +77,6 @@ def init_params(cfg):
     return p
 
 
-def rmsnorm(x, weight, eps=1e-6):
-    return x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + eps) * weight
-
-
-def rope(x, positions):
-    """Rotary embedding of x [tokens, heads, d] at each token's position."""
-    d = x.shape[-1]
-    inv = 1.0 / 10000 ** (torch.arange(0, d, 2, dtype=torch.float32) / d)
-    angle = positions.float()[:, None] * inv[None, :]
-    cos, sin = angle.cos()[:, None, :], angle.sin()[:, None, :]
-    x1, x2 = x[..., 0::2], x[..., 1::2]
-    return torch.stack((x1 * cos - x2 * sin, x1 * sin + x2 * cos), -1).flatten(-2)
-
-
 def forward(cfg, p, ids, targets, positions, attention, to_attn, to_linear):
     """The model on tokens in some layout: the linear modules on ids'
     layout, attention through to_attn/to_linear (identities in one
@@ -111,21 +99,6 @@ def forward(cfg, p, ids, targets, positions, attention, to_attn, to_linear):
     return loss, int((targets != -100).sum())
 
 
-def reference_attention(lengths):
-    def attention(q, k, v):
-        outs, at = [], 0
-        for n in lengths:
-            qs, ks, vs = q[at:at + n], k[at:at + n], v[at:at + n]
-            group = qs.shape[1] // ks.shape[1]
-            ks, vs = ks.repeat_interleave(group, 1), vs.repeat_interleave(group, 1)
-            s = torch.einsum("qhd,khd->hqk", qs, ks) / math.sqrt(qs.shape[-1])
-            s = s.masked_fill(torch.ones(n, n, dtype=torch.bool).triu(1), float("-inf"))
-            outs.append(torch.einsum("hqk,khd->qhd", s.softmax(-1), vs))
-            at += n
-        return torch.cat(outs)
-    return attention
-
-
 def sgd(cfg, p, grads, momentum):
     with torch.no_grad():
         for name, t in p.items():
@@ -139,7 +112,8 @@ def train_reference(cfg):
     for step in range(cfg.steps):
         cu, ids, targets, lengths = batch(cfg, step)
         positions = torch.cat([torch.arange(n) for n in lengths])
-        loss, count = forward(cfg, p, ids, targets, positions, reference_attention(lengths),
+        loss, count = forward(cfg, p, ids, targets, positions,
+                              lambda q, k, v: reference_attention(q, k, v, lengths),
                               lambda x: x, lambda x: x)
         (loss / count).backward()
         sgd(cfg, p, {k: t.grad for k, t in p.items()}, momentum)
@@ -164,13 +138,8 @@ def train_distributed(cfg, comm):
                           plan.from_linear, plan.to_linear)
         count = int((targets != -100).sum())           # the global batch's targets
         (loss / count).backward()
-        flat = torch.cat([loss.detach().view(1)] + [p[k].grad.flatten() for k in names])
-        total = zt.all_reduce_sum(flat, comm)
-        grads, at = {}, 1
-        for k in names:
-            grads[k] = total[at:at + p[k].numel()].view_as(p[k])
-            at += p[k].numel()
-        sgd(cfg, p, grads, momentum)
+        total = zt.all_reduce_sum(flat_grads(loss, p, names), comm)
+        sgd(cfg, p, split_grads(total, p, names), momentum)
         for t in p.values():
             t.grad = None
         losses.append(total[0].item() / count)
@@ -243,9 +212,7 @@ def parse(argv):
                     help="relative, per step (fp32 sums in another order, over all steps)")
     ap.add_argument("--plot", help="save both loss curves to this PNG (rank 0)")
     ap.add_argument("--losses", help="write both loss curves to this TSV (rank 0)")
-    ap.add_argument("--fork", type=int, default=0, metavar="N",
-                    help="run N ranks on this machine (forked) instead of one rank of a job")
-    ap.add_argument("--nodes", type=int, default=1, help="with --fork: emulated nodes")
+    add_fork_arguments(ap)
     ap.add_argument("--torch", action="store_true",
                     help="the communicator from torch.distributed's gloo group "
                     "(Communicator.from_torch): torchrun's variables, else ZC_*'s")
@@ -256,13 +223,8 @@ def main(argv):
     cfg = parse(argv)
     torch.set_num_threads(1)
     if cfg.fork:
-        from zcomm.launch import run_forked
-        codes = run_forked(lambda comm: report(cfg, comm, train_distributed(cfg, comm)),
-                           cfg.fork, cfg.nodes, timeout=600)
-        for rank, (ok, value) in enumerate(codes):
-            if not ok:
-                print("# rank %d: %s" % (rank, value), file=sys.stderr)
-        return 0 if all(ok and value == 0 for ok, value in codes) else 1
+        return run_fork(lambda comm: report(cfg, comm, train_distributed(cfg, comm)),
+                        cfg.fork, cfg.nodes, timeout=600)
     if cfg.torch:
         import os
         import torch.distributed as dist

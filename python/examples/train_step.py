@@ -26,6 +26,8 @@ import torch
 
 import zcomm
 from zcomm.torch_ops import remap, ring_attention
+from _llama import (add_fork_arguments, flat_grads, reference_attention, rmsnorm, rope,
+                    run_fork, split_grads)
 
 # Table 2: share of sequences per length bin (bins in units of 1024 tokens).
 BINS = [(0, 1), (1, 2), (2, 4), (4, 8), (8, 16), (16, 32), (32, 64), (64, 128), (128, 256)]
@@ -65,20 +67,6 @@ def make_params(cfg, seed):
             "w1": w(h, f), "w3": w(h, f), "w2": w(f, h)}
 
 
-def rmsnorm(x, weight, eps=1e-6):
-    return x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + eps) * weight
-
-
-def rope(x, positions):
-    """Rotary embedding of x [tokens, heads, d] at each token's position."""
-    d = x.shape[-1]
-    inv = 1.0 / 10000 ** (torch.arange(0, d, 2, dtype=torch.float32) / d)
-    angle = positions.float()[:, None] * inv[None, :]
-    cos, sin = angle.cos()[:, None, :], angle.sin()[:, None, :]
-    x1, x2 = x[..., 0::2], x[..., 1::2]
-    return torch.stack((x1 * cos - x2 * sin, x1 * sin + x2 * cos), -1).flatten(-2)
-
-
 def mlp(x, p):
     h = rmsnorm(x, p["norm2"])
     return x + (torch.nn.functional.silu(h @ p["w1"]) * (h @ p["w3"])) @ p["w2"]
@@ -87,19 +75,6 @@ def mlp(x, p):
 def qkv(x, p):
     h = rmsnorm(x, p["norm1"])
     return h @ p["wq"], h @ p["wk"], h @ p["wv"]
-
-
-def reference_attention(q, k, v, lengths):
-    outs, at = [], 0
-    for n in lengths:
-        qs, ks, vs = q[at:at + n], k[at:at + n], v[at:at + n]
-        group = qs.shape[1] // ks.shape[1]
-        ks, vs = ks.repeat_interleave(group, 1), vs.repeat_interleave(group, 1)
-        s = torch.einsum("qhd,khd->hqk", qs, ks) / math.sqrt(qs.shape[-1])
-        s = s.masked_fill(torch.ones(n, n, dtype=torch.bool).triu(1), float("-inf"))
-        outs.append(torch.einsum("hqk,khd->qhd", s.softmax(-1), vs))
-        at += n
-    return torch.cat(outs)
 
 
 def reference_step(cfg, lengths, x, target, params):
@@ -156,12 +131,8 @@ def distributed_step(cfg, comm, plan, lengths, x, target, params):
     target_lin = rows(target, lengths, plan.rank_linear_pieces(comm.rank))
     local = (y - target_lin).pow(2).sum() / x.shape[0]
     local.backward()
-    flat = torch.cat([local.detach().view(1)] + [p[k].grad.flatten() for k in PARAMS])
-    total = allreduce_sum(comm, flat)
-    grads, at = {}, 1
-    for k in PARAMS:
-        grads[k] = total[at:at + params[k].numel()].view_as(params[k])
-        at += params[k].numel()
+    total = allreduce_sum(comm, flat_grads(local, p, PARAMS))
+    grads = split_grads(total, params, PARAMS)
     return total[0].item(), grads, {k: params[k] - cfg.lr * grads[k] for k in PARAMS}
 
 
@@ -227,9 +198,7 @@ def parse(argv):
     ap.add_argument("--seed", type=int, default=2026)
     ap.add_argument("--tolerance", type=float, default=1e-5,
                     help="relative to the largest element (fp32, as the attention tests)")
-    ap.add_argument("--fork", type=int, default=0, metavar="N",
-                    help="run N ranks on this machine (forked) instead of one rank of a job")
-    ap.add_argument("--nodes", type=int, default=1, help="with --fork: emulated nodes")
+    add_fork_arguments(ap)
     return ap.parse_args(argv)
 
 
@@ -237,12 +206,7 @@ def main(argv):
     cfg = parse(argv)
     torch.set_num_threads(1)
     if cfg.fork:
-        from zcomm.launch import run_forked
-        codes = run_forked(lambda comm: report(comm, run(cfg, comm)), cfg.fork, cfg.nodes)
-        for rank, (ok, value) in enumerate(codes):
-            if not ok:
-                print("# rank %d: %s" % (rank, value), file=sys.stderr)
-        return 0 if all(ok and value == 0 for ok, value in codes) else 1
+        return run_fork(lambda comm: report(comm, run(cfg, comm)), cfg.fork, cfg.nodes)
     with zcomm.Communicator.from_env() as comm:
         return report(comm, run(cfg, comm))
 

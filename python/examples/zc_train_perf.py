@@ -43,6 +43,8 @@ import time
 
 import torch
 
+from _llama import add_fork_arguments, flat_grads, rmsnorm, rope, run_fork, split_grads
+
 METHODS = ("te_cp", "llama_cp", "routing", "zeppelin_noremap", "zeppelin")
 # method -> (VarlenPlan method, ring attention mode, remap around attention)
 SETUP = {"te_cp": ("te_cp", "te_cp", False),
@@ -123,19 +125,6 @@ def batch_data(cfg, total, seed):
     g = torch.Generator().manual_seed(seed)
     return (torch.randn(total, cfg.hidden, generator=g),
             torch.randn(total, cfg.hidden, generator=g))
-
-
-def rmsnorm(x, weight, eps=1e-6):
-    return x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + eps) * weight
-
-
-def rope(x, positions):
-    d = x.shape[-1]
-    inv = 1.0 / 10000 ** (torch.arange(0, d, 2, dtype=torch.float32) / d)
-    angle = positions.float()[:, None] * inv[None, :]
-    cos, sin = angle.cos()[:, None, :], angle.sin()[:, None, :]
-    x1, x2 = x[..., 0::2], x[..., 1::2]
-    return torch.stack((x1 * cos - x2 * sin, x1 * sin + x2 * cos), -1).flatten(-2)
 
 
 class Timer:
@@ -324,14 +313,9 @@ class Method:
                        self.total)
         loss.backward()
         t1 = time.perf_counter()
-        flat = torch.cat([loss.detach().view(1)] + [p[k].grad.flatten() for k in names])
-        total = all_reduce(flat, comm, cfg.attn_dtype)
+        total = all_reduce(flat_grads(loss, p, names), comm, cfg.attn_dtype)
         t2 = time.perf_counter()
-        grads, at = {}, 1
-        for k in names:
-            grads[k] = total[at:at + p[k].numel()].view_as(p[k])
-            at += p[k].numel()
-        adam(cfg, {k: t.detach() for k, t in p.items()}, grads, {})
+        adam(cfg, {k: t.detach() for k, t in p.items()}, split_grads(total, p, names), {})
         t3 = time.perf_counter()
         timer.add("fwd_bwd", t1 - t0)
         timer.add("allreduce", t2 - t1)
@@ -539,9 +523,7 @@ def parse(argv):
                     help="skip the single-process reference (#wrong '-')")
     ap.add_argument("--tap", action="store_true", help="print TAP (rank 0) instead of the table")
     ap.add_argument("--json", help="write the results as JSON (rank 0)")
-    ap.add_argument("--fork", type=int, default=0, metavar="N",
-                    help="run N ranks on this machine (forked) instead of one rank of a job")
-    ap.add_argument("--nodes", type=int, default=1, help="with --fork: emulated nodes")
+    add_fork_arguments(ap)
     cfg = ap.parse_args(argv)
     preset = dict(warmup=1, iters=3, dtype="bfloat16", tolerance=None, capacity=1.0)
     preset.update(PRESETS[cfg.preset])
@@ -571,12 +553,7 @@ def main(argv):
     # The single-process reference runs on rank 0 while the others wait.
     os.environ.setdefault("ZC_TIMEOUT", "900000")
     if cfg.fork:
-        from zcomm.launch import run_forked
-        codes = run_forked(lambda comm: run(cfg, comm), cfg.fork, cfg.nodes, timeout=3600)
-        for rank, (ok, value) in enumerate(codes):
-            if not ok:
-                print("# rank %d: %s" % (rank, value), file=sys.stderr)
-        return 0 if all(ok and value == 0 for ok, value in codes) else 1
+        return run_fork(lambda comm: run(cfg, comm), cfg.fork, cfg.nodes, timeout=3600)
     import zcomm
     with zcomm.Communicator.from_env() as comm:
         return run(cfg, comm)
