@@ -14,23 +14,9 @@
 # that python lacks numpy or torch.
 set -u
 srcdir=${ZC_TEST_SRCDIR:-$(dirname "$0")}
-python=${ZC_PYTHON:-/usr/bin/python3}
-pydir=$srcdir/../python
-
-if ! "$python" -c 'import numpy, torch' 2>/dev/null; then
-    echo "1..0 # SKIP $python lacks numpy or torch"
-    exit 0
-fi
-export ZC_LIBRARY=${ZC_LIBRARY:-$PWD/.libs/libzcomm.so}
-# A sanitizer build's library needs its runtime preloaded into the
-# interpreter, which would then report Python's own allocations.
-if ldd "$ZC_LIBRARY" 2>/dev/null | grep -q 'libasan\|libubsan'; then
-    echo "1..0 # SKIP libzcomm is a sanitizer build"
-    exit 0
-fi
-export PYTHONPATH=$pydir:$pydir/tests
-export PYTHONDONTWRITEBYTECODE=1
-export OMP_NUM_THREADS=1
+. "$srcdir/python_env.sh"
+zc_torch_env
+export PYTHONPATH=$PYTHONPATH:$pydir/tests
 
 n=0
 failed=0
@@ -40,17 +26,8 @@ trap 'rm -rf "$logs"' EXIT
 # tap LABEL LOG STATUS: pass on LOG's TAP lines renumbered, then one line
 # for the program's exit status.
 tap() {
-    local label=$1 log=$2 status=$3 line verdict
-    while IFS= read -r line; do
-        case $line in
-        "ok "*|"not ok "*)
-            n=$((n + 1))
-            verdict=${line%% [0-9]*}
-            [ "$verdict" = "not ok" ] && failed=$((failed + 1))
-            echo "$verdict $n - $label: ${line#* - }" ;;
-        "#"*) echo "$line" ;;
-        esac
-    done <"$log"
+    local label=$1 log=$2 status=$3
+    zc_tap_lines "$label: " "$log"
     n=$((n + 1))
     if [ "$status" = 0 ]; then
         echo "ok $n - $label exited 0"

@@ -13,21 +13,19 @@
 # Skips without Debian's python3 venv, pip or setuptools.
 set -u
 srcdir=${ZC_TEST_SRCDIR:-$(dirname "$0")}
+. "$srcdir/python_env.sh"
 top_srcdir=$(cd "$srcdir/.." && pwd)
-python=${ZC_PYTHON:-/usr/bin/python3}
 builddir=$PWD
 
 # (separately: pip imported before setuptools trips setuptools' distutils check)
-if ! { "$python" -c 'import venv' && "$python" -c 'import setuptools' &&
-       "$python" -m pip --version; } >/dev/null 2>&1; then
-    echo "1..0 # SKIP $python lacks venv, pip or setuptools (tools/deps.sh installs them)"
-    exit 0
-fi
+{ "$python" -c 'import venv' && "$python" -c 'import setuptools' &&
+  "$python" -m pip --version; } >/dev/null 2>&1 ||
+    zc_skip "$python lacks venv, pip or setuptools (tools/deps.sh installs them)"
 version=$(sed -n 's/^AC_INIT(\[libzcomm\], \[\([^]]*\)\].*/\1/p' "$top_srcdir/configure.ac")
 tmp=$(mktemp -d "${TMPDIR:-/tmp}/test_python_install.XXXXXX")
 trap 'rm -rf "$tmp"' EXIT
 unset PYTHONPATH ZC_LIBRARY
-export PYTHONDONTWRITEBYTECODE=1 PIP_NO_INDEX=1 PIP_DISABLE_PIP_VERSION_CHECK=1
+export PIP_NO_INDEX=1 PIP_DISABLE_PIP_VERSION_CHECK=1
 
 n=0
 failed=0
@@ -43,16 +41,7 @@ step() {  # step NAME COMMAND...: one TAP line, the output on failure
     fi
 }
 tap() {  # tap LOG STATUS: the check's TAP lines renumbered
-    local line
-    while IFS= read -r line; do
-        case $line in
-        "ok "*|"not ok "*)
-            n=$((n + 1))
-            [ "${line%% [0-9]*}" = "not ok" ] && failed=$((failed + 1))
-            echo "${line%% [0-9]*} $n - ${line#* - }" ;;
-        "#"*) echo "$line" ;;
-        esac
-    done <"$1"
+    zc_tap_lines "" "$1"
     n=$((n + 1))
     if [ "$2" = 0 ]; then echo "ok $n - the check exited 0"; else
         failed=$((failed + 1)); echo "not ok $n - the check exited $2"; tail -5 "$1" | sed 's/^/# /'

@@ -8,19 +8,6 @@
 # /usr/bin/python3 lacks torch or libzcomm is a sanitizer build.
 set -u
 srcdir=${ZC_TEST_SRCDIR:-$(dirname "$0")}
-python=${ZC_PYTHON:-/usr/bin/python3}
-pydir=$srcdir/../python
-
-if ! "$python" -c 'import numpy, torch' 2>/dev/null; then
-    echo "1..0 # SKIP $python lacks numpy or torch"
-    exit 0
-fi
-export ZC_LIBRARY=${ZC_LIBRARY:-$PWD/.libs/libzcomm.so}
-if ldd "$ZC_LIBRARY" 2>/dev/null | grep -q 'libasan\|libubsan'; then
-    echo "1..0 # SKIP libzcomm is a sanitizer build"
-    exit 0
-fi
-export PYTHONPATH=$pydir
-export PYTHONDONTWRITEBYTECODE=1
-export OMP_NUM_THREADS=1
+. "$srcdir/python_env.sh"
+zc_torch_env
 exec "$python" "$pydir/examples/zc_train_perf.py" --preset tiny --tap --fork 4 --nodes 2

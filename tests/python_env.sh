@@ -1,0 +1,49 @@
+# Sourced (bash) by the tests of the Python package, tests/test_python.sh,
+# tests/test_python_install.sh and tests/test_train_perf.sh, once they have
+# set srcdir (ZC_TEST_SRCDIR, else the script's directory); make check runs
+# them from the build directory.  Sets
+#   python  the interpreter under test: $ZC_PYTHON, else Debian's /usr/bin/python3
+#   pydir   the package's sources, python/ beside tests/
+# and exports PYTHONDONTWRITEBYTECODE=1 (nothing written into the sources).
+python=${ZC_PYTHON:-/usr/bin/python3}
+pydir=$srcdir/../python
+export PYTHONDONTWRITEBYTECODE=1
+
+# zc_skip REASON: the plan of a test that does not run, and exit 0.
+zc_skip() {
+    echo "1..0 # SKIP $1"
+    exit 0
+}
+
+# zc_torch_env: the package from the sources (PYTHONPATH=$pydir) on the
+# build's library (ZC_LIBRARY, else .libs/libzcomm.so of the current
+# directory), one OpenMP thread per process; skips (exit 0) when $python
+# lacks numpy or torch, or when libzcomm is a sanitizer build.
+zc_torch_env() {
+    "$python" -c 'import numpy, torch' 2>/dev/null || zc_skip "$python lacks numpy or torch"
+    export ZC_LIBRARY=${ZC_LIBRARY:-$PWD/.libs/libzcomm.so}
+    # A sanitizer build's library needs its runtime preloaded into the
+    # interpreter, which would then report Python's own allocations.
+    if ldd "$ZC_LIBRARY" 2>/dev/null | grep -q 'libasan\|libubsan'; then
+        zc_skip "libzcomm is a sanitizer build"
+    fi
+    export PYTHONPATH=$pydir
+    export OMP_NUM_THREADS=1
+}
+
+# zc_tap_lines PREFIX LOG: LOG's results renumbered on from $n, PREFIX put
+# before each description, its comment lines passed on (its plan and
+# anything else dropped); the failures are added to $failed.
+zc_tap_lines() {
+    local prefix=$1 line verdict
+    while IFS= read -r line; do
+        case $line in
+        "ok "*|"not ok "*)
+            n=$((n + 1))
+            verdict=${line%% [0-9]*}
+            [ "$verdict" = "not ok" ] && failed=$((failed + 1))
+            echo "$verdict $n - $prefix${line#* - }" ;;
+        "#"*) echo "$line" ;;
+        esac
+    done <"$2"
+}
