@@ -70,6 +70,32 @@ check_text() {
     grep -qw -- "${2%.*}" "$1.name"
 }
 
+# judge PAGE WHO FILE-OR-NAME [man options...]: render (as render does) and
+# set why to what is wrong with it, if anything: the renderer (WHO in the
+# message) failed or wrote to stderr, or the text does not name PAGE.
+judge() {
+    jpage=$1 who=$2 page=$3
+    shift 3
+    render "$page" "$tmp/out" "$tmp/err" "$@"
+    st=$?
+    if [ "$st" -ne 0 ]; then
+        why="$who exited $st"
+    elif [ -s "$tmp/err" ]; then
+        why="$who wrote to stderr: $(head -n 3 "$tmp/err" | tr '\n' ' ')"
+    elif ! check_text "$tmp/out" "$jpage"; then
+        why="no text, or no NAME section naming ${jpage%.*}"
+    fi
+}
+
+# verdict DESCRIPTION: ok, or not ok with why after DESCRIPTION.
+verdict() {
+    if [ -z "$why" ]; then
+        result 0 "$1"
+    else
+        result 1 "$1: $why"
+    fi
+}
+
 start=$(pwd)
 cd "$top" || exit 1
 pages=$(ls man 2>/dev/null | grep -E '^[a-z0-9_-]+\.[137]$')
@@ -88,26 +114,9 @@ for p in $pages; do
     elif head -n 1 "$f" | grep -q '^\.so '; then
         why="is a .so redirect (make it a symbolic link to its page)"
     fi
-    if [ -z "$why" ]; then
-        if [ "$renderer" = man-db ]; then
-            render "$f" "$tmp/out" "$tmp/err" -l
-        else
-            render "$f" "$tmp/out" "$tmp/err"
-        fi
-        st=$?
-        if [ "$st" -ne 0 ]; then
-            why="$renderer exited $st"
-        elif [ -s "$tmp/err" ]; then
-            why="$renderer wrote to stderr: $(head -n 3 "$tmp/err" | tr '\n' ' ')"
-        elif ! check_text "$tmp/out" "$p"; then
-            why="no text, or no NAME section naming ${p%.*}"
-        fi
-    fi
-    if [ -z "$why" ]; then
-        result 0 "man -l $f"
-    else
-        result 1 "man -l $f: $why"
-    fi
+    # (groff takes no man options: render leaves -l out for it)
+    [ -n "$why" ] || judge "$p" "$renderer" "$f" -l
+    verdict "man -l $f"
 done
 
 # Installed: the aliases become .so redirects that man resolves from the
@@ -131,21 +140,9 @@ else
         if [ "$(cat "$inst" 2>/dev/null)" != ".so man${target##*.}/$target" ]; then
             why="installed as something other than '.so man${target##*.}/$target'"
         else
-            render "${p%.*}" "$tmp/out" "$tmp/err" -M "$tmp/man" "$sec"
-            st=$?
-            if [ "$st" -ne 0 ]; then
-                why="man exited $st"
-            elif [ -s "$tmp/err" ]; then
-                why="man wrote to stderr: $(head -n 3 "$tmp/err" | tr '\n' ' ')"
-            elif ! check_text "$tmp/out" "$p"; then
-                why="no text, or no NAME section naming ${p%.*}"
-            fi
+            judge "$p" man "${p%.*}" -M "$tmp/man" "$sec"
         fi
-        if [ -z "$why" ]; then
-            result 0 "installed man $sec ${p%.*}"
-        else
-            result 1 "installed man $sec ${p%.*}: $why"
-        fi
+        verdict "installed man $sec ${p%.*}"
     done
 fi
 
