@@ -273,9 +273,17 @@ static void zc_ucx_wait_event(zc_transport_t *tp, int timeout_ms)
     struct pollfd pfds[ZC_UCX_MAX_LANES];
     nfds_t nfds = 0;
 
+    int busy = 0;
+
     if (zc_ucx_progress_lanes(tp, 1))
         return;  /* something moved: let the caller look before sleeping */
+    for (int l = 0; l < tp->nlanes; l++)
+        busy += tp->pending[l] > 0;
+    /* Sleep on the lanes with operations only (arming one is several
+     * system calls); the others are progressed above, before every sleep. */
     for (int l = 0; l < tp->nlanes; l++) {
+        if (busy && !tp->pending[l])
+            continue;
         ucs_status_t status = ucp_worker_arm(tp->lanes[l].worker);
         if (status == UCS_ERR_BUSY)  /* events arrived meanwhile: go progress */
             return;
