@@ -30,19 +30,7 @@ while getopts "b:l:c:f:" o; do
     esac
 done
 prog=$builddir/tests/mn_fault_matrix
-[ -x "$prog" ] || { echo "no $prog (make check first)" >&2; exit 2; }
-probe=zc-fm-probe-$$
-if [ "$(id -u)" != 0 ] || ! ip netns add "$probe" 2>/dev/null; then
-    echo "SKIP not root or no netns"
-    exit 77
-fi
-ip netns del "$probe"
-keep=1
-if [ -z "$logroot" ]; then
-    logroot=$(mktemp -d "${TMPDIR:-/tmp}/fault_matrix.XXXXXX")
-    keep=0
-fi
-mkdir -p "$logroot"
+. "$srcdir/cluster/fault_common.sh" fault_matrix
 timeout_ms=3000
 
 # What a survivor may return under each fault (anything else fails).

@@ -34,19 +34,7 @@ while getopts "n:e:s:b:l:T:x:" o; do
     esac
 done
 prog=$builddir/tests/mn_faults
-[ -x "$prog" ] || { echo "no $prog (make check first)" >&2; exit 2; }
-probe=zc-fs-probe-$$
-if [ "$(id -u)" != 0 ] || ! ip netns add "$probe" 2>/dev/null; then
-    echo "SKIP not root or no netns"
-    exit 77
-fi
-ip netns del "$probe"
-keep=1
-if [ -z "$logroot" ]; then
-    logroot=$(mktemp -d "${TMPDIR:-/tmp}/fault_soak.XXXXXX")
-    keep=0
-fi
-mkdir -p "$logroot"
+. "$srcdir/cluster/fault_common.sh" fault_soak
 modes=(routed alltoallv mixed)
 done_kills=0 pass=0 fail=0 notrun=0
 declare -A outcome_count=()

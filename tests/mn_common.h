@@ -67,6 +67,26 @@ static inline zc_comm_h mn_init(void)
     return comm;
 }
 
+/* The network device of rail `rail` on this rank's node, from
+ * ZC_NIC_NETDEV ("nic=dev,..." as tests/cluster/zc_cluster sets it). */
+static inline int mn_rail_netdev(int rail, char *out, size_t len)
+{
+    const char *list = getenv("ZC_NIC_NETDEV");
+
+    for (int k = 0; list && *list; k++) {
+        const char *eq = strchr(list, '='), *end = strchr(list, ',');
+        if (!eq)
+            return 0;
+        size_t n = end ? (size_t)(end - eq - 1) : strlen(eq + 1);
+        if (k == rail) {
+            snprintf(out, len, "%.*s", (int)n, eq + 1);
+            return 1;
+        }
+        list = end ? end + 1 : "";
+    }
+    return 0;
+}
+
 /* Print the plan line last (TAP allows it at the end); exit status. */
 static inline int mn_finish(zc_comm_h comm)
 {

@@ -53,25 +53,6 @@ static int64_t now_ms(void)
     return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
 }
 
-/* The netdev of rail `rail` from ZC_NIC_NETDEV ("nic=dev,..."). */
-static int rail_netdev(int rail, char *out, size_t len)
-{
-    const char *list = getenv("ZC_NIC_NETDEV");
-
-    for (int k = 0; list && *list; k++) {
-        const char *eq = strchr(list, '='), *end = strchr(list, ',');
-        if (!eq)
-            return 0;
-        if (k == rail) {
-            snprintf(out, len, "%.*s", (int)(end ? end - eq - 1 : (ptrdiff_t)strlen(eq + 1)),
-                     eq + 1);
-            return 1;
-        }
-        list = end ? end + 1 : "";
-    }
-    return 0;
-}
-
 static void *saboteur(void *arg)
 {
     char dev[64], cmd[256];
@@ -88,7 +69,7 @@ static void *saboteur(void *arg)
             _exit(0);
         }
         raise(SIGSTOP);
-    } else if (rail_netdev(1, dev, sizeof(dev))) {
+    } else if (mn_rail_netdev(1, dev, sizeof(dev))) {
         if (strcmp(fault, "nicdown") == 0)
             snprintf(cmd, sizeof(cmd), "ip link set dev %s down", dev);
         else  /* slow: zc_cluster's tbf at a tenth of its default rate */

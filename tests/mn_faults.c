@@ -43,23 +43,6 @@ static void *saboteur(void *arg)
     return NULL;
 }
 
-/* The network device of rail `rail` from ZC_NIC_NETDEV (nic=dev,...). */
-static int rail_netdev(int rail, char *out, size_t len)
-{
-    const char *list = getenv("ZC_NIC_NETDEV");
-    for (int k = 0; list && *list; k++) {
-        const char *eq = strchr(list, '='), *end = strchr(list, ',');
-        if (!eq)
-            return 0;
-        size_t n = end ? (size_t)(end - eq - 1) : strlen(eq + 1);
-        if (k == rail) {
-            snprintf(out, len, "%.*s", (int)n, eq + 1);
-            return 1;
-        }
-        list = end ? end + 1 : "";
-    }
-    return 0;
-}
 
 /* splitmix64: the same numbers from the same seed on every rank. */
 static uint64_t mix(uint64_t *x)
@@ -223,7 +206,7 @@ int main(int argc, char **argv)
         return 1;
     }
     if (mn_rank == saboteur_rank && strcmp(mode, "nicdown") == 0 &&
-        !rail_netdev(2, netdev, sizeof(netdev))) {
+        !mn_rail_netdev(2, netdev, sizeof(netdev))) {
         fprintf(stderr, "# no netdev for rail 2 in ZC_NIC_NETDEV\n");
         return 1;
     }
