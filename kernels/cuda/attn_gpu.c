@@ -1,12 +1,15 @@
 /* The stream-ordered kernel calls (zc_attn_*_stream, zc_zigzag_*_stream):
  * argument checks, device-memory checks, and the geometry the kernels need
- * (block maps, copies of the host index arrays), then the launchers of
- * attn_cuda.cu.  Built in every configuration: without CUDA, or without a
+ * (block maps, copies of the host index arrays, zigzag ranges), then the
+ * launchers of attn_cuda.cu.  The geometry is written into a pinned slot
+ * of the staging pool (staging.h), copied to the device on the call's
+ * stream and the slot released on that stream after the kernels: no
+ * allocation and no pageable copy per call (the ring engine makes one per
+ * ring round).  Built in every configuration: without CUDA, or without a
  * device, each call checks its arguments and returns ZC_ERR_UNSUPPORTED. */
 #include "config.h"
 
 #include <math.h>
-#include <stdlib.h>
 #include <string.h>
 
 #include "kernels/attn_check.h"
@@ -20,6 +23,7 @@
 
 #include "kernels/cuda/attn_cuda.h"
 #include "kernels/cuda/cuda_mem.h"
+#include "kernels/cuda/staging.h"
 #endif
 
 typedef enum { ZC_GPU_FWD, ZC_GPU_BWD, ZC_GPU_DELTA } zc_gpu_pass_t;
@@ -151,9 +155,9 @@ static zc_status_t zc_gpu_check(const zc_attn_args_t *args, zc_gpu_pass_t pass, 
 /* ---- launches ------------------------------------------------------------ */
 
 /* Device copies of the host index arrays and the block map, in one
- * stream-ordered allocation freed on the stream after the kernels. */
+ * staging slot released on the stream after the kernels (zc_gpu_end). */
 typedef struct {
-    void *mem;
+    zc_cuda_staging_slot_t *geometry;
     zc_attn_cuda_t k;
 } zc_gpu_call_t;
 
@@ -171,10 +175,8 @@ static zc_status_t zc_gpu_begin(const zc_attn_args_t *args, int backward, void *
 
     ZC_ARG_CHECK(nblocks <= INT32_MAX, "cu_seqlens: %lld blocks are too many",
                  (long long)nblocks);
-    call->mem = NULL;
-    host = malloc(n * sizeof(int32_t));
-    if (!host)
-        return zc_error(ZC_ERR_NO_MEMORY, "cannot allocate the kernel geometry");
+    ZC_CHECK(zc_cuda_staging_acquire(n * sizeof(int32_t), &call->geometry));
+    host = zc_cuda_staging_host(call->geometry);
     memcpy(host, args->cu_seqlens_q, ((size_t)batch + 1) * sizeof(int32_t));
     memcpy(host + batch + 1, args->cu_seqlens_kv, ((size_t)batch + 1) * sizeof(int32_t));
     for (int b = 0; b < batch; b++) {
@@ -182,15 +184,12 @@ static zc_status_t zc_gpu_begin(const zc_attn_args_t *args, int backward, void *
         host[2 * (batch + 1) + batch + b] = args->kv_start ? args->kv_start[b] : 0;
     }
     zc_attn_gpu_blocks(cu_blocks, batch, block_rows, host + 2 * (batch + 1) + 2 * batch);
-    st = zc_cuda_alloc_async(n * sizeof(int32_t), stream, &call->mem);
-    if (st == ZC_OK)
-        st = zc_cuda_copy_async(call->mem, host, n * sizeof(int32_t), stream);
-    free(host);
+    st = zc_cuda_staging_stage(call->geometry, n * sizeof(int32_t), stream);
     if (st != ZC_OK) {
-        zc_cuda_free_async(call->mem, stream);
+        (void)zc_cuda_staging_release(call->geometry, stream);
         return st;
     }
-    dev = call->mem;
+    dev = zc_cuda_staging_dev(call->geometry);
     call->k = (zc_attn_cuda_t){
         .hq = args->num_heads_q, .hk = args->num_heads_kv, .d = args->head_dim,
         .causal = args->causal != 0, .scale = args->scale,
@@ -204,6 +203,16 @@ static zc_status_t zc_gpu_begin(const zc_attn_args_t *args, int backward, void *
     return ZC_OK;
 }
 
+/* Release a staging slot once the kernels that read it are enqueued (or
+ * failed to be): the call's status, or the release's if that is the first
+ * failure. */
+static zc_status_t zc_gpu_end(zc_cuda_staging_slot_t *slot, void *stream, zc_status_t st)
+{
+    zc_status_t rst = zc_cuda_staging_release(slot, stream);
+
+    return st != ZC_OK ? st : rst;
+}
+
 static zc_status_t zc_gpu_fwd(const zc_attn_args_t *args, void *stream)
 {
     zc_gpu_call_t call;
@@ -211,8 +220,7 @@ static zc_status_t zc_gpu_fwd(const zc_attn_args_t *args, void *stream)
 
     ZC_CHECK(zc_gpu_begin(args, 0, stream, &call));
     st = zc_cuda_status(zc_attn_cuda_fwd(&call.k, stream), "the attention forward kernel");
-    zc_cuda_free_async(call.mem, stream);
-    return st;
+    return zc_gpu_end(call.geometry, stream, st);
 }
 
 static zc_status_t zc_gpu_delta(const zc_attn_args_t *args, int64_t tq, float *delta,
@@ -262,8 +270,7 @@ out:
     if (!dq_direct)
         zc_cuda_free_async(dq, stream);
     zc_cuda_free_async(delta, stream);
-    zc_cuda_free_async(call.mem, stream);
-    return st;
+    return zc_gpu_end(call.geometry, stream, st);
 }
 
 /* The kernels need this much shared memory per block; say so clearly when
@@ -422,23 +429,20 @@ static zc_status_t zc_zigzag_stream(const void *from, const char *from_name, voi
     const zc_gpu_tensor_t t[] = {{from, total, from_name}, {to, total, to_name}};
     ZC_CHECK(zc_gpu_tensors(t, 2));
 #ifdef HAVE_CUDA
-    int64_t *ranges = malloc(sizeof(int64_t) * 6 * ((size_t)batch + 1));
-    void *dev = NULL;
+    zc_cuda_staging_slot_t *slot;
+    int64_t *ranges;
     zc_status_t st;
     int n;
 
-    if (!ranges)
-        return zc_error(ZC_ERR_NO_MEMORY, "cannot allocate %d zigzag ranges", 2 * batch);
+    ZC_CHECK(zc_cuda_staging_acquire(sizeof(int64_t) * 6 * ((size_t)batch + 1), &slot));
+    ranges = zc_cuda_staging_host(slot);
     zc_zigzag_ranges(cu_seqlens, batch, token_bytes, ring_size, position, pack, ranges, &n);
-    st = n ? zc_cuda_alloc_async(sizeof(int64_t) * 3 * (size_t)n, stream, &dev) : ZC_OK;
-    if (st == ZC_OK && n)
-        st = zc_cuda_copy_async(dev, ranges, sizeof(int64_t) * 3 * (size_t)n, stream);
+    st = n ? zc_cuda_staging_stage(slot, sizeof(int64_t) * 3 * (size_t)n, stream) : ZC_OK;
     if (st == ZC_OK)
-        st = zc_cuda_status(zc_cuda_copy_ranges(from, to, dev, n, zc_ranges_bytes(ranges, n),
-                                                stream), "the zigzag kernel");
-    zc_cuda_free_async(dev, stream);
-    free(ranges);
-    return st;
+        st = zc_cuda_status(zc_cuda_copy_ranges(from, to, zc_cuda_staging_dev(slot), n,
+                                                zc_ranges_bytes(ranges, n), stream),
+                            "the zigzag kernel");
+    return zc_gpu_end(slot, stream, st);
 #else
     (void)pack;
     (void)stream;

@@ -51,6 +51,46 @@ void zc_cuda_free_async(void *ptr, void *stream)
         (void)zc_cuda_status(cudaFreeAsync(ptr, (cudaStream_t)stream), "cudaFreeAsync");
 }
 
+zc_status_t zc_cuda_alloc(size_t bytes, void **ptr)
+{
+    void *p = NULL;
+
+    ZC_CHECK(zc_cuda_status(cudaMalloc(&p, bytes ? bytes : 1), "cudaMalloc"));
+    *ptr = p;
+    return ZC_OK;
+}
+
+void zc_cuda_free(void *ptr)
+{
+    if (ptr)
+        (void)zc_cuda_status(cudaFree(ptr), "cudaFree");
+}
+
+zc_status_t zc_cuda_host_alloc(size_t bytes, void **ptr)
+{
+    void *p = NULL;
+
+    ZC_CHECK(zc_cuda_status(cudaHostAlloc(&p, bytes ? bytes : 1, cudaHostAllocPortable),
+                            "cudaHostAlloc"));
+    *ptr = p;
+    return ZC_OK;
+}
+
+void zc_cuda_host_free(void *ptr)
+{
+    if (ptr)
+        (void)zc_cuda_status(cudaFreeHost(ptr), "cudaFreeHost");
+}
+
+zc_status_t zc_cuda_device_get(int *device)
+{
+    int d = 0;
+
+    ZC_CHECK(zc_cuda_status(cudaGetDevice(&d), "cudaGetDevice"));
+    *device = d;
+    return ZC_OK;
+}
+
 zc_status_t zc_cuda_copy_async(void *dst, const void *src, size_t bytes, void *stream)
 {
     if (bytes == 0)
@@ -131,6 +171,11 @@ zc_status_t zc_cuda_event_query(void *event)
         return ZC_INPROGRESS;
     }
     return zc_cuda_status(e, "cudaEventQuery");
+}
+
+zc_status_t zc_cuda_event_sync(void *event)
+{
+    return zc_cuda_status(cudaEventSynchronize((cudaEvent_t)event), "cudaEventSynchronize");
 }
 
 zc_status_t zc_cuda_stream_wait_event(void *stream, void *event)

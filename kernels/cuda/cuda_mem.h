@@ -1,5 +1,5 @@
-/* CUDA runtime calls of the device path with zc_status_t results: stream-
- * ordered allocation, copies and fills, stream queries.  cudaError_t never
+/* CUDA runtime calls of the device path with zc_status_t results: device
+ * and pinned allocation, copies and fills, stream and event queries.  cudaError_t never
  * leaves this file's functions; each failure becomes ZC_ERR_TRANSPORT (or
  * ZC_ERR_NO_MEMORY, ZC_ERR_INVALID_ARG) with the CUDA message and the call
  * that failed.  Built only with --with-cuda. */
@@ -19,8 +19,20 @@ zc_status_t zc_cuda_status(int err, const char *what);
  * zc_cuda_free_async. */
 zc_status_t zc_cuda_alloc_async(size_t bytes, void *stream, void **ptr);
 void zc_cuda_free_async(void *ptr, void *stream);
-/* Device to device, or host to device from pageable memory that may be
- * reused as soon as the call returns. */
+/* Device memory that outlives streams (cudaMalloc / cudaFree): usable by
+ * every stream of the current device; the free waits for the device. */
+zc_status_t zc_cuda_alloc(size_t bytes, void **ptr);
+void zc_cuda_free(void *ptr);
+/* Pinned host memory (cudaHostAlloc, portable to every device /
+ * cudaFreeHost): copies from it are truly asynchronous, so it must not be
+ * rewritten before they are done. */
+zc_status_t zc_cuda_host_alloc(size_t bytes, void **ptr);
+void zc_cuda_host_free(void *ptr);
+/* The calling thread's current device (cudaGetDevice). */
+zc_status_t zc_cuda_device_get(int *device);
+/* Device to device, host to device from pageable memory that may be
+ * reused as soon as the call returns, or from pinned memory that may not
+ * be until the copy is done. */
 zc_status_t zc_cuda_copy_async(void *dst, const void *src, size_t bytes, void *stream);
 zc_status_t zc_cuda_zero_async(void *dst, size_t bytes, void *stream);
 /* ZC_OK when every operation enqueued on `stream` is done, ZC_INPROGRESS
@@ -40,6 +52,9 @@ zc_status_t zc_cuda_event_record(void *event, void *stream);
 /* ZC_OK once the work before the event's record is done, ZC_INPROGRESS
  * before, or the runtime's error. */
 zc_status_t zc_cuda_event_query(void *event);
+/* Wait until the work before the event's record is done
+ * (cudaEventSynchronize). */
+zc_status_t zc_cuda_event_sync(void *event);
 zc_status_t zc_cuda_stream_wait_event(void *stream, void *event);
 
 #endif
