@@ -38,6 +38,7 @@
 
 #include "kernels/cuda/attn_cuda.h"
 #include "kernels/cuda/cuda_mem.h"
+#include "kernels/cuda/staging.h"
 #include "kernels/cudnn/attn_cudnn.h"
 #include "kernels/cudnn/cudnn_stats.h"
 #include "src/common/log.h"
@@ -681,22 +682,20 @@ static zc_status_t zc_cudnn_execute(cudnnHandle_t handle, const zc_cd_graph_t *g
     return zc_cudnn_status((int)cs, "cudnnBackendExecute");
 }
 
-/* Device scratch of one call, carved from one allocation: the int32
- * arrays (ragged offsets, lengths, first tokens, causal offsets), the
- * cuDNN outputs in the input type, the stats-layout rows, the fp32
- * staging of an accumulation, cuDNN's workspace. */
+/* Device scratch of one call, carved from one allocation: the cuDNN
+ * outputs in the input type, the stats-layout rows, the fp32 staging of an
+ * accumulation, cuDNN's workspace.  (The int32 arrays go through the
+ * pinned staging pool, kernels/cuda/staging.h.) */
 typedef struct {
-    size_t ints, o, dq, dk, dv, stats, dsum, f32, lse, ws, bytes;
+    size_t o, dq, dk, dv, stats, dsum, f32, lse, ws, bytes;
 } zc_cudnn_layout_t;
 
-static void zc_cudnn_layout(int backward, int acc, size_t nint, int64_t qn, int64_t kn,
-                            int64_t rows, int64_t lse_rows, size_t es, int64_t workspace,
-                            zc_cudnn_layout_t *l)
+static void zc_cudnn_layout(int backward, int acc, int64_t qn, int64_t kn, int64_t rows,
+                            int64_t lse_rows, size_t es, int64_t workspace, zc_cudnn_layout_t *l)
 {
     size_t off = 0;
 
 #define ZC_CUDNN_TAKE(field, n) (l->field = off, off += zc_align256((size_t)(n)))
-    ZC_CUDNN_TAKE(ints, nint * sizeof(int32_t));
     ZC_CUDNN_TAKE(o, backward ? 0 : (size_t)qn * es);
     ZC_CUDNN_TAKE(dq, backward ? (size_t)qn * es : 0);
     ZC_CUDNN_TAKE(dk, backward ? (size_t)kn * es : 0);
@@ -720,17 +719,18 @@ static zc_status_t zc_cudnn_run(int pass, const zc_attn_args_t *a, const zc_cudn
     int64_t qn = tq * hq * d, kn = tk * hk * d, rows = (int64_t)nb * hq * key->max_q;
     size_t es = zc_datatype_size(a->dtype), n1 = (size_t)nb + 1, nint = 6 * n1;
     int32_t *host, *rq, *rk, *lq, *lk, *qb, *off;
+    zc_cuda_staging_slot_t *slot;
     char *base = NULL;
     zc_cudnn_layout_t l;
     float scale = a->scale, neg = -FLT_MAX;
     zc_status_t st = ZC_OK;
 
-    zc_cudnn_layout(backward, acc, nint, qn, kn, rows, tq * hq, es, g->workspace, &l);
+    zc_cudnn_layout(backward, acc, qn, kn, rows, tq * hq, es, g->workspace, &l);
     /* ragged offsets (elements), lengths, first tokens and causal offsets
-     * of the segments with queries */
-    host = calloc(nint, sizeof(*host));
-    if (!host)
-        return zc_error(ZC_ERR_NO_MEMORY, "cuDNN backend: %zu offsets", nint);
+     * of the segments with queries, written into a pinned staging slot */
+    ZC_CHECK(zc_cuda_staging_acquire(nint * sizeof(int32_t), &slot));
+    host = zc_cuda_staging_host(slot);
+    memset(host, 0, nint * sizeof(int32_t));
     rq = host;
     rk = rq + n1;
     lq = rk + n1;
@@ -753,13 +753,9 @@ static zc_status_t zc_cudnn_run(int pass, const zc_attn_args_t *a, const zc_cudn
     }
     rq[nb] = (int32_t)qn;
     rk[nb] = (int32_t)kn;
-    st = zc_cuda_alloc_async(l.bytes, stream, (void **)&base);
-    if (st != ZC_OK) {
-        free(host);
-        return st;
-    }
+    ZC_CHECK_GOTO(zc_cuda_alloc_async(l.bytes, stream, (void **)&base), st, out);
     {
-        int32_t *dints = (int32_t *)(base + l.ints);
+        int32_t *dints = zc_cuda_staging_dev(slot);
         int32_t *d_rq = dints, *d_rk = d_rq + n1, *d_lq = d_rk + n1, *d_lk = d_lq + n1;
         int32_t *d_qb = d_lk + n1, *d_off = d_qb + n1;
         float *stats = (float *)(base + l.stats), *f32 = (float *)(base + l.f32);
@@ -769,8 +765,7 @@ static zc_status_t zc_cudnn_run(int pass, const zc_attn_args_t *a, const zc_cudn
         int n = 0;
 
 #define ZC_CUDNN_BIND(uid, ptr) (uids[n] = (uid), ptrs[n] = (void *)(ptr), n++)
-        /* a pageable source: staged before cudaMemcpyAsync returns */
-        ZC_CHECK_GOTO(zc_cuda_copy_async(dints, host, nint * sizeof(int32_t), stream), st, out);
+        ZC_CHECK_GOTO(zc_cuda_staging_stage(slot, nint * sizeof(int32_t), stream), st, out);
         ZC_CUDNN_BIND(ZC_CD_Q, a->q);
         ZC_CUDNN_BIND(ZC_CD_K, a->k);
         ZC_CUDNN_BIND(ZC_CD_V, a->v);
@@ -848,8 +843,9 @@ static zc_status_t zc_cudnn_run(int pass, const zc_attn_args_t *a, const zc_cudn
     }
 out:
     zc_cuda_free_async(base, stream);
-    free(host);
-    return st;
+    /* after everything that reads the slot is enqueued, error paths too */
+    zc_status_t rs = zc_cuda_staging_release(slot, stream);
+    return st != ZC_OK ? st : rs;
 }
 
 zc_status_t zc_cudnn_attn_launch(int pass, const zc_attn_args_t *args, void *stream,
