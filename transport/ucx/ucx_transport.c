@@ -15,6 +15,7 @@
 
 #include <errno.h>
 #include <poll.h>
+#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -71,7 +72,13 @@ struct zc_transport {
      * malloc and free of its own. */
     zc_ucx_op_t *free_ops;
     int nfree_ops;
+    struct zc_transport *next_kept;  /* in zc_ucx_kept, once destroyed with kept lanes */
 };
+
+/* Transports destroyed while UCX still held abandoned operations of theirs:
+ * kept, and reachable, until the process exits. */
+static zc_transport_t *zc_ucx_kept;
+static pthread_mutex_t zc_ucx_kept_lock = PTHREAD_MUTEX_INITIALIZER;
 
 static zc_ucx_conn_t *zc_ucx_conn(zc_transport_t *tp, int lane, int peer)
 {
@@ -545,10 +552,15 @@ static void zc_ucx_destroy(zc_transport_t *tp)
     }
     /* Unfinished operations point at the transport's counters and
      * connections: they stay with the lanes kept for them. */
-    if (!kept) {
-        free(tp->conns);
-        free(tp);
+    if (kept) {
+        pthread_mutex_lock(&zc_ucx_kept_lock);
+        tp->next_kept = zc_ucx_kept;
+        zc_ucx_kept = tp;
+        pthread_mutex_unlock(&zc_ucx_kept_lock);
+        return;
     }
+    free(tp->conns);
+    free(tp);
 }
 
 static zc_status_t zc_ucx_open_lanes(zc_transport_t *tp)
