@@ -11,9 +11,9 @@
 #   -t tag_bw, in MiB/s.  Both stream: tag_bw posts its sends without
 #   waiting, zc_sendrecv_perf keeps WINDOW messages in flight (-W; 1 waits
 #   for each, as nccl-tests does).
-# lat, 8 B to 64 KiB: zc_sendrecv_perf (2 ranks exchange at once: a
-#   zc_sendrecv's time is one message's latency) against -t tag_lat (half
-#   a round trip), in microseconds.
+# lat, 8 B to 64 KiB: zc_sendrecv_perf -P (a ping-pong of zc_send/zc_recv,
+#   half a round trip) against -t tag_lat (half a round trip), in
+#   microseconds.
 set -euo pipefail
 build=${1:-build}
 rounds=${2:-5}
@@ -49,7 +49,7 @@ zc_once() {  # size -> MiB/s from zc_sendrecv_perf's algbw (GB/s, 1e9 bytes), or
             -b "$1" -e "$1" -n $((iters / window + 1)) -w 10 -c 0 2>/dev/null |
             awk -v s="$1" '$1 == s { printf "%.1f\n", $5 * 1e9 / 1048576 }'
     else
-        mpirun --allow-run-as-root -np 2 "$build/tools/zc_sendrecv_perf" \
+        mpirun --allow-run-as-root -np 2 "$build/tools/zc_sendrecv_perf" -P \
             -b "$1" -e "$1" -n $iters -w 100 -c 0 2>/dev/null |
             awk -v s="$1" '$1 == s { print $4 }'
     fi

@@ -2,7 +2,9 @@
  * sendrecv_perf.  Every rank sends to rank+1 and receives from rank-1 (a
  * ring); with -u, even ranks only send to the next odd rank (one way, as
  * ucx_perftest -t tag_bw measures), and -W keeps that many messages in
- * flight (tag_bw streams its sends; the default, one, waits for each). */
+ * flight (tag_bw streams its sends; the default, one, waits for each);
+ * with -P, rank pairs 2k, 2k+1 ping-pong and the time is half a round trip
+ * (as ucx_perftest -t tag_lat measures latency). */
 #include "config.h"
 
 #include <stdio.h>
@@ -19,6 +21,7 @@
 typedef struct {
     int one_way;
     int window;   /* one-way messages in flight */
+    int ping_pong;
 } sendrecv_opts_t;
 
 static int parse_extra(int opt, const char *arg, void *ctx)
@@ -26,8 +29,8 @@ static int parse_extra(int opt, const char *arg, void *ctx)
     sendrecv_opts_t *o = ctx;
     char *end;
 
-    if (opt == 'u') {
-        o->one_way = 1;
+    if (opt == 'u' || opt == 'P') {
+        *(opt == 'u' ? &o->one_way : &o->ping_pong) = 1;
         return 0;
     }
     long w = strtol(arg, &end, 0);
@@ -66,12 +69,36 @@ static zc_status_t one_way(const void *send, void *recv, size_t count, zc_dataty
     return st;
 }
 
-/* One exchange: ring, or one way between rank pairs (2k -> 2k+1). */
+/* 2k sends to 2k+1, which sends back, each message waited for. */
+static zc_status_t ping_pong(const void *send, void *recv, size_t count, zc_datatype_t dtype,
+                             int rank, int size, zc_comm_h comm)
+{
+    const int peer = rank ^ 1;
+    zc_status_t st = ZC_OK;
+    zc_request_h req;
+
+    if (peer >= size)
+        return ZC_OK;
+    for (int step = 0; step < 2 && st == ZC_OK; step++) {
+        if ((step == 0) == (rank % 2 == 0))
+            st = zc_send(send, (int64_t)count, dtype, ZC_MEM_HOST, peer, comm, &req);
+        else
+            st = zc_recv(recv, (int64_t)count, dtype, ZC_MEM_HOST, peer, comm, &req);
+        if (st == ZC_OK)
+            st = zc_wait(&req);
+    }
+    return st;
+}
+
+/* One exchange: ring, one way between rank pairs (2k -> 2k+1), or a
+ * ping-pong between them. */
 static zc_status_t exchange(const void *send, void *recv, size_t count, zc_datatype_t dtype,
                             int rank, int size, const sendrecv_opts_t *o, zc_comm_h comm)
 {
     if (o->one_way)
         return one_way(send, recv, count, dtype, rank, size, o->window, comm);
+    if (o->ping_pong)
+        return ping_pong(send, recv, count, dtype, rank, size, comm);
     return zc_sendrecv(send, (int64_t)count, (rank + 1) % size, recv, (int64_t)count,
                        (rank - 1 + size) % size, dtype, ZC_MEM_HOST, comm);
 }
@@ -79,17 +106,23 @@ static zc_status_t exchange(const void *send, void *recv, size_t count, zc_datat
 
 int main(int argc, char **argv)
 {
-    sendrecv_opts_t extra = {0, 1};
+    sendrecv_opts_t extra = {0, 1, 0};
     zc_perf_opts_t opts;
     int rank, size;
 
     zc_perf_parse(argc, argv, TOOL,
                   "  -u        one way: rank 2k sends to 2k+1 (default: ring)\n"
                   "  -W N      with -u: N messages in flight per iteration (default 1);\n"
-                  "            time and bandwidth are per message\n",
-                  "uW:", parse_extra, &extra, &opts);
+                  "            time and bandwidth are per message\n"
+                  "  -P        ping-pong between ranks 2k and 2k+1; time is half a round\n"
+                  "            trip (ucx_perftest -t tag_lat's latency)\n",
+                  "uW:P", parse_extra, &extra, &opts);
     if (extra.window > 1 && !extra.one_way) {
         fprintf(stderr, TOOL ": -W needs -u\n");
+        return 2;
+    }
+    if (extra.ping_pong && extra.one_way) {
+        fprintf(stderr, TOOL ": -P and -u exclude each other\n");
         return 2;
     }
     zc_comm_h comm = zc_perf_init(TOOL);
@@ -102,10 +135,11 @@ int main(int argc, char **argv)
         return 1;
     }
     memset(send, 0, opts.max_bytes + elem);
-    int from = (rank - 1 + size) % size;
-    int receives = extra.one_way ? rank % 2 == 1 : 1;
-    if (extra.one_way && rank == 0 && size % 2)
-        fprintf(stderr, TOOL ": -u with an odd number of ranks leaves rank %d idle\n", size - 1);
+    int from = extra.ping_pong ? rank ^ 1 : (rank - 1 + size) % size;
+    int receives = extra.one_way ? rank % 2 == 1 : !extra.ping_pong || (rank ^ 1) < size;
+    if ((extra.one_way || extra.ping_pong) && rank == 0 && size % 2)
+        fprintf(stderr, TOOL ": -%c with an odd number of ranks leaves rank %d idle\n",
+                extra.one_way ? 'u' : 'P', size - 1);
     zc_perf_print_header(comm, TOOL, &opts);
 
     for (size_t bytes = opts.min_bytes; bytes <= opts.max_bytes;
@@ -124,7 +158,8 @@ int main(int argc, char **argv)
         for (int i = 0; i < opts.iters; i++)
             if ((st = exchange(send, recv, count, opts.dtype, rank, size, &extra, comm)))
                 zc_perf_die(TOOL, "exchange", st);
-        double seconds = (zc_perf_now() - t0) / opts.iters / extra.window;
+        double seconds = (zc_perf_now() - t0) / opts.iters /
+                         (extra.ping_pong ? 2 : extra.window);
         if (opts.check) {
             /* One more exchange of known data, outside the timing. */
             zc_perf_fill(send, moved, rank, (int)(bytes % 1000003));
