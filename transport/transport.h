@@ -86,8 +86,13 @@ typedef struct {
                          uint64_t tag, int rail, zc_request_h req);
     zc_status_t (*irecv)(zc_transport_t *tp, void *buf, size_t bytes, int peer, uint64_t tag,
                          int rail, zc_request_h req);
-    /* Advance without blocking; the number of events it handled. */
+    /* Advance every lane with operations without blocking; the number of
+     * events it handled. */
     int (*progress)(zc_transport_t *tp);
+    /* The cheaper look of a wait's spin, called in a tight loop: progress
+     * the part of the transport a small message most likely moved on,
+     * covering all of it over a few calls; the number of events. */
+    int (*poll)(zc_transport_t *tp);
     /* Sleep until something may have completed, or `timeout_ms`. */
     void (*wait_event)(zc_transport_t *tp, int timeout_ms);
     /* Give up on `req`: the backend completes it with `status` and stops

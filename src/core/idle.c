@@ -32,7 +32,7 @@ void zc_comm_idle(zc_comm_h comm, int timeout_ms)
          * counts from the first clock read, at the 4th poll; each read
          * sets when the next comes from the polls' measured pace. */
         for (unsigned polls = 1;; polls++) {
-            if (comm->host_ops->progress(comm->host))
+            if (comm->host_ops->poll(comm->host))
                 return;  /* something moved: the caller looks */
             if (polls < next)
                 continue;

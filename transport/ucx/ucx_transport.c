@@ -299,15 +299,19 @@ static int zc_ucx_progress_lanes(zc_transport_t *tp, int idle_too)
     return events;
 }
 
-/* One poll.  With rails: the intra-node lane (shared memory, no system
- * call) and one rail lane with operations, the rails taken in turn.
- * Progressing a tcp lane is an epoll system call even when nothing came,
- * so polling every rail on every call spent the polls of small messages
- * between nodes in the kernel (a 64-byte alltoallv of 8 ranks went from
- * 0.70x to 0.82x of MPI_Alltoallv's speed with this).  Every
- * ZC_UCX_IDLE_LANES_EVERY calls, and before each sleep, all lanes are
- * progressed, those without operations too. */
 static int zc_ucx_progress(zc_transport_t *tp)
+{
+    return zc_ucx_progress_lanes(tp, ++tp->progress_calls % ZC_UCX_IDLE_LANES_EVERY == 0);
+}
+
+/* A wait's spin polls the intra-node lane (shared memory, no system call)
+ * and one rail lane with operations, the rails in turn: progressing a tcp
+ * lane is an epoll system call even when nothing came, and a spin over
+ * every rail spends most of its polls in the kernel (BENCHMARKS.md, "Remap
+ * alltoallv": small sizes).  `progress`, which the schedules call once
+ * per pass and ring attention between kernels, still advances every busy
+ * lane. */
+static int zc_ucx_poll(zc_transport_t *tp)
 {
     const int nrails = tp->nlanes - 1;
     int events;
@@ -618,6 +622,7 @@ const zc_transport_ops_t zc_transport_ucx = {
     .isend = zc_ucx_isend,
     .irecv = zc_ucx_irecv,
     .progress = zc_ucx_progress,
+    .poll = zc_ucx_poll,
     .wait_event = zc_ucx_wait_event,
     .abandon = zc_ucx_abandon,
     .peer_failed = zc_ucx_peer_failed,
