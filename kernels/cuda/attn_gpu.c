@@ -155,7 +155,8 @@ static zc_status_t zc_gpu_check(const zc_attn_args_t *args, zc_gpu_pass_t pass, 
 /* ---- launches ------------------------------------------------------------ */
 
 /* Device copies of the host index arrays and the block map, in one
- * staging slot released on the stream after the kernels (zc_gpu_end). */
+ * staging slot released on the stream after the kernels
+ * (zc_cuda_staging_finish). */
 typedef struct {
     zc_cuda_staging_slot_t *geometry;
     zc_attn_cuda_t k;
@@ -203,16 +204,6 @@ static zc_status_t zc_gpu_begin(const zc_attn_args_t *args, int backward, void *
     return ZC_OK;
 }
 
-/* Release a staging slot once the kernels that read it are enqueued (or
- * failed to be): the call's status, or the release's if that is the first
- * failure. */
-static zc_status_t zc_gpu_end(zc_cuda_staging_slot_t *slot, void *stream, zc_status_t st)
-{
-    zc_status_t rst = zc_cuda_staging_release(slot, stream);
-
-    return st != ZC_OK ? st : rst;
-}
-
 static zc_status_t zc_gpu_fwd(const zc_attn_args_t *args, void *stream)
 {
     zc_gpu_call_t call;
@@ -220,7 +211,7 @@ static zc_status_t zc_gpu_fwd(const zc_attn_args_t *args, void *stream)
 
     ZC_CHECK(zc_gpu_begin(args, 0, stream, &call));
     st = zc_cuda_status(zc_attn_cuda_fwd(&call.k, stream), "the attention forward kernel");
-    return zc_gpu_end(call.geometry, stream, st);
+    return zc_cuda_staging_finish(call.geometry, stream, st);
 }
 
 static zc_status_t zc_gpu_delta(const zc_attn_args_t *args, int64_t tq, float *delta,
@@ -270,7 +261,7 @@ out:
     if (!dq_direct)
         zc_cuda_free_async(dq, stream);
     zc_cuda_free_async(delta, stream);
-    return zc_gpu_end(call.geometry, stream, st);
+    return zc_cuda_staging_finish(call.geometry, stream, st);
 }
 
 /* The kernels need this much shared memory per block; say so clearly when
@@ -442,7 +433,7 @@ static zc_status_t zc_zigzag_stream(const void *from, const char *from_name, voi
         st = zc_cuda_status(zc_cuda_copy_ranges(from, to, zc_cuda_staging_dev(slot), n,
                                                 zc_ranges_bytes(ranges, n), stream),
                             "the zigzag kernel");
-    return zc_gpu_end(slot, stream, st);
+    return zc_cuda_staging_finish(slot, stream, st);
 #else
     (void)pack;
     (void)stream;

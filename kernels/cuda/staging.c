@@ -250,6 +250,13 @@ zc_status_t zc_cuda_staging_stage(zc_cuda_staging_slot_t *slot, size_t bytes, vo
     return zc_cuda_copy_async(slot->dev, slot->host, bytes, stream);
 }
 
+zc_status_t zc_cuda_staging_finish(zc_cuda_staging_slot_t *slot, void *stream, zc_status_t st)
+{
+    zc_status_t release = zc_cuda_staging_release(slot, stream);
+
+    return st != ZC_OK ? st : release;
+}
+
 zc_status_t zc_cuda_staging_release(zc_cuda_staging_slot_t *slot, void *stream)
 {
     zc_status_t st;

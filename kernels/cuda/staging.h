@@ -49,6 +49,10 @@ zc_status_t zc_cuda_staging_stage(zc_cuda_staging_slot_t *slot, size_t bytes, vo
  * (the slot is dropped if that fails too) and the record's error returned. */
 zc_status_t zc_cuda_staging_release(zc_cuda_staging_slot_t *slot, void *stream);
 
+/* zc_cuda_staging_release at the end of a call whose status is `st`: `st`,
+ * or the release's status if that is the first failure. */
+zc_status_t zc_cuda_staging_finish(zc_cuda_staging_slot_t *slot, void *stream, zc_status_t st);
+
 /* Wait for every released slot and free the pool's memory and events; no
  * slot may be held.  Nothing calls it inside the library (there is no
  * CUDA teardown in libzcomm, and CUDA must not be called from atexit

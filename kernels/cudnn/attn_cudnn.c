@@ -844,8 +844,7 @@ static zc_status_t zc_cudnn_run(int pass, const zc_attn_args_t *a, const zc_cudn
 out:
     zc_cuda_free_async(base, stream);
     /* after everything that reads the slot is enqueued, error paths too */
-    zc_status_t rs = zc_cuda_staging_release(slot, stream);
-    return st != ZC_OK ? st : rs;
+    return zc_cuda_staging_finish(slot, stream, st);
 }
 
 zc_status_t zc_cudnn_attn_launch(int pass, const zc_attn_args_t *args, void *stream,
