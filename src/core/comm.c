@@ -198,6 +198,7 @@ static zc_status_t zc_comm_create(zc_bootstrap_t *bs, int nranks, int rank,
     /* values every rank must share, from each rank's environment or config */
     ZC_CHECK_GOTO(zc_comm_settings_agree(&comm->settings, bs, rank, nranks), st, err);
     zc_comm_place_nodes(comm);
+    zc_comm_idle_init(comm);
     ZC_CHECK_GOTO(zc_comm_agree_rails(comm, bs), st, err);
     ZC_CHECK_GOTO(zc_comm_connect(comm, bs), st, err);
     /* Nobody returns (and may destroy or exit) before every rank has its

@@ -48,11 +48,14 @@ struct zc_comm {
     int local_rank;
     int local_size;
     int timeout_ms;
+    /* More ranks on this node than cores this process may run on: a wait
+     * yields the core after every empty poll (idle.c). */
+    int crowded;
     zc_comm_settings_t settings;
     zc_rank_info_t *ranks;     /* [size] */
     int *rank_node;            /* [size]: node index of each rank */
     /* [size]: when each watchable peer's pid was last looked at (ms; -1:
-     * it is gone), so that waits cost one kill(2) per peer per ms at most. */
+     * it is gone), so that waits cost one kill(2) per peer per 10 ms at most. */
     int64_t *pid_seen_ms;
     /* Rails for inter-node traffic: the same count on every node (0: no
      * striping, UCX chooses), and the rail each rank sends on. */
@@ -80,8 +83,14 @@ int zc_comm_peer_watchable(zc_comm_h comm, int peer);
  * is gone when it shares this host and pid namespace). */
 int zc_comm_peer_failed(zc_comm_h comm, int peer);
 /* Wait (idle.c) up to `timeout_ms` for the host transport to move:
- * ZC_WAIT_SPIN_US of polling, then a sleep on its event fds. */
-void zc_comm_idle(zc_comm_h comm, int timeout_ms);
+ * ZC_WAIT_SPIN_US of polling, then a sleep on its event fds.  Non-zero when
+ * a poll moved something: what it moved has been progressed, and the
+ * caller may look without another progress of every lane; zero after a
+ * sleep, which does not progress what woke it. */
+int zc_comm_idle(zc_comm_h comm, int timeout_ms);
+/* Set how `comm`'s waits share the cores (crowded), once its ranks are
+ * placed on nodes. */
+void zc_comm_idle_init(zc_comm_h comm);
 /* Add a communicator to the live ones (magic set); remove it: non-zero if
  * it was live. */
 void zc_comm_register(struct zc_comm *comm);

@@ -68,8 +68,9 @@ void zc_p2p_abandon(zc_request_h *req, zc_status_t status)
     (void)zc_p2p_finish(req);
 }
 
-/* Done, or a reason to stop waiting: the peer is dead. */
-static int zc_p2p_settled(zc_request_h req)
+/* Done, or a reason to stop waiting: the peer is dead.  The transport is
+ * progressed first when `progress`. */
+static int zc_p2p_settled(zc_request_h req, int progress)
 {
     zc_comm_h comm = req->comm;
 
@@ -77,7 +78,8 @@ static int zc_p2p_settled(zc_request_h req)
      * would put a poll of every lane between this exchange and the next). */
     if (req->done)
         return 1;
-    comm->host_ops->progress(comm->host);
+    if (progress)
+        comm->host_ops->progress(comm->host);
     if (req->done)
         return 1;
     if (zc_comm_peer_failed(comm, req->peer)) {
@@ -92,7 +94,7 @@ static int zc_p2p_settled(zc_request_h req)
 
 zc_status_t zc_p2p_test(zc_request_h *req)
 {
-    return zc_p2p_settled(*req) ? zc_p2p_finish(req) : ZC_INPROGRESS;
+    return zc_p2p_settled(*req, 1) ? zc_p2p_finish(req) : ZC_INPROGRESS;
 }
 
 zc_status_t zc_p2p_wait(zc_request_h *req)
@@ -100,7 +102,9 @@ zc_status_t zc_p2p_wait(zc_request_h *req)
     zc_comm_h comm = (*req)->comm;
     int64_t deadline = zc_now_ms() + comm->timeout_ms;
 
-    while (!zc_p2p_settled(*req)) {
+    /* After a poll of the spin that moved something, what moved has been
+     * progressed: look without another progress of every lane. */
+    for (int progress = 1; !zc_p2p_settled(*req, progress);) {
         int left = zc_ms_left(deadline);
         if (left == 0) {
             /* Named from this rank's side: the peer is who it waits for. */
@@ -112,7 +116,7 @@ zc_status_t zc_p2p_wait(zc_request_h *req)
             zc_p2p_abandon(req, st);
             return st;
         }
-        zc_comm_idle(comm, left < ZC_WAIT_SLICE_MS ? left : ZC_WAIT_SLICE_MS);
+        progress = !zc_comm_idle(comm, left < ZC_WAIT_SLICE_MS ? left : ZC_WAIT_SLICE_MS);
     }
     return zc_p2p_finish(req);
 }

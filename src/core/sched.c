@@ -155,14 +155,15 @@ static int zc_op_ready(const zc_sched_t *s, const zc_op_t *op)
     return 1;
 }
 
-/* One pass: finish what completed, post what became ready.  *moved tells
- * whether anything happened (for the timeout, which counts from the last
- * progress). */
-static zc_status_t zc_sched_pass(zc_sched_t *s, int *moved)
+/* One pass: progress the transport when `progress`, finish what completed,
+ * post what became ready.  *moved tells whether anything happened (for the
+ * timeout, which counts from the last progress). */
+static zc_status_t zc_sched_pass(zc_sched_t *s, int progress, int *moved)
 {
     int open = s->nops;
 
-    s->comm->host_ops->progress(s->comm->host);
+    if (progress)
+        s->comm->host_ops->progress(s->comm->host);
     for (int i = s->first_open; i < s->nops; i++) {
         zc_op_t *op = &s->ops[i];
         if (op->state == ZC_OP_POSTED && op->req->done) {
@@ -213,7 +214,7 @@ zc_status_t zc_sched_test(zc_sched_t *s)
 
     if (s->error)
         return s->error;
-    return zc_sched_pass(s, &moved);
+    return zc_sched_pass(s, 1, &moved);
 }
 
 /* The first posted op whose peer is dead, or -1. */
@@ -231,13 +232,19 @@ zc_status_t zc_sched_wait(zc_sched_t *s)
 
     if (s->error)
         return s->error;
-    for (;;) {
+    /* Only a pass after a sleep progresses every busy lane: otherwise the
+     * spin's polls progress the lanes one at a time, and a progress of
+     * every lane would cost a system call per rail (perf: half of a small
+     * alltoallv's epoll_wait calls came from the passes; BENCHMARKS.md,
+     * "Remap alltoallv"). */
+    for (int progress = 0;;) {
         int moved = 0, dead;
-        zc_status_t st = zc_sched_pass(s, &moved);
+        zc_status_t st = zc_sched_pass(s, progress, &moved);
         if (st != ZC_INPROGRESS)
             return st;
         if (moved) {
             deadline = zc_now_ms() + s->comm->timeout_ms;
+            progress = 0;
             continue;
         }
         if ((dead = zc_sched_dead_peer(s)) >= 0)
@@ -249,7 +256,7 @@ zc_status_t zc_sched_wait(zc_sched_t *s)
                                        "a collective made no progress for %d ms (waiting on "
                                        "rank %d)", s->comm->timeout_ms,
                                        s->ops[s->first_open].peer);
-        zc_comm_idle(s->comm, left < ZC_SCHED_SLICE_MS ? left : ZC_SCHED_SLICE_MS);
+        progress = !zc_comm_idle(s->comm, left < ZC_SCHED_SLICE_MS ? left : ZC_SCHED_SLICE_MS);
     }
 }
 
@@ -292,7 +299,7 @@ zc_status_t zc_sched_start(zc_sched_t *s, zc_request_h *request)
     req->peer = -1;
     req->sched = s;
     req->driver = &zc_sched_driver;
-    (void)zc_sched_pass(s, &moved);  /* post what can go now; errors surface in wait */
+    (void)zc_sched_pass(s, 1, &moved);  /* post what can go now; errors surface in wait */
     *request = req;
     return ZC_OK;
 }

@@ -305,11 +305,12 @@ static int zc_ucx_progress(zc_transport_t *tp)
 }
 
 /* A wait's spin polls the intra-node lane (shared memory, no system call)
- * and one rail lane with operations, the rails in turn: progressing a tcp
- * lane is an epoll system call even when nothing came, and a spin over
- * every rail spends most of its polls in the kernel (BENCHMARKS.md, "Remap
- * alltoallv": small sizes).  `progress`, which the schedules call once
- * per pass and ring attention between kernels, still advances every busy
+ * and one rail lane with operations, the rails in turn, each once (not
+ * until it has nothing more: the spin comes back): progressing a tcp lane
+ * is an epoll system call even when nothing came, and a spin over every
+ * rail spends most of its polls in the kernel (BENCHMARKS.md, "Remap
+ * alltoallv": small sizes).  `progress`, which ring attention calls
+ * between kernels and the waits after a sleep, still advances every busy
  * lane. */
 static int zc_ucx_poll(zc_transport_t *tp)
 {
@@ -320,12 +321,12 @@ static int zc_ucx_poll(zc_transport_t *tp)
         return zc_ucx_progress_lanes(tp, 1);
     if (nrails == 0)
         return zc_ucx_progress_lanes(tp, 0);
-    events = zc_ucx_progress_lane(tp, 0);
+    events = (int)ucp_worker_progress(tp->lanes[0].worker);
     for (int i = 0; i < nrails; i++) {
         int l = 1 + (tp->next_rail + i) % nrails;
         if (tp->pending[l]) {
             tp->next_rail = l % nrails;  /* the one after l, next time */
-            return events + zc_ucx_progress_lane(tp, l);
+            return events + (int)ucp_worker_progress(tp->lanes[l].worker);
         }
     }
     return events;
