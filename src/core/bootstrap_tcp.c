@@ -31,7 +31,8 @@
 #define ZC_BS_BYE UINT64_MAX
 /* How long one connection may take to present its hello. */
 #define ZC_BS_HELLO_MS 5000
-/* Extra time a rank waits for the root's verdict after its own timeout. */
+/* Extra time the root waits for a round after the ranks' timeout, and a
+ * rank for the root's verdict after the root's own. */
 #define ZC_BS_GRACE_MS 2000
 
 typedef struct {
@@ -218,7 +219,12 @@ static zc_status_t zc_bs_root_register(zc_bs_root_t *root)
  * when every rank said goodbye. */
 static zc_status_t zc_bs_root_round(zc_bs_root_t *root)
 {
-    int64_t deadline = zc_now_ms() + root->timeout_ms;
+    /* Between two rounds a rank sets up its transport, which under load
+     * can take longer than a short timeout: a root that gave up after the
+     * timeout alone left that rank "lost the connection" (test_p2p case
+     * 14 in a CI run).  The ranks wait a grace longer still, for the
+     * root's verdict (zc_bs_tcp_allgather). */
+    int64_t deadline = zc_now_ms() + root->timeout_ms + ZC_BS_GRACE_MS;
     zc_bs_round_t hdr;
     uint64_t len = 0;
     int byes = 0;
@@ -343,7 +349,7 @@ static zc_status_t zc_bs_tcp_allgather(zc_bootstrap_t *base, const void *send, v
     zc_bs_tcp_t *bs = (zc_bs_tcp_t *)base;
     zc_bs_round_t hdr = {.magic = ZC_BS_MAGIC, .len = len};
     zc_bs_reply_t reply;
-    int64_t deadline = zc_now_ms() + bs->timeout_ms + ZC_BS_GRACE_MS;
+    int64_t deadline = zc_now_ms() + bs->timeout_ms + 2 * ZC_BS_GRACE_MS;
     zc_status_t st;
 
     st = zc_socket_send_all(bs->fd, &hdr, sizeof(hdr), deadline);
