@@ -93,8 +93,11 @@ typedef struct {
      * the part of the transport a small message most likely moved on,
      * covering all of it over a few calls; the number of events. */
     int (*poll)(zc_transport_t *tp);
-    /* Sleep until something may have completed, or `timeout_ms`. */
-    void (*wait_event)(zc_transport_t *tp, int timeout_ms);
+    /* Sleep until something may have completed, or `timeout_ms`.  It
+     * progresses every lane first and does not sleep if that moved
+     * something: the number of events that progress handled (0: it slept,
+     * or found events pending without handling them). */
+    int (*wait_event)(zc_transport_t *tp, int timeout_ms);
     /* Give up on `req`: the backend completes it with `status` and stops
      * touching its buffer. */
     void (*abandon)(zc_transport_t *tp, zc_request_h req, zc_status_t status);

@@ -20,7 +20,8 @@
 
 static const zc_env_spec_t zc_env_table[] = {
     {"ZC_TIMEOUT", "60000", ZC_ENV_INT, 1, INT32_MAX, NULL, ZC_ENV_COMM,
-     "milliseconds a rank waits for the bootstrap or for a peer before ZC_ERR_TIMEOUT"},
+     "milliseconds a rank waits for the bootstrap (up to 4 s more: the root's grace for a "
+     "loaded rank) or for a peer before ZC_ERR_TIMEOUT"},
     {"ZC_ROUTED_MIN_BYTES", "65536", ZC_ENV_INT, 0, INT64_MAX, NULL, ZC_ENV_COMM | ZC_ENV_SAME,
      "zc_routed_sendrecv: transfers between nodes smaller than this go direct on one rail"},
     {"ZC_ROUTED_CHUNK", "1048576", ZC_ENV_INT, 1, 1073741824, NULL, ZC_ENV_COMM | ZC_ENV_SAME,

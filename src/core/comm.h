@@ -83,10 +83,11 @@ int zc_comm_peer_watchable(zc_comm_h comm, int peer);
  * is gone when it shares this host and pid namespace). */
 int zc_comm_peer_failed(zc_comm_h comm, int peer);
 /* Wait (idle.c) up to `timeout_ms` for the host transport to move:
- * ZC_WAIT_SPIN_US of polling, then a sleep on its event fds.  Non-zero when
- * a poll moved something: what it moved has been progressed, and the
- * caller may look without another progress of every lane; zero after a
- * sleep, which does not progress what woke it. */
+ * ZC_WAIT_SPIN_US of polling, then a progress of every lane and, if that
+ * moved nothing, a sleep on its event fds.  Non-zero when a poll or that
+ * progress moved something: what moved has been progressed, and the caller
+ * may look without another progress of every lane; zero after a sleep,
+ * which does not progress what woke it. */
 int zc_comm_idle(zc_comm_h comm, int timeout_ms);
 /* Set how `comm`'s waits share the cores (crowded), once its ranks are
  * placed on nodes. */

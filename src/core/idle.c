@@ -35,41 +35,43 @@ int zc_comm_idle(zc_comm_h comm, int timeout_ms)
 {
     if (comm->settings.wait_spin_us > 0) {
         const double spin_sec = comm->settings.wait_spin_us * 1e-6;
+        /* A rank yields the core after every empty poll: from the first on
+         * a crowded node, where what it waits for is mostly other ranks'
+         * turn on this core (Open MPI yields between polls when
+         * oversubscribed too; perf counted 8 polls, each a system call per
+         * rail, per yield without); elsewhere after ZC_IDLE_POLL_ONLY_SEC,
+         * because a message between ranks of a node arrives in about a
+         * microsecond and sched_yield is a system call (so is, on some
+         * virtual machines, reading the clock). */
+        int yielding = comm->crowded;
         double start = 0;
         unsigned first = 0, next = 4;
-        /* The first polls poll only: a message between ranks of a node
-         * arrives in about a microsecond, and sched_yield is a system call
-         * (so is, on some virtual machines, reading the clock).  The spin
-         * counts from the first clock read, at the 4th poll; each read
-         * sets when the next comes from the polls' measured pace. */
+
+        /* The spin counts from the first clock read, at the 4th poll; each
+         * read sets when the next comes from the polls' measured pace. */
         for (unsigned polls = 1;; polls++) {
             if (comm->host_ops->poll(comm->host))
                 return 1;  /* something moved: the caller looks */
-            /* On a crowded node what this rank waits for is mostly other
-             * ranks' turn on this core: give it at once (Open MPI yields
-             * between polls when oversubscribed too).  Perf counted 8
-             * polls, each a system call per rail, per yield without. */
-            if (comm->crowded)
+            if (yielding)
                 sched_yield();
             if (polls < next)
                 continue;
-            double now = zc_now_sec(), spent = now - start;
+            double now = zc_now_sec();
             if (!first) {
                 start = now;
                 first = polls;
                 next = polls + 4;
                 continue;
             }
+            double spent = now - start;
             if (spent >= spin_sec)
                 break;
             double per_poll = spent / (polls - first);
             double step = per_poll > 0 ? ZC_IDLE_CLOCK_EVERY_SEC / per_poll : 1;
             next = polls + (step < 1 ? 1 : step > ZC_IDLE_CLOCK_MAX_POLLS
                                                 ? ZC_IDLE_CLOCK_MAX_POLLS : (unsigned)step);
-            if (spent > ZC_IDLE_POLL_ONLY_SEC && !comm->crowded)
-                sched_yield();
+            yielding |= spent > ZC_IDLE_POLL_ONLY_SEC;
         }
     }
-    comm->host_ops->wait_event(comm->host, timeout_ms);
-    return 0;
+    return comm->host_ops->wait_event(comm->host, timeout_ms) > 0;
 }

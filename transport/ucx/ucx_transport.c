@@ -309,9 +309,10 @@ static int zc_ucx_progress(zc_transport_t *tp)
  * until it has nothing more: the spin comes back): progressing a tcp lane
  * is an epoll system call even when nothing came, and a spin over every
  * rail spends most of its polls in the kernel (BENCHMARKS.md, "Remap
- * alltoallv": small sizes).  `progress`, which ring attention calls
- * between kernels and the waits after a sleep, still advances every busy
- * lane. */
+ * alltoallv": small sizes).  Every ZC_UCX_IDLE_LANES_EVERY-th call, counted
+ * with `progress`'s, drains every lane instead, idle ones too.  `progress`,
+ * which ring attention calls between kernels and the waits after a sleep,
+ * still advances every busy lane. */
 static int zc_ucx_poll(zc_transport_t *tp)
 {
     const int nrails = tp->nlanes - 1;
@@ -319,8 +320,6 @@ static int zc_ucx_poll(zc_transport_t *tp)
 
     if (++tp->progress_calls % ZC_UCX_IDLE_LANES_EVERY == 0)
         return zc_ucx_progress_lanes(tp, 1);
-    if (nrails == 0)
-        return zc_ucx_progress_lanes(tp, 0);
     events = (int)ucp_worker_progress(tp->lanes[0].worker);
     for (int i = 0; i < nrails; i++) {
         int l = 1 + (tp->next_rail + i) % nrails;
@@ -334,15 +333,16 @@ static int zc_ucx_poll(zc_transport_t *tp)
 
 /* Sleep until a lane has events or `timeout_ms` passes: on the lanes with
  * operations only (arming one is several system calls; the others are
- * progressed before every sleep), or on every lane when `every_lane`. */
-static void zc_ucx_sleep(zc_transport_t *tp, int timeout_ms, int every_lane)
+ * progressed before every sleep), or on every lane when `every_lane`.  The
+ * events the progress before the sleep handled; none if it slept. */
+static int zc_ucx_sleep(zc_transport_t *tp, int timeout_ms, int every_lane)
 {
     struct pollfd pfds[ZC_UCX_MAX_LANES];
     nfds_t nfds = 0;
-    int busy = 0;
+    int busy = 0, events;
 
-    if (zc_ucx_progress_lanes(tp, 1))
-        return;  /* something moved: let the caller look before sleeping */
+    if ((events = zc_ucx_progress_lanes(tp, 1)) != 0)
+        return events;  /* something moved: let the caller look before sleeping */
     for (int l = 0; l < tp->nlanes; l++)
         busy += tp->pending[l] > 0;
     for (int l = 0; l < tp->nlanes; l++) {
@@ -350,20 +350,21 @@ static void zc_ucx_sleep(zc_transport_t *tp, int timeout_ms, int every_lane)
             continue;
         ucs_status_t status = ucp_worker_arm(tp->lanes[l].worker);
         if (status == UCS_ERR_BUSY)  /* events arrived meanwhile: go progress */
-            return;
+            return 0;
         if (status != UCS_OK) {
             zc_log_debug("ucx: ucp_worker_arm: %s", ucs_status_string(status));
-            return;
+            return 0;
         }
         pfds[nfds].fd = tp->lanes[l].event_fd;
         pfds[nfds++].events = POLLIN;
     }
     (void)poll(pfds, nfds, timeout_ms);
+    return 0;
 }
 
-static void zc_ucx_wait_event(zc_transport_t *tp, int timeout_ms)
+static int zc_ucx_wait_event(zc_transport_t *tp, int timeout_ms)
 {
-    zc_ucx_sleep(tp, timeout_ms, 0);
+    return zc_ucx_sleep(tp, timeout_ms, 0);
 }
 
 static void zc_ucx_abandon(zc_transport_t *tp, zc_request_h req, zc_status_t status)
