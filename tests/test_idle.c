@@ -1,5 +1,6 @@
 /* How a waiting rank shares the cores (src/core/idle.c): which
- * communicators count as crowded (more ranks on a node than online cores),
+ * communicators count as crowded (more ranks on one machine than its
+ * online cores, whatever nodes they play),
  * and what zc_comm_idle returns: non-zero exactly when it has progressed
  * something that moved, so that a wait may look without progressing. */
 #include "config.h"
@@ -37,8 +38,9 @@ static int rank_crowded(int rank, int nranks, void *arg)
     MP_CHECK(mp_comm_init(rank, nranks, &config, &comm) == ZC_OK, "init");
     MP_CHECK(comm->local_size == (c->one_node ? nranks : 1), "%d ranks on this node",
              comm->local_size);
-    MP_CHECK(comm->crowded == c->expect, "%d ranks on a node of %ld online cores: crowded %d",
-             comm->local_size, sysconf(_SC_NPROCESSORS_ONLN), comm->crowded);
+    MP_CHECK(comm->crowded == c->expect, "%d ranks (%d on this node) on a machine of %ld "
+             "online cores: crowded %d", nranks, comm->local_size,
+             sysconf(_SC_NPROCESSORS_ONLN), comm->crowded);
     zc_comm_destroy(comm);
     return 0;
 }
@@ -115,23 +117,25 @@ static int rank_idle_quiet(int rank, int nranks, void *arg)
 int main(void)
 {
     const long ncpus = sysconf(_SC_NPROCESSORS_ONLN);
-    static crowd_case_t alone = {1, 0}, crowd = {1, 1}, spread = {0, 0};
+    static crowd_case_t calm = {1, 0}, crowd = {1, 1}, spread = {0, 1};
     static int spin_long = 1000000, spin_none = 0;
 
     setenv("ZC_SOCKET_IFNAME", "lo", 0);
     recv_posted = mp_shared(sizeof(*recv_posted));
     if (!recv_posted || ncpus < 1)
         tap_skip_all("no shared memory or no online core count");
-    ok(mp_run(1, CASE_TIMEOUT_S, rank_crowded, &alone) == 0,
+    ok(mp_run(1, CASE_TIMEOUT_S, rank_crowded, &calm) == 0,
        "a rank alone on its node is not crowded");
     if (ncpus + 1 <= CROWD_MAX_RANKS) {
+        ok(mp_run((int)ncpus, CASE_TIMEOUT_S, rank_crowded, &calm) == 0,
+           "%ld ranks on a machine of %ld online cores: none crowded", ncpus, ncpus);
         ok(mp_run((int)ncpus + 1, CASE_TIMEOUT_S, rank_crowded, &crowd) == 0,
            "%ld ranks on one node of %ld online cores: crowded on every rank", ncpus + 1, ncpus);
         ok(mp_run((int)ncpus + 1, CASE_TIMEOUT_S, rank_crowded, &spread) == 0,
-           "%ld ranks, each on its own node: none crowded (a node's ranks count, not all)",
-           ncpus + 1);
+           "%ld ranks, each playing its own node on this machine: crowded on every rank (they "
+           "share its cores, as the emulated cluster's nodes do)", ncpus + 1);
     } else {
-        tap_skip(2, "more online cores than a crowded case forks ranks");
+        tap_skip(3, "more online cores than a crowded case forks ranks");
     }
     static int spin_short = 2000;
     ok(mp_run(1, CASE_TIMEOUT_S, rank_idle_quiet, &spin_short) == 0 &&

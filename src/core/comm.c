@@ -69,7 +69,7 @@ static void zc_rank_info_self(const zc_config_t *config, zc_rank_info_t *info)
 
     memset(info, 0, sizeof(*info));
     zc_node_identity(config ? config->node_id : NULL, info->node_name, sizeof(info->node_name),
-                     &info->node_hash, &info->host_hash);
+                     &info->node_hash, &info->host_hash, &info->kernel_hash);
     info->pid = (int32_t)getpid();
     info->pid_ns = stat("/proc/self/ns/pid", &st) == 0 ? (uint64_t)st.st_ino : 0;
 }

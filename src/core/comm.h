@@ -15,6 +15,8 @@
 typedef struct {
     uint64_t node_hash;        /* hash of the node identity (ZC_NODE_ID or host) */
     uint64_t host_hash;        /* hash of the real host (host name + boot id) */
+    uint64_t kernel_hash;      /* hash of the kernel's boot id: the ranks that share
+                                * this machine's cores, whatever node they play */
     uint64_t pid_ns;           /* inode of the pid namespace */
     int32_t pid;
     int32_t reserved;
@@ -48,8 +50,9 @@ struct zc_comm {
     int local_rank;
     int local_size;
     int timeout_ms;
-    /* More ranks on this node than cores this process may run on: a wait
-     * yields the core after every empty poll (idle.c). */
+    /* More ranks of this communicator on this machine (its kernel) than
+     * it has online cores: a wait yields the core after every empty poll
+     * (idle.c). */
     int crowded;
     zc_comm_settings_t settings;
     zc_rank_info_t *ranks;     /* [size] */
@@ -89,16 +92,17 @@ int zc_comm_peer_failed(zc_comm_h comm, int peer);
  * may look without another progress of every lane; zero after a sleep,
  * which does not progress what woke it. */
 int zc_comm_idle(zc_comm_h comm, int timeout_ms);
-/* Set how `comm`'s waits share the cores (crowded), once its ranks are
- * placed on nodes. */
+/* Set how `comm`'s waits share the cores (crowded), once every rank's
+ * zc_rank_info_t is known. */
 void zc_comm_idle_init(zc_comm_h comm);
 /* Add a communicator to the live ones (magic set); remove it: non-zero if
  * it was live. */
 void zc_comm_register(struct zc_comm *comm);
 int zc_comm_unregister(struct zc_comm *comm);
 
-/* The node identity string of this process (config, ZC_NODE_ID or host). */
+/* The node identity string of this process (config, ZC_NODE_ID or host),
+ * and the hashes of the node, the host and the kernel (zc_rank_info_t). */
 void zc_node_identity(const char *configured, char *name, size_t len, uint64_t *node_hash,
-                      uint64_t *host_hash);
+                      uint64_t *host_hash, uint64_t *kernel_hash);
 
 #endif

@@ -1,10 +1,17 @@
 /* How a rank waits for its transfers: it polls the host transport for a
- * short, bounded time, handing the core to any runnable thread between
- * polls, and then sleeps on the transport's event fds.  The poll catches
- * the answers that come within microseconds (small messages, the next
- * step of a schedule) without the cost of a wake-up; the bound and the
- * yield keep waiting ranks off the cores that compute, which on a node of
- * more ranks than cores are the same cores. */
+ * short, bounded time and then sleeps on the transport's event fds.  The
+ * poll catches the answers that come within microseconds (small messages,
+ * the next step of a schedule) without the cost of a wake-up; the bound
+ * keeps waiting ranks off the cores that compute.
+ *
+ * Only on a machine of more ranks than cores does the poll hand the core
+ * over between polls (sched_yield): there what a rank waits for is mostly
+ * another rank's turn on its core.  Elsewhere a yield hands the core to
+ * whatever else runs there, and under Linux's fair scheduler a busy thread
+ * then keeps it for a whole slice: with both cores loaded by stress-ng, a
+ * 2-rank ping-pong's half round trip took 51-2040 us from 8 B to 64 KiB
+ * with a yield after every poll past the first 4 us, 1.3-28 us without
+ * (BENCHMARKS.md, "Point-to-point", the no-yield round). */
 #include "config.h"
 
 #include <sched.h>
@@ -13,37 +20,32 @@
 #include "src/common/clock.h"
 #include "src/core/comm.h"
 
-#define ZC_IDLE_POLL_ONLY_SEC 4e-6
 /* The spin reads the clock about this often: often enough to keep its
- * bounds, seldom enough to stay out of the way (a read costs 45 ns on the
+ * bound, seldom enough to stay out of the way (a read costs 45 ns on the
  * test VM; perf put the reads at 14% of a 512-byte exchange's user time
  * with one every 4th poll, 7.5% with this pace). */
 #define ZC_IDLE_CLOCK_EVERY_SEC 1e-6
 #define ZC_IDLE_CLOCK_MAX_POLLS 64
 
-/* The node's cores, not this process's affinity: a launcher that binds
+/* The machine's cores, not this process's affinity: a launcher that binds
  * each rank to its own core (mpirun) leaves a rank one core it shares with
- * nobody. */
+ * nobody.  And the machine's ranks, not the node's: the emulated
+ * cluster's nodes (and containers) share one kernel's cores. */
 void zc_comm_idle_init(zc_comm_h comm)
 {
+    const uint64_t kernel = comm->ranks[comm->rank].kernel_hash;
     long ncpus = sysconf(_SC_NPROCESSORS_ONLN);
+    int sharing = 0;
 
-    comm->crowded = ncpus > 0 && comm->local_size > ncpus;
+    for (int r = 0; r < comm->size; r++)
+        sharing += comm->ranks[r].kernel_hash == kernel;
+    comm->crowded = ncpus > 0 && sharing > ncpus;
 }
 
 int zc_comm_idle(zc_comm_h comm, int timeout_ms)
 {
     if (comm->settings.wait_spin_us > 0) {
         const double spin_sec = comm->settings.wait_spin_us * 1e-6;
-        /* A rank yields the core after every empty poll: from the first on
-         * a crowded node, where what it waits for is mostly other ranks'
-         * turn on this core (Open MPI yields between polls when
-         * oversubscribed too; perf counted 8 polls, each a system call per
-         * rail, per yield without); elsewhere after ZC_IDLE_POLL_ONLY_SEC,
-         * because a message between ranks of a node arrives in about a
-         * microsecond and sched_yield is a system call (so is, on some
-         * virtual machines, reading the clock). */
-        int yielding = comm->crowded;
         double start = 0;
         unsigned first = 0, next = 4;
 
@@ -52,7 +54,10 @@ int zc_comm_idle(zc_comm_h comm, int timeout_ms)
         for (unsigned polls = 1;; polls++) {
             if (comm->host_ops->poll(comm->host))
                 return 1;  /* something moved: the caller looks */
-            if (yielding)
+            /* Open MPI yields between polls when oversubscribed too; perf
+             * counted 8 polls, each a system call per rail, per yield of a
+             * crowded rank that yielded only after 4 us. */
+            if (comm->crowded)
                 sched_yield();
             if (polls < next)
                 continue;
@@ -70,7 +75,6 @@ int zc_comm_idle(zc_comm_h comm, int timeout_ms)
             double step = per_poll > 0 ? ZC_IDLE_CLOCK_EVERY_SEC / per_poll : 1;
             next = polls + (step < 1 ? 1 : step > ZC_IDLE_CLOCK_MAX_POLLS
                                                 ? ZC_IDLE_CLOCK_MAX_POLLS : (unsigned)step);
-            yielding |= spent > ZC_IDLE_POLL_ONLY_SEC;
         }
     }
     return comm->host_ops->wait_event(comm->host, timeout_ms) > 0;

@@ -12,7 +12,11 @@
 #include "src/common/env.h"
 #include "src/common/hash.h"
 
-static void zc_host_identity(char *name, size_t len)
+/* The host name and the kernel's boot id; the boot id alone names the
+ * kernel, and so the cores, that ranks in other UTS namespaces (containers,
+ * the emulated cluster's nodes) share.  Without a boot id the host stands
+ * for the kernel. */
+static void zc_host_identity(char *name, size_t len, char *kernel, size_t kernel_len)
 {
     char host[256] = "", boot_id[64] = "";
     FILE *f = fopen("/proc/sys/kernel/random/boot_id", "r");
@@ -24,16 +28,18 @@ static void zc_host_identity(char *name, size_t len)
         fclose(f);
     }
     snprintf(name, len, "%s:%s", host, boot_id);
+    snprintf(kernel, kernel_len, "%s", boot_id[0] ? boot_id : name);
 }
 
 void zc_node_identity(const char *configured, char *name, size_t len, uint64_t *node_hash,
-                      uint64_t *host_hash)
+                      uint64_t *host_hash, uint64_t *kernel_hash)
 {
-    char host[ZC_NODE_NAME_MAX * 2];
+    char host[ZC_NODE_NAME_MAX * 2], kernel[ZC_NODE_NAME_MAX * 2];
     const char *node = configured && *configured ? configured : zc_env_get("ZC_NODE_ID");
 
-    zc_host_identity(host, sizeof(host));
+    zc_host_identity(host, sizeof(host), kernel, sizeof(kernel));
     *host_hash = zc_fnv1a_str(ZC_FNV1A_INIT, host);
+    *kernel_hash = zc_fnv1a_str(ZC_FNV1A_INIT, kernel);
     if (node && *node) {
         snprintf(name, len, "%s", node);
         *node_hash = zc_fnv1a_str(ZC_FNV1A_INIT, node);
