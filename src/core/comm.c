@@ -208,9 +208,10 @@ static zc_status_t zc_comm_create(zc_bootstrap_t *bs, int nranks, int rank,
     comm->magic = ZC_COMM_MAGIC;
     zc_comm_register(comm);
     zc_log_set_rank(rank);
-    zc_log_info("communicator up: rank %d of %d, node %d of %d (%s), local rank %d of %d", rank,
-                nranks, comm->node, comm->nnodes, mine.node_name, comm->local_rank,
-                comm->local_size);
+    zc_log_info("communicator up: rank %d of %d, node %d of %d (%s), local rank %d of %d%s",
+                rank, nranks, comm->node, comm->nnodes, mine.node_name, comm->local_rank,
+                comm->local_size, comm->crowded ? "; more ranks on this machine than cores: "
+                                                  "waits yield between polls" : "");
     *comm_out = comm;
     return ZC_OK;
 
