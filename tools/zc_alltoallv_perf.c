@@ -28,7 +28,6 @@
 #endif
 
 #include "perf_common.h"
-#include "src/core/comm.h"
 #include "zc_plan_dataset.h"
 
 typedef struct {
@@ -319,6 +318,33 @@ static void run_mpi(const mpi_args_t *b, const a2av_args_t *a)
 }
 #endif
 
+/* -A: a second communicator over the same ranks with the count agreement
+ * off (zc_config_t.alltoallv_check), the way nccl-tests makes a communicator
+ * per configuration: rank 0's unique id reaches the others over `comm`. */
+static zc_comm_h comm_without_agreement(zc_comm_h comm, int rank, int size)
+{
+    zc_config_t config = ZC_CONFIG_INITIALIZER;
+    zc_unique_id_t id;
+    zc_comm_h nocheck;
+    zc_request_h req;
+    zc_status_t st = ZC_OK;
+
+    if (rank == 0) {
+        st = zc_get_unique_id(&id);
+        for (int r = 1; r < size && st == ZC_OK; r++)
+            if ((st = zc_send(&id, sizeof(id), ZC_BYTE, ZC_MEM_HOST, r, comm, &req)) == ZC_OK)
+                st = zc_wait(&req);
+    } else if ((st = zc_recv(&id, sizeof(id), ZC_BYTE, ZC_MEM_HOST, 0, comm, &req)) == ZC_OK) {
+        st = zc_wait(&req);
+    }
+    if (st != ZC_OK)
+        zc_perf_die(TOOL, "sharing a unique id for the communicator without the agreement", st);
+    config.alltoallv_check = ZC_CONFIG_ZERO;
+    if ((st = zc_comm_init_rank(&nocheck, size, &id, rank, &config)) != ZC_OK)
+        zc_perf_die(TOOL, "zc_comm_init_rank (ZC_ALLTOALLV_CHECK=0)", st);
+    return nocheck;
+}
+
 typedef struct {
     zc_comm_h comm;
     const zc_perf_opts_t *o;
@@ -449,10 +475,8 @@ int main(int argc, char **argv)
     r.b = &b;
 #endif
     double bus = size > 1 ? (double)(size - 1) / size : 1.0;
-    /* ZC_ALLTOALLV_CHECK as the communicator parsed it at its creation,
-     * restored after the rows without the agreement (the library reads its
-     * copy, not the environment, on every call) */
-    int check_setting = comm->settings.alltoallv_check;
+    zc_comm_h nocheck = ao.agreement && ao.run_zc ? comm_without_agreement(comm, rank, size)
+                                                  : NULL;
     int salt = 0;
     for (size_t bytes = o.min_bytes; bytes <= o.max_bytes; bytes = zc_perf_next_size(&o, bytes)) {
         args_for(&a, &m, rank, (int64_t)(bytes / elem));
@@ -480,12 +504,10 @@ int main(int argc, char **argv)
         for (int mode = 0; mode < MODE_COUNT; mode++) {
             if (!run[mode])
                 continue;
-            if (mode == MODE_ZC_NOCHECK)
-                comm->settings.alltoallv_check = 0;
+            r.comm = mode == MODE_ZC_NOCHECK ? nocheck : comm;
             t[mode] = timed(&r, mode == MODE_MPI);
             int64_t wrong = checked(&r, mode == MODE_MPI, rank, size, ++salt);
-            if (mode == MODE_ZC_NOCHECK)
-                comm->settings.alltoallv_check = check_setting;
+            r.comm = comm;
             if (rank == 0 && run[MODE_ZC] + run[MODE_ZC_NOCHECK] + run[MODE_MPI] > 1)
                 printf("%-9s", mode_names[mode]);
             zc_perf_print_row(comm, (size_t)top * elem, (size_t)top, o.dtype, t[mode], bus,
@@ -505,6 +527,8 @@ int main(int argc, char **argv)
     int status = zc_perf_print_summary(comm);
     if (m.plan)
         zc_plan_destroy(m.plan);
+    if (nocheck)
+        zc_comm_destroy(nocheck);
     zc_comm_destroy(comm);
 #ifdef ZC_A2AV_PERF_MPI
     MPI_Finalize();
