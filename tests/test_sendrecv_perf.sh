@@ -5,35 +5,15 @@
 # -P with -u is refused with exit status 2.
 set -u
 tool=${ZC_SENDRECV_PERF:-tools/zc_sendrecv_perf}
+. "$(dirname "$0")/two_ranks.sh"
 echo "1..4"
 n=0
-
-run2() {  # args... -> both ranks' output in $out, exit statuses in $rc0 $rc1
-    # A port another job took is not this test's failure: try another.
-    for _ in 1 2 3 4 5; do
-        run2_once "$@"
-        echo "$out" | grep -q "Address already in use" || return
-    done
-}
-
-run2_once() {
-    local port=$((21000 + RANDOM % 20000)) log0 log1
-    log0=$(mktemp) log1=$(mktemp)
-    ZC_RANK=0 ZC_SIZE=2 ZC_MASTER_PORT=$port "$tool" "$@" >"$log0" 2>&1 &
-    local p0=$!
-    ZC_RANK=1 ZC_SIZE=2 ZC_MASTER_PORT=$port "$tool" "$@" >"$log1" 2>&1
-    rc1=$?
-    wait "$p0"
-    rc0=$?
-    out=$(cat "$log0" "$log1")
-    rm -f "$log0" "$log1"
-}
 
 check_mode() {  # name, args...
     local name=$1
     shift
     n=$((n + 1))
-    run2 -b 8 -e 64K -f 8 -n 50 -w 5 -c 1 "$@"
+    run2 "$tool" -b 8 -e 64K -f 8 -n 50 -w 5 -c 1 "$@"
     local rows wrong
     rows=$(echo "$out" | awk '$1 ~ /^[0-9]+$/ && NF == 7' | wc -l)
     wrong=$(echo "$out" | awk '$1 ~ /^[0-9]+$/ && NF == 7 { s += $7 } END { print s + 0 }')
