@@ -25,6 +25,7 @@
 
 #include "kernels/cuda/attn_gpu.h"
 #include "kernels/cuda/cuda_check.h"
+#include "kernels/cuda/staging.h"
 #include "mp.h"
 #include "stream_cases.h"
 #include "src/core/memtype.h"
@@ -547,6 +548,8 @@ int main(void)
     test_accumulate();
     test_merge_convert();
     test_zigzag();
+    /* the staging pool's pinned slots and events freed, for leak checkers */
+    zc_cuda_staging_teardown();
     return tap_done();
 }
 #endif
