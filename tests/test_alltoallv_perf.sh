@@ -6,7 +6,9 @@
 # mode, the agreement's cost printed per size, exit 0).
 set -u
 tool=${ZC_ALLTOALLV_PERF:-tools/zc_alltoallv_perf}
-. "$(dirname "$0")/two_ranks.sh"
+helpers=${ZC_TEST_SRCDIR:-$(dirname "$0")}/two_ranks.sh
+[ -r "$helpers" ] || { echo "Bail out! cannot read $helpers"; exit 1; }
+. "$helpers"
 echo "1..1"
 
 run2 "$tool" -A -b 64 -e 64K -f 32 -n 20 -w 2 -c 1

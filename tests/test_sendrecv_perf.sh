@@ -5,7 +5,9 @@
 # -P with -u is refused with exit status 2.
 set -u
 tool=${ZC_SENDRECV_PERF:-tools/zc_sendrecv_perf}
-. "$(dirname "$0")/two_ranks.sh"
+helpers=${ZC_TEST_SRCDIR:-$(dirname "$0")}/two_ranks.sh
+[ -r "$helpers" ] || { echo "Bail out! cannot read $helpers"; exit 1; }
+. "$helpers"
 echo "1..4"
 n=0
 

@@ -96,7 +96,8 @@ typedef struct {
     /* Sleep until something may have completed, or `timeout_ms`.  It
      * progresses every lane first and does not sleep if that moved
      * something: the number of events that progress handled (0: it slept,
-     * or found events pending without handling them). */
+     * found events pending without handling them, or could not arm a lane
+     * and returned at once). */
     int (*wait_event)(zc_transport_t *tp, int timeout_ms);
     /* Give up on `req`: the backend completes it with `status` and stops
      * touching its buffer. */

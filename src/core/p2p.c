@@ -102,8 +102,9 @@ zc_status_t zc_p2p_wait(zc_request_h *req)
     zc_comm_h comm = (*req)->comm;
     int64_t deadline = zc_now_ms() + comm->timeout_ms;
 
-    /* After a poll of the spin that moved something, what moved has been
-     * progressed: look without another progress of every lane. */
+    /* After a wait that moved something (a poll of the spin, or the
+     * progress before a sleep), what moved has been progressed: look
+     * without another progress of every lane. */
     for (int progress = 1; !zc_p2p_settled(*req, progress);) {
         int left = zc_ms_left(deadline);
         if (left == 0) {
