@@ -6,9 +6,7 @@
 # mode, the agreement's cost printed per size, exit 0).
 set -u
 tool=${ZC_ALLTOALLV_PERF:-tools/zc_alltoallv_perf}
-helpers=${ZC_TEST_SRCDIR:-$(dirname "$0")}/two_ranks.sh
-[ -r "$helpers" ] || { echo "Bail out! cannot read $helpers"; exit 1; }
-. "$helpers"
+. "${ZC_TEST_SRCDIR:-$(dirname "$0")}/two_ranks.sh" || { echo "Bail out! no two_ranks.sh"; exit 1; }
 echo "1..1"
 
 run2 "$tool" -A -b 64 -e 64K -f 32 -n 20 -w 2 -c 1

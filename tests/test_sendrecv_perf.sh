@@ -5,9 +5,7 @@
 # -P with -u is refused with exit status 2.
 set -u
 tool=${ZC_SENDRECV_PERF:-tools/zc_sendrecv_perf}
-helpers=${ZC_TEST_SRCDIR:-$(dirname "$0")}/two_ranks.sh
-[ -r "$helpers" ] || { echo "Bail out! cannot read $helpers"; exit 1; }
-. "$helpers"
+. "${ZC_TEST_SRCDIR:-$(dirname "$0")}/two_ranks.sh" || { echo "Bail out! no two_ranks.sh"; exit 1; }
 echo "1..4"
 n=0
 
