@@ -1,12 +1,13 @@
 #!/bin/bash
 # zc_sendrecv_perf's modes on 2 plain processes (ZC_RANK/ZC_SIZE): the ring
 # exchange, one way with a window, and the ping-pong of -P each move the
-# data they claim (-c 1: zero wrong elements, one row per size, exit 0);
-# -P with -u is refused with exit status 2.
+# data they claim (-c 1: zero wrong elements, one row per size, exit 0),
+# and so does one way from and into zc_host_alloc's huge-page buffers (-H,
+# 512 KiB to 8 MiB); -P with -u is refused with exit status 2.
 set -u
 tool=${ZC_SENDRECV_PERF:-tools/zc_sendrecv_perf}
 . "${ZC_TEST_SRCDIR:-$(dirname "$0")}/two_ranks.sh" || { echo "Bail out! no two_ranks.sh"; exit 1; }
-echo "1..4"
+echo "1..5"
 n=0
 
 check_mode() {  # name, args...
@@ -29,6 +30,7 @@ check_mode() {  # name, args...
 check_mode "ring exchange (zc_sendrecv)"
 check_mode "one way, window 4" -u -W 4
 check_mode "ping-pong (-P)" -P
+check_mode "one way, window 4, huge-page buffers (-H)" -u -W 4 -H -b 512K -e 8M -f 2 -n 5
 
 n=$((n + 1))
 "$tool" -P -u >/dev/null 2>"${TMPDIR:-/tmp}/zc_srp.$$"

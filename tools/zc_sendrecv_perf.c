@@ -4,7 +4,8 @@
  * ucx_perftest -t tag_bw measures), and -W keeps that many messages in
  * flight (tag_bw streams its sends; the default, one, waits for each);
  * with -P, rank pairs 2k, 2k+1 ping-pong and the time is half a round trip
- * (as ucx_perftest -t tag_lat measures latency). */
+ * (as ucx_perftest -t tag_lat measures latency).  -H takes the buffers
+ * from zc_host_alloc (huge pages) instead of malloc. */
 #include "config.h"
 
 #include <stdio.h>
@@ -22,6 +23,7 @@ typedef struct {
     int one_way;
     int window;   /* one-way messages in flight */
     int ping_pong;
+    int huge;     /* buffers from zc_host_alloc */
 } sendrecv_opts_t;
 
 static int parse_extra(int opt, const char *arg, void *ctx)
@@ -29,8 +31,8 @@ static int parse_extra(int opt, const char *arg, void *ctx)
     sendrecv_opts_t *o = ctx;
     char *end;
 
-    if (opt == 'u' || opt == 'P') {
-        *(opt == 'u' ? &o->one_way : &o->ping_pong) = 1;
+    if (opt == 'u' || opt == 'P' || opt == 'H') {
+        *(opt == 'u' ? &o->one_way : opt == 'P' ? &o->ping_pong : &o->huge) = 1;
         return 0;
     }
     long w = strtol(arg, &end, 0);
@@ -103,10 +105,20 @@ static zc_status_t exchange(const void *send, void *recv, size_t count, zc_datat
                        (rank - 1 + size) % size, dtype, ZC_MEM_HOST, comm);
 }
 
+/* Both buffers from zc_host_alloc (-H) or from malloc; 0, or -1. */
+static int alloc_buffers(int huge, size_t bytes, void **send, void **recv)
+{
+    if (huge)
+        return zc_host_alloc(bytes, send) == ZC_OK && zc_host_alloc(bytes, recv) == ZC_OK
+                   ? 0 : -1;
+    *send = malloc(bytes);
+    *recv = malloc(bytes);
+    return *send && *recv ? 0 : -1;
+}
 
 int main(int argc, char **argv)
 {
-    sendrecv_opts_t extra = {0, 1, 0};
+    sendrecv_opts_t extra = {0, 1, 0, 0};
     zc_perf_opts_t opts;
     int rank, size;
 
@@ -115,8 +127,9 @@ int main(int argc, char **argv)
                   "  -W N      with -u: N messages in flight per iteration (default 1);\n"
                   "            time and bandwidth are per message\n"
                   "  -P        ping-pong between ranks 2k and 2k+1; time is half a round\n"
-                  "            trip (ucx_perftest -t tag_lat's latency)\n",
-                  "uW:P", parse_extra, &extra, &opts);
+                  "            trip (ucx_perftest -t tag_lat's latency)\n"
+                  "  -H        buffers from zc_host_alloc (huge pages; default: malloc)\n",
+                  "uW:PH", parse_extra, &extra, &opts);
     if (extra.window > 1 && !extra.one_way) {
         fprintf(stderr, TOOL ": -W needs -u\n");
         return 2;
@@ -129,8 +142,8 @@ int main(int argc, char **argv)
     zc_comm_rank(comm, &rank);
     zc_comm_size(comm, &size);
     size_t elem = zc_datatype_size(opts.dtype);
-    char *send = malloc(opts.max_bytes + elem), *recv = malloc(opts.max_bytes + elem);
-    if (!send || !recv) {
+    void *send = NULL, *recv = NULL;
+    if (alloc_buffers(extra.huge, opts.max_bytes + elem, &send, &recv) != 0) {
         fprintf(stderr, TOOL ": cannot allocate 2 x %zu bytes\n", opts.max_bytes);
         return 1;
     }

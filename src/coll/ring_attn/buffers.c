@@ -10,14 +10,11 @@
  * gather.c (-> ring.c) and stream_engine.c -> buffers.c. */
 #include "config.h"
 
-#include <stdlib.h>
 #include <string.h>
 
 #include "src/coll/ring_attn/ring_attn.h"
 #include "src/coll/ring_attn/stream_engine.h"
 #include "src/common/status.h"
-
-#define ZC_RA_ALIGN 64
 
 size_t zc_ra_kv_bytes(const zc_ra_ctx_t *ctx, int64_t tokens)
 {
@@ -34,12 +31,12 @@ zc_status_t zc_ra_scratch(zc_ra_ctx_t *ctx, int slot, size_t bytes, void **buf)
     if (bytes > ctx->scratch_bytes[slot]) {
         void *p;
 
-        free(ctx->scratch[slot]);
+        zc_host_free(ctx->scratch[slot]);
         ctx->scratch[slot] = NULL;
         ctx->scratch_bytes[slot] = 0;
-        if (posix_memalign(&p, ZC_RA_ALIGN, bytes) != 0)
-            return zc_error(ZC_ERR_NO_MEMORY, "ring attention: cannot allocate %zu bytes of "
-                            "staging", bytes);
+        /* The K|V blocks a ring passes on are sent from these slots, and
+         * a shared-memory copy from huge pages is faster (zc_host_alloc). */
+        ZC_CHECK(zc_host_alloc(bytes, &p));
         ctx->scratch[slot] = p;
         ctx->scratch_bytes[slot] = bytes;
     }

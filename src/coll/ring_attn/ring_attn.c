@@ -313,7 +313,7 @@ out:
     free(ctx.delta);
     free(owned);
     for (int i = 0; i < ZC_RA_SCRATCH_SLOTS && !ctx.sends_abandoned; i++)
-        free(ctx.scratch[i]);
+        zc_host_free(ctx.scratch[i]);
     if (ctx.sends_abandoned)
         zc_log_warn("ring attention: after an error, the staging buffers stay allocated while "
                     "the transport may still read abandoned sends");

@@ -536,7 +536,7 @@ zc_status_t zc_ra_stream_run(zc_ra_ctx_t *ctx, const zc_ds_ops_t *ops, void *dev
     free(s.mem);
     zc_ra_groups_free(ctx);
     for (int i = 0; i < ZC_RA_SCRATCH_SLOTS; i++)
-        free(ctx->scratch[i]);
+        zc_host_free(ctx->scratch[i]);
     ctx->out_acc = ctx->dq_acc = ctx->delta = NULL;
     /* the kernels run later: only the enqueueing was timed */
     ctx->stats.compute_seconds = ctx->stats.wait_seconds = 0;
