@@ -1,6 +1,7 @@
 /* How a waiting rank shares the cores (src/core/idle.c): which
- * communicators count as crowded (more ranks on one machine than its
- * online cores, whatever nodes they play),
+ * communicators count as crowded (more ranks on one machine than the
+ * cores they can use, zc_cpus_usable: tests/test_cpus; whatever nodes they
+ * play),
  * and what zc_comm_idle returns: non-zero exactly when it has progressed
  * something that moved, so that a wait may look without progressing. */
 #include "config.h"
@@ -11,12 +12,13 @@
 
 #include "mp.h"
 #include "src/core/comm.h"
+#include "src/core/cpus.h"
 #include "tap.h"
 #include "transport/transport.h"
 #include "zcomm.h"
 
 #define CASE_TIMEOUT_S 120
-/* A crowded case forks one rank more than the online cores; past this
+/* A crowded case forks one rank more than the usable cores; past this
  * many cores it is skipped rather than fork a crowd. */
 #define CROWD_MAX_RANKS 17
 
@@ -39,8 +41,8 @@ static int rank_crowded(int rank, int nranks, void *arg)
     MP_CHECK(comm->local_size == (c->one_node ? nranks : 1), "%d ranks on this node",
              comm->local_size);
     MP_CHECK(comm->crowded == c->expect, "%d ranks (%d on this node) on a machine of %ld "
-             "online cores: crowded %d", nranks, comm->local_size,
-             sysconf(_SC_NPROCESSORS_ONLN), comm->crowded);
+             "usable cores: crowded %d", nranks, comm->local_size, zc_cpus_usable(""),
+             comm->crowded);
     zc_comm_destroy(comm);
     return 0;
 }
@@ -118,7 +120,7 @@ static int rank_idle_quiet(int rank, int nranks, void *arg)
 
 int main(void)
 {
-    const long ncpus = sysconf(_SC_NPROCESSORS_ONLN);
+    const long ncpus = zc_cpus_usable("");
     static crowd_case_t calm = {1, 0}, crowd = {1, 1}, spread = {0, 1};
     static int spin_long = 1000000, spin_none = 0;
 
@@ -130,14 +132,14 @@ int main(void)
        "a rank alone on its node is not crowded");
     if (ncpus + 1 <= CROWD_MAX_RANKS) {
         ok(mp_run((int)ncpus, CASE_TIMEOUT_S, rank_crowded, &calm) == 0,
-           "%ld ranks on a machine of %ld online cores: none crowded", ncpus, ncpus);
+           "%ld ranks on a machine of %ld usable cores: none crowded", ncpus, ncpus);
         ok(mp_run((int)ncpus + 1, CASE_TIMEOUT_S, rank_crowded, &crowd) == 0,
-           "%ld ranks on one node of %ld online cores: crowded on every rank", ncpus + 1, ncpus);
+           "%ld ranks on one node of %ld usable cores: crowded on every rank", ncpus + 1, ncpus);
         ok(mp_run((int)ncpus + 1, CASE_TIMEOUT_S, rank_crowded, &spread) == 0,
            "%ld ranks, each playing its own node on this machine: crowded on every rank (they "
            "share its cores, as the emulated cluster's nodes do)", ncpus + 1);
     } else {
-        tap_skip(3, "more online cores than a crowded case forks ranks");
+        tap_skip(3, "more usable cores than a crowded case forks ranks");
     }
     static int spin_short = 2000;
     ok(mp_run(1, CASE_TIMEOUT_S, rank_idle_quiet, &spin_short) == 0,

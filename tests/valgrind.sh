@@ -11,7 +11,7 @@ build=$(cd "${1:-$top/build}" && pwd)
 shift $(( $# > 0 ? 1 : 0 ))
 progs=("$@")
 ((${#progs[@]})) || progs=(test_status test_plan_args test_plan_partition test_plan_remap
-                           test_topo test_launch_env test_gpu_args test_attn_kernels test_host_alloc)
+                           test_topo test_launch_env test_gpu_args test_attn_kernels test_host_alloc test_cpus)
 if ! command -v valgrind >/dev/null; then
   DEBIAN_FRONTEND=noninteractive apt-get install -y -qq valgrind >/dev/null ||
     { echo "valgrind.sh: cannot install valgrind"; exit 2; }

@@ -49,8 +49,9 @@ static const zc_env_spec_t zc_env_table[] = {
      "intra-node, local) or reverse (local, intra-node, inter-node: the paper's Fig. 12c)"},
     {"ZC_WAIT_SPIN_US", "50", ZC_ENV_INT, 0, 1000000, NULL, ZC_ENV_COMM,
      "microseconds a waiting rank polls before it sleeps on the transport's event fds "
-     "(0: sleep at once); where its machine runs more of the communicator's ranks than it "
-     "has cores, it yields the core to runnable threads between polls"},
+     "(0: sleep at once); where its machine runs more of the communicator's ranks than the "
+     "cores they can use (online, cut to a container's cgroup cpuset), it yields the core "
+     "to runnable threads between polls"},
     {"ZC_LOG_LEVEL", "WARN", ZC_ENV_CHOICE, 0, 0, "NONE|ERROR|WARN|INFO|DEBUG|TRACE",
      ZC_ENV_PROCESS, "log level (any case)"},
     {"ZC_LOG_FILE", NULL, ZC_ENV_STRING, 0, 0, NULL, ZC_ENV_PROCESS,

@@ -51,8 +51,8 @@ struct zc_comm {
     int local_size;
     int timeout_ms;
     /* More ranks of this communicator on this machine (its kernel) than
-     * it has online cores: a wait yields the core after every empty poll
-     * (idle.c). */
+     * the cores they can use (cpus.c): a wait yields the core after every
+     * empty poll (idle.c). */
     int crowded;
     zc_comm_settings_t settings;
     zc_rank_info_t *ranks;     /* [size] */

@@ -15,10 +15,10 @@
 #include "config.h"
 
 #include <sched.h>
-#include <unistd.h>
 
 #include "src/common/clock.h"
 #include "src/core/comm.h"
+#include "src/core/cpus.h"
 
 /* The spin reads the clock about this often: often enough to keep its
  * bound, seldom enough to stay out of the way (a read costs 45 ns on the
@@ -27,19 +27,20 @@
 #define ZC_IDLE_CLOCK_EVERY_SEC 1e-6
 #define ZC_IDLE_CLOCK_MAX_POLLS 64
 
-/* The machine's cores, not this process's affinity: a launcher that binds
- * each rank to its own core (mpirun) leaves a rank one core it shares with
- * nobody.  And the machine's ranks, not the node's: the emulated
- * cluster's nodes (and containers) share one kernel's cores. */
+/* The cores the ranks can run on (cpus.c: the machine's, cut to a
+ * container's cgroup cpuset), not this process's affinity: a launcher that
+ * binds each rank to its own core (mpirun) leaves a rank one core it
+ * shares with nobody.  And the machine's ranks, not the node's: the
+ * emulated cluster's nodes (and containers) share one kernel's cores. */
 void zc_comm_idle_init(zc_comm_h comm)
 {
     const uint64_t kernel = comm->ranks[comm->rank].kernel_hash;
-    long ncpus = sysconf(_SC_NPROCESSORS_ONLN);
+    long ncpus = zc_cpus_usable("");
     int sharing = 0;
 
     for (int r = 0; r < comm->size; r++)
         sharing += comm->ranks[r].kernel_hash == kernel;
-    comm->crowded = ncpus > 0 && sharing > ncpus;
+    comm->crowded = sharing > ncpus;
 }
 
 int zc_comm_idle(zc_comm_h comm, int timeout_ms)
