@@ -233,13 +233,14 @@ ZC_API zc_status_t zc_sendrecv(const void *sendbuf, int64_t sendcount, int dst,
                                void *recvbuf, int64_t recvcount, int src,
                                zc_datatype_t dtype, zc_memtype_t memtype, zc_comm_h comm);
 
-/* Host memory that moves faster between the ranks of a node: from 2 MiB
- * (the huge page size) up, aligned to it and backed by transparent huge
- * pages where the kernel has them (ZC_HOST_HUGE_PAGES=0: plain), so that a
- * shared-memory copy pins 512 times fewer pages; smaller sizes are 64-byte
- * aligned.  Any host buffer works with every call; this one is faster as a
- * send buffer.  Release it with zc_host_free (or free());
- * zc_host_free(NULL) does nothing. */
+/* Host memory that moves faster between the ranks of a node: from the
+ * huge page size (2 MiB on x86-64) up, aligned to it and backed by
+ * transparent huge pages where the kernel has them (ZC_HOST_HUGE_PAGES=0:
+ * plain), so that a shared-memory copy pins 512 times fewer pages; smaller
+ * sizes are 64-byte aligned.  Any host buffer works with every call; this
+ * one is faster as a send buffer.  Unlike other calls, a failure sets
+ * *ptr to NULL.  Release it with zc_host_free only; zc_host_free(NULL)
+ * does nothing. */
 ZC_API zc_status_t zc_host_alloc(size_t bytes, void **ptr);
 ZC_API void zc_host_free(void *ptr);
 

@@ -94,6 +94,9 @@ static const struct {
      {"proc/self/cgroup=0::/a", "sys/fs/cgroup/a/cpuset.cpus.effective=0-1023"}},
     {"v2, a CPU quota of half a CPU is not a cut (ranks still run apart)", BIG,
      {"proc/self/cgroup=0::/a", "sys/fs/cgroup/a/cpu.max=50000 100000"}},
+    {"v2, the cgroup without cpuset files: its parent's", 1,
+     {"proc/self/cgroup=0::/pod/ctr", "sys/fs/cgroup/pod/cpuset.cpus.effective=2",
+      "sys/fs/cgroup/pod/ctr/cgroup.procs=1"}},
     {"v2 in a container (cgroup namespace: path /, own cgroup at the mount)", 1,
      {"proc/self/cgroup=0::/", "sys/fs/cgroup/cpuset.cpus.effective=5"}},
     {"v2, the host's path not mounted here: the mount is the cgroup", 1,
@@ -121,6 +124,16 @@ static const struct {
      {"proc/self/cgroup=garbage\n7:cpuset\n0::relative", "sys/fs/cgroup/cpuset.cpus.effective=1"}},
 };
 
+/* cpuset lists and their CPUs, exact (0: malformed). */
+static const struct {
+    const char *list;
+    long cpus;
+} lists[] = {
+    {"0", 1}, {"0-0", 1}, {"0-3,8,10-11", 7}, {"5-5,7", 2}, {"0-8191", 8192},
+    {"", 0}, {"3-1", 0}, {"1,", 0}, {",1", 0}, {"1-", 0}, {"-1", 0}, {"1 ", 0}, {"a", 0},
+    {"0-9223372036854775807", 0}, {"99999999999999999999", 0}, {"+1", 0},
+};
+
 int main(void)
 {
     long online = sysconf(_SC_NPROCESSORS_ONLN), live;
@@ -132,6 +145,15 @@ int main(void)
 
     for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++)
         check(cases[i].name, cases[i].want, cases[i].files);
+    int lists_ok = 1;
+    for (size_t i = 0; i < sizeof(lists) / sizeof(lists[0]); i++)
+        if (zc_cpu_list_count(lists[i].list) != lists[i].cpus) {
+            diag("\"%s\": %ld CPUs, want %ld", lists[i].list, zc_cpu_list_count(lists[i].list),
+                 lists[i].cpus);
+            lists_ok = 0;
+        }
+    ok(lists_ok, "%zu cpuset lists counted exactly, the malformed and the overflowing as 0",
+       sizeof(lists) / sizeof(lists[0]));
 
     live = zc_cpus_usable("");
     ok(live >= 1 && live <= online, "this machine: %ld of %ld online cores usable", live, online);

@@ -100,7 +100,7 @@ int main(void)
     void *p = (void *)1;
 
     unsetenv("ZC_HOST_HUGE_PAGES");
-    tap_plan(11);
+    tap_plan(13);
 
     /* First, while this process has not read the variable (children
      * inherit what it read). */
@@ -136,6 +136,13 @@ int main(void)
         tap_skip(1, "no transparent huge pages in this kernel");
     zc_host_free(p);
 
+    ok(zc_host_alloc(hp, &p) == ZC_OK && p && (uintptr_t)p % hp == 0 && writable(p, hp) &&
+       (!thp || marked_huge(p) == 1),
+       "exactly a huge page: aligned to it%s", thp ? " and marked" : "");
+    zc_host_free(p);
+    p = (void *)1;
+    ok(zc_host_alloc(SIZE_MAX, &p) == ZC_ERR_NO_MEMORY && p == NULL,
+       "SIZE_MAX bytes: ZC_ERR_NO_MEMORY (no rounding past the top), *ptr set to NULL");
     ok(zc_host_alloc(hp - 1, &p) == ZC_OK && p && (uintptr_t)p % 64 == 0 && writable(p, hp - 1),
        "one byte under a huge page: allocated, 64-byte aligned");
     zc_host_free(p);

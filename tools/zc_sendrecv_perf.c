@@ -105,15 +105,33 @@ static zc_status_t exchange(const void *send, void *recv, size_t count, zc_datat
                        (rank - 1 + size) % size, dtype, ZC_MEM_HOST, comm);
 }
 
-/* Both buffers from zc_host_alloc (-H) or from malloc; 0, or -1. */
+/* Both buffers from zc_host_alloc (-H) or from malloc; 0, or -1 with a
+ * message. */
 static int alloc_buffers(int huge, size_t bytes, void **send, void **recv)
 {
-    if (huge)
-        return zc_host_alloc(bytes, send) == ZC_OK && zc_host_alloc(bytes, recv) == ZC_OK
-                   ? 0 : -1;
+    if (huge) {
+        if (zc_host_alloc(bytes, send) == ZC_OK && zc_host_alloc(bytes, recv) == ZC_OK)
+            return 0;
+        fprintf(stderr, TOOL ": %s\n", zc_get_last_error());
+        return -1;
+    }
     *send = malloc(bytes);
     *recv = malloc(bytes);
-    return *send && *recv ? 0 : -1;
+    if (*send && *recv)
+        return 0;
+    fprintf(stderr, TOOL ": cannot allocate 2 x %zu bytes\n", bytes);
+    return -1;
+}
+
+static void free_buffers(int huge, void *send, void *recv)
+{
+    if (huge) {
+        zc_host_free(send);
+        zc_host_free(recv);
+    } else {
+        free(send);
+        free(recv);
+    }
 }
 
 int main(int argc, char **argv)
@@ -143,10 +161,8 @@ int main(int argc, char **argv)
     zc_comm_size(comm, &size);
     size_t elem = zc_datatype_size(opts.dtype);
     void *send = NULL, *recv = NULL;
-    if (alloc_buffers(extra.huge, opts.max_bytes + elem, &send, &recv) != 0) {
-        fprintf(stderr, TOOL ": cannot allocate 2 x %zu bytes\n", opts.max_bytes);
+    if (alloc_buffers(extra.huge, opts.max_bytes + elem, &send, &recv) != 0)
         return 1;
-    }
     memset(send, 0, opts.max_bytes + elem);
     int from = extra.ping_pong ? rank ^ 1 : (rank - 1 + size) % size;
     int receives = extra.one_way ? rank % 2 == 1 : !extra.ping_pong || (rank ^ 1) < size;
@@ -186,8 +202,7 @@ int main(int argc, char **argv)
         zc_perf_print_row(comm, moved, count, opts.dtype, seconds, 1.0, wrong);
     }
     int status = zc_perf_print_summary(comm);
-    free(send);
-    free(recv);
+    free_buffers(extra.huge, send, recv);
     zc_comm_destroy(comm);
     return status;
 }

@@ -88,8 +88,8 @@ static const zc_env_spec_t zc_env_table[] = {
     {"ZC_NIC_NETDEV", NULL, ZC_ENV_STRING, 0, 0, NULL, ZC_ENV_TOPO,
      "network interface of each NIC, e.g. mlx5_0=veth0,mlx5_1=veth1 (default: from hwloc)"},
     {"ZC_HOST_HUGE_PAGES", "1", ZC_ENV_INT, 0, 1, NULL, ZC_ENV_PROCESS,
-     "zc_host_alloc and libzcomm's own host staging back buffers of 2 MiB and more with "
-     "transparent huge pages (MADV_HUGEPAGE); 0: plain pages"},
+     "zc_host_alloc and libzcomm's own host staging back buffers of a huge page (2 MiB on "
+     "x86-64) and more with transparent huge pages (MADV_HUGEPAGE); 0: plain pages"},
     {"ZC_NUM_THREADS", NULL, ZC_ENV_INT, 1, INT32_MAX, NULL, ZC_ENV_PROCESS,
      "threads of the CPU attention kernels (the caller included, at most 1024); default: "
      "online cores"},

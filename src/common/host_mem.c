@@ -8,11 +8,13 @@
  * huge-page buffers).  So large buffers are aligned to the huge page size,
  * rounded up to whole huge pages and marked MADV_HUGEPAGE (which the
  * kernel's default THP mode, "madvise", needs); small ones are aligned to
- * a cache line.  The memory is plain heap memory: free() releases it too. */
+ * a cache line.  Released by zc_host_free (free() today; the API leaves
+ * room for a mapping of its own). */
 #include "config.h"
 
 #include <errno.h>
 #include <pthread.h>
+#include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -33,14 +35,15 @@ static size_t zc_host_huge_page;  /* 0: huge pages off */
  * 64 KiB pages), unless ZC_HOST_HUGE_PAGES=0. */
 static void zc_host_probe(void)
 {
+    const char *value = zc_env_get("ZC_HOST_HUGE_PAGES");
     int64_t on = 1;
     unsigned long long size = 0;
     FILE *f;
 
-    if (zc_env_get_int("ZC_HOST_HUGE_PAGES", &on) != ZC_OK) {
-        /* Not the error of the call that allocates: that one succeeds. */
-        zc_log_warn("%s: huge pages stay on", zc_get_last_error());
-        zc_error_clear();
+    /* Parsed here, not with zc_env_get_int: a bad value is no error of the
+     * call that allocates, and must not replace the caller's last error. */
+    if (value && (zc_parse_int64(value, &on) != 0 || on < 0 || on > 1)) {
+        zc_log_warn("ZC_HOST_HUGE_PAGES=%s ignored (0 or 1): huge pages stay on", value);
         on = 1;
     }
     if (!on)
@@ -64,9 +67,11 @@ zc_status_t zc_host_alloc(size_t bytes, void **ptr)
     *ptr = NULL;
     if (bytes == 0)
         return zc_error(ZC_ERR_INVALID_ARG, "zc_host_alloc: bytes is 0");
+    /* As malloc: no object is larger than the largest pointer difference. */
+    if (bytes > PTRDIFF_MAX)
+        return zc_error(ZC_ERR_NO_MEMORY, "zc_host_alloc: cannot allocate %zu bytes", bytes);
     pthread_once(&zc_host_once, zc_host_probe);
-    if (zc_host_huge_page && bytes >= zc_host_huge_page &&
-        bytes <= SIZE_MAX - zc_host_huge_page) {
+    if (zc_host_huge_page && bytes >= zc_host_huge_page) {
         align = zc_host_huge_page;
         len = (bytes + align - 1) & ~(align - 1);
     }

@@ -8,4 +8,7 @@
  * directory laid out the same way in tests.  At least 1. */
 long zc_cpus_usable(const char *root);
 
+/* CPUs in a cpuset list ("0-3,8,10-11"); 0 if empty or malformed. */
+long zc_cpu_list_count(const char *list);
+
 #endif

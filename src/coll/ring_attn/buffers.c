@@ -36,7 +36,9 @@ zc_status_t zc_ra_scratch(zc_ra_ctx_t *ctx, int slot, size_t bytes, void **buf)
         ctx->scratch_bytes[slot] = 0;
         /* The K|V blocks a ring passes on are sent from these slots, and
          * a shared-memory copy from huge pages is faster (zc_host_alloc). */
-        ZC_CHECK(zc_host_alloc(bytes, &p));
+        if (zc_host_alloc(bytes, &p) != ZC_OK)
+            return zc_error(ZC_ERR_NO_MEMORY, "ring attention: cannot allocate %zu bytes of "
+                            "staging", bytes);
         ctx->scratch[slot] = p;
         ctx->scratch_bytes[slot] = bytes;
     }
