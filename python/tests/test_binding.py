@@ -2,6 +2,8 @@
 error becomes ZcommError with the zc_status_t name and the library's detail,
 and buffers that C cannot take as they are (dtype, layout, length, a plan
 of another size) are refused before any data moves."""
+import gc
+import os
 import sys
 
 import numpy as np
@@ -118,4 +120,66 @@ def count_mismatch(comm):
 
 
 ranks.run(count_mismatch, 2)
+
+
+# zcomm.torch.host_empty: zc_host_alloc memory as a tensor, freed with the
+# last tensor on it.
+def huge_page_size():
+    try:
+        with open("/sys/kernel/mm/transparent_hugepage/hpage_pmd_size") as f:
+            return int(f.read())
+    except OSError:
+        return 2 << 20
+
+
+def marked_huge(address):
+    """VmFlags "hg" (MADV_HUGEPAGE) on the mapping holding address."""
+    inside = False
+    with open("/proc/self/smaps") as f:
+        for line in f:
+            head = line.split()[0]
+            if "-" in head and ":" not in head:
+                lo, hi = (int(x, 16) for x in head.split("-"))
+                inside = lo <= address < hi
+            elif inside and line.startswith("VmFlags:"):
+                return " hg" in line
+    return False
+
+
+hp = huge_page_size()
+t = zcomm.torch.host_empty(3, 1 << 20)
+tap.ok(t.shape == (3, 1 << 20) and t.dtype == torch.float32 and t.device.type == "cpu" and
+       t.data_ptr() % hp == 0,
+       "host_empty(3, 1M): float32 [3, 1048576] on the CPU, aligned to the huge page",
+       "%s %s 0x%x" % (t.shape, t.dtype, t.data_ptr()))
+thp = os.path.exists("/sys/kernel/mm/transparent_hugepage/enabled")
+tap.ok(marked_huge(t.data_ptr()) == thp, "its memory is marked MADV_HUGEPAGE exactly when the "
+       "kernel has transparent huge pages (%s)" % ("it has" if thp else "it has not"))
+t.copy_(torch.arange(t.numel(), dtype=torch.float32).view_as(t))
+row = t[2]
+del t
+gc.collect()
+tap.ok(torch.equal(row, torch.arange(2 << 20, 3 << 20, dtype=torch.float32)),
+       "a view keeps the memory: a row's data outlive the base tensor")
+freed = []
+real_free = lib.zc_host_free
+lib.zc_host_free = lambda p: (freed.append(p), real_free(p))
+try:
+    u = zcomm.torch.host_empty((5, 7), dtype=torch.bfloat16)
+    address = u.data_ptr()
+    u.fill_(1.5)
+    del u
+    gc.collect()
+finally:
+    lib.zc_host_free = real_free
+tap.ok(freed == [address], "the memory goes back to zc_host_free once, when the last tensor goes",
+       "%s, allocated 0x%x" % (freed, address))
+e = zcomm.torch.host_empty(0, 5, dtype=torch.int64)
+tap.ok(e.shape == (0, 5) and e.dtype == torch.int64, "an empty shape gives an empty tensor")
+tap.raises(lambda: zcomm.torch.host_empty(4, -1), "a negative size is ZC_ERR_INVALID_ARG naming "
+           "size", "ZC_ERR_INVALID_ARG", "size")
+tap.raises(lambda: zcomm.torch.host_empty(2.5), "a float size is ZC_ERR_INVALID_ARG naming size",
+           "ZC_ERR_INVALID_ARG", "size")
+tap.raises(lambda: zcomm.torch.host_empty(1 << 60, dtype=torch.uint8),
+           "1 EiB is ZC_ERR_NO_MEMORY from zc_host_alloc", "ZC_ERR_NO_MEMORY", "zc_host_alloc")
 sys.exit(tap.done())

@@ -179,6 +179,8 @@ FUNCTIONS = {
     "zc_recv": (_st, [_p, _i64, _st, _st, _int, _p, _pp]),
     "zc_wait": (_st, [_pp]),
     "zc_sendrecv": (_st, [_p, _i64, _int, _p, _i64, _int, _st, _st, _p]),
+    "zc_host_alloc": (_st, [_sz, _pp]),
+    "zc_host_free": (None, [_p]),
     "zc_routed_sendrecv": (_st, [ctypes.POINTER(Transfer), _int, _p, _p, _st, _st, _p, _pp]),
     "zc_remap_alltoallv": (_st, [_p, _i64p, _i64p, _p, _i64p, _i64p, _st, _st, _p, _pp]),
     "zc_remap_alltoallv_plan": (_st, [_p, _st, _p, _p, _i64, _st, _st, _p, _pp]),

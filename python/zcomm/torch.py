@@ -18,8 +18,10 @@ one is differentiable (the gradient makes the opposite move), and every
 rank of the communicator makes the same calls in the same order.
 See zcomm-python(7).
 """
+import ctypes
 import hashlib
 import math
+import weakref
 
 import torch
 
@@ -442,6 +444,34 @@ def varlen_attn(q, k, v, plan, causal=True, softmax_scale=None, dropout_p=0.0):
     return _VarlenAttn.apply(q.contiguous(), k.contiguous(), v.contiguous(), plan, scale)
 
 
+def host_empty(*size, dtype=torch.float32):
+    """An uninitialized CPU tensor, as torch.empty(*size, dtype=dtype), in
+    zc_host_alloc(3) memory: from the huge page size (2 MiB on x86-64) up it
+    is backed by transparent huge pages, and a transfer within a node sends
+    it 1.8x faster than malloc'd memory (BENCHMARKS.md, "Huge-page
+    buffers").  The memory goes back with zc_host_free when the last tensor
+    viewing it is gone."""
+    if len(size) == 1 and isinstance(size[0], (tuple, list, torch.Size)):
+        size = tuple(size[0])
+    if not all(isinstance(d, int) and not isinstance(d, bool) for d in size):
+        raise invalid("host_empty", "size: expected ints, got %r" % (size,))
+    if any(d < 0 for d in size):
+        raise invalid("host_empty", "size: %r has a negative dimension" % (size,))
+    shape = torch.Size(size)
+    numel = shape.numel()
+    nbytes = numel * torch.empty((), dtype=dtype).element_size()
+    if nbytes == 0:
+        return torch.empty(shape, dtype=dtype)
+    ptr = ctypes.c_void_p()
+    _lib.call("zc_host_alloc", nbytes, ctypes.byref(ptr))
+    # frombuffer holds `memory` while any tensor views it; its finalizer
+    # frees the allocation after the last one, and not at interpreter exit,
+    # where tensors may still view it (the process's end frees it).
+    memory = (ctypes.c_ubyte * nbytes).from_address(ptr.value)
+    weakref.finalize(memory, _lib.lib.zc_host_free, ptr.value).atexit = False
+    return torch.frombuffer(memory, dtype=dtype, count=numel).view(shape)
+
+
 def all_reduce_sum(tensor, comm):
     """The sum of `tensor` over the ranks of comm, the same bits on every
     rank (an all-gather through zc_remap_alltoallv, added in rank order):
@@ -476,4 +506,5 @@ class ZeppelinAttention(torch.nn.Module):
         return "causal=%s, softmax_scale=%s" % (self.causal, self.softmax_scale)
 
 
-__all__ = ["VarlenPlan", "varlen_attn", "ZeppelinAttention", "all_reduce_sum", "METHODS"]
+__all__ = ["VarlenPlan", "varlen_attn", "ZeppelinAttention", "all_reduce_sum", "host_empty",
+           "METHODS"]
