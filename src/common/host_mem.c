@@ -22,6 +22,7 @@
 #include <sys/mman.h>
 
 #include "src/common/env.h"
+#include "src/common/file.h"
 #include "src/common/log.h"
 #include "src/common/status.h"
 
@@ -37,8 +38,7 @@ static void zc_host_probe(void)
 {
     const char *value = zc_env_get("ZC_HOST_HUGE_PAGES");
     int64_t on = 1;
-    unsigned long long size = 0;
-    FILE *f;
+    char *line;
 
     /* Parsed here, not with zc_env_get_int: a bad value is no error of the
      * call that allocates, and must not replace the caller's last error. */
@@ -49,10 +49,11 @@ static void zc_host_probe(void)
     if (!on)
         return;
     zc_host_huge_page = ZC_HOST_HUGE_PAGE_DEFAULT;
-    if ((f = fopen("/sys/kernel/mm/transparent_hugepage/hpage_pmd_size", "r")) != NULL) {
-        if (fscanf(f, "%llu", &size) == 1 && size >= 4096 && (size & (size - 1)) == 0)
+    if ((line = zc_file_first_line("/sys/kernel/mm/transparent_hugepage/hpage_pmd_size"))) {
+        int64_t size;
+        if (zc_parse_int64(line, &size) == 0 && size >= 4096 && (size & (size - 1)) == 0)
             zc_host_huge_page = (size_t)size;
-        fclose(f);
+        free(line);
     }
 }
 

@@ -21,6 +21,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "src/common/file.h"
 #include "src/core/cpus.h"
 
 #define ZC_CG_PATH_MAX 4096
@@ -53,26 +54,6 @@ long zc_cpu_list_count(const char *list)
     return count;
 }
 
-/* The first line of a file, whole, without its newline (free it); NULL if
- * unreadable. */
-static char *zc_read_line(const char *path)
-{
-    FILE *f = fopen(path, "r");
-    char *line = NULL;
-    size_t cap = 0;
-
-    if (!f)
-        return NULL;
-    if (getline(&line, &cap, f) < 0) {
-        free(line);
-        line = NULL;
-    } else {
-        line[strcspn(line, "\n")] = '\0';
-    }
-    fclose(f);
-    return line;
-}
-
 /* The CPUs of the cpuset file `name` for this process's cgroup `path` in
  * the hierarchy mounted at `mount`: in the cgroup's directory, else in the
  * nearest ancestor's that has the file (a v2 cgroup has it only where the
@@ -88,7 +69,7 @@ static long zc_cpuset_count(const char *mount, const char *path, const char *nam
     for (;;) {
         char *line, *slash;
         snprintf(file, sizeof(file), "%s/%s", dir, name);
-        if ((line = zc_read_line(file)) != NULL) {
+        if ((line = zc_file_first_line(file)) != NULL) {
             long count = zc_cpu_list_count(line);
             free(line);
             return count;

@@ -5,11 +5,13 @@
 #include "config.h"
 
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
 #include "src/core/comm.h"
 #include "src/common/env.h"
+#include "src/common/file.h"
 #include "src/common/hash.h"
 
 /* The host name and the kernel's boot id; the boot id alone names the
@@ -18,17 +20,12 @@
  * for the kernel. */
 static void zc_host_identity(char *name, size_t len, char *kernel, size_t kernel_len)
 {
-    char host[256] = "", boot_id[64] = "";
-    FILE *f = fopen("/proc/sys/kernel/random/boot_id", "r");
+    char host[256] = "", *boot_id = zc_file_first_line("/proc/sys/kernel/random/boot_id");
 
     gethostname(host, sizeof(host) - 1);
-    if (f) {
-        if (fgets(boot_id, sizeof(boot_id), f))
-            boot_id[strcspn(boot_id, "\n")] = '\0';
-        fclose(f);
-    }
-    snprintf(name, len, "%s:%s", host, boot_id);
-    snprintf(kernel, kernel_len, "%s", boot_id[0] ? boot_id : name);
+    snprintf(name, len, "%s:%s", host, boot_id ? boot_id : "");
+    snprintf(kernel, kernel_len, "%s", boot_id && boot_id[0] ? boot_id : name);
+    free(boot_id);
 }
 
 void zc_node_identity(const char *configured, char *name, size_t len, uint64_t *node_hash,
