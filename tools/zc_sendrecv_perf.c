@@ -44,27 +44,32 @@ static int parse_extra(int opt, const char *arg, void *ctx)
     return 0;
 }
 
-/* One way from rank 2k to 2k+1: `window` messages of the same buffer
- * posted at once, then waited for (the receiver's land on one buffer too:
- * bandwidth, as ucx_perftest measures it). */
+/* One way from rank 2k to 2k+1: `messages` messages of the same buffer
+ * with up to `window` in flight, the oldest waited for and its slot given
+ * to the next, as ucx_perftest -t tag_bw streams (the receiver's land on
+ * one buffer too: bandwidth, as ucx_perftest measures it).  A window
+ * drained between batches instead leaves a gap as long as the sender's
+ * wake-up each time: under load a fifth of the bandwidth at 4 MiB
+ * (BENCHMARKS.md, "Point-to-point"). */
 static zc_status_t one_way(const void *send, void *recv, size_t count, zc_datatype_t dtype,
-                           int rank, int size, int window, zc_comm_h comm)
+                           int rank, int size, int window, long messages, zc_comm_h comm)
 {
     zc_request_h req[MAX_WINDOW];
     zc_status_t st = ZC_OK;
-    int posted = 0, sender = rank % 2 == 0;
+    long posted = 0, done = 0;
+    int sender = rank % 2 == 0;
 
     if (sender && rank + 1 == size)
         return ZC_OK;
-    for (; posted < window && st == ZC_OK; posted++)
-        st = sender ? zc_send(send, (int64_t)count, dtype, ZC_MEM_HOST, rank + 1, comm,
-                              &req[posted])
-                    : zc_recv(recv, (int64_t)count, dtype, ZC_MEM_HOST, rank - 1, comm,
-                              &req[posted]);
-    if (st != ZC_OK)
-        posted--;  /* the failed post made no request */
-    for (int i = 0; i < posted; i++) {
-        zc_status_t w = zc_wait(&req[i]);
+    while (done < posted || (st == ZC_OK && posted < messages)) {
+        if (st == ZC_OK && posted < messages && posted - done < window) {
+            zc_request_h *r = &req[posted % window];
+            st = sender ? zc_send(send, (int64_t)count, dtype, ZC_MEM_HOST, rank + 1, comm, r)
+                        : zc_recv(recv, (int64_t)count, dtype, ZC_MEM_HOST, rank - 1, comm, r);
+            posted += st == ZC_OK;  /* a failed post made no request */
+            continue;
+        }
+        zc_status_t w = zc_wait(&req[done++ % window]);
         if (st == ZC_OK)
             st = w;
     }
@@ -98,7 +103,7 @@ static zc_status_t exchange(const void *send, void *recv, size_t count, zc_datat
                             int rank, int size, const sendrecv_opts_t *o, zc_comm_h comm)
 {
     if (o->one_way)
-        return one_way(send, recv, count, dtype, rank, size, o->window, comm);
+        return one_way(send, recv, count, dtype, rank, size, o->window, o->window, comm);
     if (o->ping_pong)
         return ping_pong(send, recv, count, dtype, rank, size, comm);
     return zc_sendrecv(send, (int64_t)count, (rank + 1) % size, recv, (int64_t)count,
@@ -142,8 +147,9 @@ int main(int argc, char **argv)
 
     zc_perf_parse(argc, argv, TOOL,
                   "  -u        one way: rank 2k sends to 2k+1 (default: ring)\n"
-                  "  -W N      with -u: N messages in flight per iteration (default 1);\n"
-                  "            time and bandwidth are per message\n"
+                  "  -W N      with -u: keep N messages in flight (default 1); the timed\n"
+                  "            messages (iterations x N) are one stream; time and bandwidth\n"
+                  "            are per message\n"
                   "  -P        ping-pong between ranks 2k and 2k+1; time is half a round\n"
                   "            trip (ucx_perftest -t tag_lat's latency)\n"
                   "  -H        buffers from zc_host_alloc (huge pages; default: malloc)\n",
@@ -184,9 +190,15 @@ int main(int argc, char **argv)
         if ((st = zc_barrier(comm)))
             zc_perf_die(TOOL, "barrier", st);
         double t0 = zc_perf_now();
-        for (int i = 0; i < opts.iters; i++)
-            if ((st = exchange(send, recv, count, opts.dtype, rank, size, &extra, comm)))
+        if (extra.one_way) {  /* iters x window messages, one stream */
+            if ((st = one_way(send, recv, count, opts.dtype, rank, size, extra.window,
+                              (long)opts.iters * extra.window, comm)))
                 zc_perf_die(TOOL, "exchange", st);
+        } else {
+            for (int i = 0; i < opts.iters; i++)
+                if ((st = exchange(send, recv, count, opts.dtype, rank, size, &extra, comm)))
+                    zc_perf_die(TOOL, "exchange", st);
+        }
         double seconds = (zc_perf_now() - t0) / opts.iters /
                          (extra.ping_pong ? 2 : extra.window);
         if (opts.check) {
