@@ -348,17 +348,76 @@ static int rank_bogus_tls(int rank, int nranks, void *arg)
     return 0;
 }
 
+/* A thread that queries a communicator, lets the main thread destroy it,
+ * and queries it again. */
+typedef struct {
+    zc_comm_h comm;
+    pthread_barrier_t queried, destroyed;
+    zc_status_t before, after;
+} destroy_race_t;
+
+static void *query_around_destroy(void *arg)
+{
+    destroy_race_t *r = arg;
+    int v;
+
+    r->before = zc_comm_rank(r->comm, &v);
+    pthread_barrier_wait(&r->queried);
+    pthread_barrier_wait(&r->destroyed);
+    r->after = zc_comm_rank(r->comm, &v);
+    return NULL;
+}
+
+/* Destroys `comm` between a thread's two queries of it: ZC_OK if the first
+ * passed and the second was refused with ZC_ERR_INVALID_ARG. */
+static zc_status_t destroy_between_queries(zc_comm_h comm)
+{
+    destroy_race_t r = {.comm = comm, .before = ZC_ERR_INTERNAL, .after = ZC_ERR_INTERNAL};
+    pthread_t thread;
+
+    pthread_barrier_init(&r.queried, NULL, 2);
+    pthread_barrier_init(&r.destroyed, NULL, 2);
+    if (pthread_create(&thread, NULL, query_around_destroy, &r) != 0) {
+        zc_comm_destroy(comm);
+        return ZC_ERR_SYSTEM;
+    }
+    pthread_barrier_wait(&r.queried);
+    zc_comm_destroy(comm);
+    pthread_barrier_wait(&r.destroyed);
+    pthread_join(thread, NULL);
+    pthread_barrier_destroy(&r.queried);
+    pthread_barrier_destroy(&r.destroyed);
+    return r.before == ZC_OK && r.after == ZC_ERR_INVALID_ARG ? ZC_OK : ZC_ERR_INTERNAL;
+}
+
+/* Each thread remembers the last communicator it found live until any is
+ * destroyed (liveness.c): a handle a thread used just before its destroy
+ * is refused after it, in that thread or another, and destroying one
+ * communicator leaves another that was just used live. */
 static int rank_use_after_destroy(int rank, int nranks, void *arg)
 {
-    zc_comm_h comm;
+    zc_comm_h comm, other, third;
+    zc_unique_id_t other_id, third_id;
     int v;
 
     CASE_ID(rank);
+    MP_CHECK(zc_get_unique_id(&other_id) == ZC_OK && zc_get_unique_id(&third_id) == ZC_OK,
+             "more ids");
     MP_CHECK(zc_comm_init_rank(&comm, 1, &the_id, 0, NULL) == ZC_OK, "init");
+    MP_CHECK(zc_comm_init_rank(&other, 1, &other_id, 0, NULL) == ZC_OK, "init another");
+    MP_CHECK(zc_comm_rank(comm, &v) == ZC_OK, "query");
     zc_comm_destroy(comm);
     MP_CHECK(zc_comm_rank(comm, &v) == ZC_ERR_INVALID_ARG, "query after destroy refused");
     MP_CHECK(strstr(zc_get_last_error(), "destroyed") != NULL, "detail says destroyed");
     MP_CHECK(zc_barrier(comm) == ZC_ERR_INVALID_ARG, "barrier after destroy refused");
+    MP_CHECK(zc_comm_rank(other, &v) == ZC_OK, "query the other");
+    MP_CHECK(zc_comm_init_rank(&third, 1, &third_id, 0, NULL) == ZC_OK, "init a third");
+    zc_comm_destroy(third);
+    MP_CHECK(zc_comm_rank(other, &v) == ZC_OK && v == 0,
+             "the other, used just before, is still live after a destroy");
+    MP_CHECK(destroy_between_queries(other) == ZC_OK,
+             "a thread's handle destroyed by another thread is refused on its next call");
+    MP_CHECK(zc_comm_rank(other, &v) == ZC_ERR_INVALID_ARG, "and in this thread");
     return 0;
 }
 
@@ -407,7 +466,8 @@ int main(void)
     ok(mp_run(1, CASE_TIMEOUT_S, rank_bogus_tls, NULL) == 0,
        "UCX_TLS naming no available transport is ZC_ERR_INVALID_ARG naming the setting");
     ok(mp_run(1, CASE_TIMEOUT_S, rank_use_after_destroy, NULL) == 0,
-       "calls on a destroyed communicator are refused");
+       "calls on a destroyed communicator are refused, right after a use, in this thread or "
+       "another; one used before another's destroy stays live");
     ok(mp_run(1, CASE_TIMEOUT_S, rank_query_args, NULL) == 0,
        "zc_comm_rank_node, zc_comm_rank_rail, zc_comm_rail_count and zc_comm_rail_bytes refuse "
        "ranks, rails and outputs they do not have, naming them");

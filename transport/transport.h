@@ -46,6 +46,7 @@ struct zc_request {
      * schedules: the dependency points from schedules to requests only). */
     void *sched;
     const zc_request_driver_t *driver;
+    struct zc_request *next_free;  /* in its communicator's pool, once finished */
 };
 
 /* The ranks a host transport connects, as the communicator placed them.

@@ -135,6 +135,11 @@ static void zc_comm_free(struct zc_comm *comm)
     free(comm->rank_node);
     free(comm->pid_seen_ms);
     free(comm->rank_rail);
+    while (comm->free_reqs) {
+        struct zc_request *req = comm->free_reqs;
+        comm->free_reqs = req->next_free;
+        free(req);
+    }
     comm->magic = 0;
     free(comm);
 }

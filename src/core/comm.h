@@ -71,6 +71,10 @@ struct zc_comm {
                                 * stream call; released with the comm (device.h) */
     uint32_t barrier_seq;
     unsigned coll_seq;         /* numbers collective calls, for their tags */
+    /* Finished requests kept for reuse (p2p.c): a message costs no malloc
+     * and free of its own. */
+    struct zc_request *free_reqs;
+    int nfree_reqs;
     struct zc_comm *next_live; /* registry of live communicators */
 };
 

@@ -18,19 +18,35 @@
  * instead of dereferenced. */
 static pthread_mutex_t zc_live_lock = PTHREAD_MUTEX_INITIALIZER;
 static struct zc_comm *zc_live_comms;
+/* Counts unregistrations (written under the lock).  Each thread keeps the
+ * communicator it last found live, and the count then: until any
+ * communicator is destroyed, that one is still live, and checking it again
+ * takes neither the lock nor the walk (every send, receive and wait checks
+ * its communicator).  A destroy this thread has not been told of races the
+ * call, which the lock did not make safe either (zcomm(7), THREAD SAFETY). */
+static uint64_t zc_live_epoch;
+static __thread const struct zc_comm *zc_live_seen;
+static __thread uint64_t zc_live_seen_epoch;
 
 zc_status_t zc_comm_check(zc_comm_h comm)
 {
     struct zc_comm *c;
+    uint64_t epoch;
 
     if (!comm)
         return zc_error(ZC_ERR_INVALID_ARG, "comm: is NULL");
+    if (comm == zc_live_seen &&
+        __atomic_load_n(&zc_live_epoch, __ATOMIC_ACQUIRE) == zc_live_seen_epoch)
+        return ZC_OK;
     pthread_mutex_lock(&zc_live_lock);
     for (c = zc_live_comms; c && c != comm; c = c->next_live)
         ;
+    epoch = zc_live_epoch;
     pthread_mutex_unlock(&zc_live_lock);
     if (!c || c->magic != ZC_COMM_MAGIC)
         return zc_error(ZC_ERR_INVALID_ARG, "comm: not a live communicator (destroyed?)");
+    zc_live_seen = comm;
+    zc_live_seen_epoch = epoch;
     return ZC_OK;
 }
 
@@ -50,6 +66,7 @@ int zc_comm_unregister(struct zc_comm *comm)
     for (struct zc_comm **p = &zc_live_comms; *p; p = &(*p)->next_live) {
         if (*p == comm) {
             *p = comm->next_live;
+            __atomic_store_n(&zc_live_epoch, zc_live_epoch + 1, __ATOMIC_RELEASE);
             found = 1;
             break;
         }

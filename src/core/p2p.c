@@ -10,12 +10,41 @@
 
 /* How often a blocked wait looks for dead peers. */
 #define ZC_WAIT_SLICE_MS 100
+/* Finished requests a communicator keeps for reuse, at most. */
+#define ZC_REQ_POOL_MAX 256
+
+zc_request_h zc_request_new(zc_comm_h comm)
+{
+    zc_request_h req = comm->free_reqs;
+
+    if (!req)
+        return calloc(1, sizeof(*req));
+    comm->free_reqs = req->next_free;
+    comm->nfree_reqs--;
+    *req = (struct zc_request){0};
+    return req;
+}
+
+/* Back to its communicator's pool (which is live: a request of a
+ * destroyed one is freed where that is found, zc_request_check). */
+static void zc_request_release(zc_request_h req)
+{
+    zc_comm_h comm = req->comm;
+
+    if (comm->nfree_reqs >= ZC_REQ_POOL_MAX) {
+        free(req);
+        return;
+    }
+    req->next_free = comm->free_reqs;
+    comm->free_reqs = req;
+    comm->nfree_reqs++;
+}
 
 zc_status_t zc_p2p_post_flags(zc_comm_h comm, zc_request_kind_t kind, void *buf, size_t bytes,
                               int peer, uint64_t tag, int rail, unsigned flags,
                               zc_request_h *req_out)
 {
-    zc_request_h req = calloc(1, sizeof(*req));
+    zc_request_h req = zc_request_new(comm);
     zc_status_t st;
 
     if (!req)
@@ -30,7 +59,7 @@ zc_status_t zc_p2p_post_flags(zc_comm_h comm, zc_request_kind_t kind, void *buf,
     else
         st = comm->host_ops->irecv(comm->host, buf, bytes, peer, tag, rail, req);
     if (st != ZC_OK) {
-        free(req);
+        zc_request_release(req);
         return st;
     }
     *req_out = req;
@@ -54,7 +83,7 @@ static zc_status_t zc_p2p_finish(zc_request_h *req)
                  (*req)->kind == ZC_REQ_SEND ? "to" : "from", (*req)->peer, zc_strerror(st));
     if ((*req)->driver)
         (*req)->driver->destroy((*req)->sched);
-    free(*req);
+    zc_request_release(*req);
     *req = NULL;
     return st;
 }
@@ -100,13 +129,19 @@ zc_status_t zc_p2p_test(zc_request_h *req)
 zc_status_t zc_p2p_wait(zc_request_h *req)
 {
     zc_comm_h comm = (*req)->comm;
-    int64_t deadline = zc_now_ms() + comm->timeout_ms;
+    int64_t deadline = -1;
 
     /* After a wait that moved something (a poll of the spin, or the
      * progress before a sleep), what moved has been progressed: look
-     * without another progress of every lane. */
+     * without another progress of every lane.  The clock is read only for
+     * a request that is not done at the first look (a small send that
+     * completed in place, or a receive whose message was there). */
     for (int progress = 1; !zc_p2p_settled(*req, progress);) {
-        int left = zc_ms_left(deadline);
+        int left = comm->timeout_ms;
+        if (deadline < 0)
+            deadline = zc_now_ms() + comm->timeout_ms;
+        else
+            left = zc_ms_left(deadline);
         if (left == 0) {
             /* Named from this rank's side: the peer is who it waits for. */
             zc_status_t st = zc_error(ZC_ERR_TIMEOUT,
@@ -142,18 +177,21 @@ zc_status_t zc_p2p_wait_all(zc_request_h *reqs, int n)
 static zc_status_t zc_p2p_check(const void *buf, int64_t count, zc_datatype_t dtype,
                                 zc_memtype_t memtype, int peer, zc_comm_h comm, size_t *bytes)
 {
-    size_t elem = zc_datatype_size(dtype);
+    int64_t elem = (int64_t)zc_datatype_size(dtype), total;
 
     ZC_CHECK(zc_comm_check(comm));
     ZC_ARG_CHECK(count >= 0, "count: %lld is negative", (long long)count);
     ZC_ARG_CHECK(elem != 0, "dtype: %d is not a zc_datatype_t", (int)dtype);
-    ZC_ARG_CHECK((uint64_t)count <= (uint64_t)INT64_MAX / elem,
-                 "count: %lld elements of %zu bytes overflow", (long long)count, elem);
+    /* (A multiply that flags overflow, not a 64-bit division: every
+     * message comes through here.) */
+    ZC_ARG_CHECK(!__builtin_mul_overflow(count, elem, &total),
+                 "count: %lld elements of %lld bytes overflow", (long long)count,
+                 (long long)elem);
     ZC_ARG_CHECK(buf != NULL || count == 0, "buf: is NULL with count %lld", (long long)count);
     ZC_ARG_CHECK(peer >= 0 && peer < comm->size, "peer: %d is out of range 0..%d", peer,
                  comm->size - 1);
     ZC_CHECK(zc_memtype_check_p2p(buf, memtype, "buf"));
-    *bytes = (size_t)count * elem;
+    *bytes = (size_t)total;
     return ZC_OK;
 }
 

@@ -4,6 +4,10 @@
 
 #include "src/core/comm.h"
 
+/* A zeroed request of `comm`, from the communicator's pool of finished
+ * ones when it has one (NULL: out of memory).  Point-to-point and the
+ * schedules make their requests with it; finishing one returns it. */
+zc_request_h zc_request_new(zc_comm_h comm);
 /* Post a send or receive of `bytes` with a full 64-bit `tag` (ZC_TAG) on
  * `rail` (ZC_RAIL_AUTO: the sender's own; ignored inside a node). */
 zc_status_t zc_p2p_post(zc_comm_h comm, zc_request_kind_t kind, void *buf, size_t bytes, int peer,

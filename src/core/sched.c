@@ -289,7 +289,7 @@ zc_status_t zc_sched_start(zc_sched_t *s, zc_request_h *request)
         zc_sched_destroy(s);
         return st;
     }
-    req = calloc(1, sizeof(*req));
+    req = zc_request_new(s->comm);
     if (!req) {
         zc_sched_destroy(s);
         return zc_error(ZC_ERR_NO_MEMORY, "cannot allocate a request");
