@@ -41,24 +41,40 @@ static int init(int rank, int nranks, int timeout_ms, zc_comm_h *comm)
     return 0;
 }
 
+/* Both ranks of a crossing case hold their communicators until both have
+ * their result: one that timed out first and left would otherwise be a
+ * failed peer to the other, still waiting (under load that was seen:
+ * "peer failed" where the timeout was expected). */
+typedef struct {
+    int one_group;
+    int *waiting;  /* shared across the ranks: how many have no result yet */
+} crossing_t;
+
+static void crossing_rendezvous(int *waiting)
+{
+    __atomic_sub_fetch(waiting, 1, __ATOMIC_ACQ_REL);
+    for (int i = 0; i < 60000 && __atomic_load_n(waiting, __ATOMIC_ACQUIRE) > 0; i++)
+        usleep(1000);
+}
+
 /* Sends crossing in separate groups (each rank's first group a send to
  * the other, its receive in a second group): NCCL would hang, so must
- * this.  With *one_group, the same exchange as one group passes. */
+ * this.  With one_group, the same exchange as one group passes. */
 static int rank_crossing_sends(int rank, int nranks, void *arg)
 {
-    const int one_group = *(const int *)arg;
+    const crossing_t *c = arg;
     char out = (char)rank, in = -1;
     zc_device_op_t ops[2] = {{ZC_REQ_SEND, &out, 1, 1 - rank}, {ZC_REQ_RECV, &in, 1, 1 - rank}};
     zc_comm_h comm;
     zc_status_t st;
 
-    if (init(rank, nranks, one_group ? 30000 : 1500, &comm))
+    if (init(rank, nranks, c->one_group ? 30000 : 1500, &comm))
         return 1;
-    if (one_group) {
-        MP_CHECK(device_emu_group(comm, ops, 2) == ZC_OK && in == 1 - rank, "one group: %s",
-                 zc_get_last_error());
+    st = device_emu_group(comm, ops, c->one_group ? 2 : 1);
+    crossing_rendezvous(c->waiting);
+    if (c->one_group) {
+        MP_CHECK(st == ZC_OK && in == 1 - rank, "one group: %s", zc_get_last_error());
     } else {
-        st = device_emu_group(comm, &ops[0], 1);
         MP_CHECK(st == ZC_ERR_TIMEOUT && strstr(zc_get_last_error(), "do not match"),
                  "rank %d: crossing sends returned %s (%s), expected a timeout", rank,
                  zc_strerror(st), zc_get_last_error());
@@ -106,10 +122,15 @@ int main(void)
     if (!have_rails)
         diag("no node topology (tests/cluster/zc_cluster --topo-xml): routed transfers go "
              "direct");
-    ok(mp_run(2, CASE_TIMEOUT_S, rank_crossing_sends, &(int){0}) == 0,
+    static crossing_t crossing[2] = {{0, NULL}, {1, NULL}};
+    for (int g = 0; g < 2; g++) {
+        crossing[g].waiting = mp_shared(sizeof(int));
+        *crossing[g].waiting = 2;
+    }
+    ok(mp_run(2, CASE_TIMEOUT_S, rank_crossing_sends, &crossing[0]) == 0,
        "emulated NCCL: sends crossing in separate groups deadlock (ZC_ERR_TIMEOUT naming the "
        "group) instead of passing through UCX's buffering");
-    ok(mp_run(2, CASE_TIMEOUT_S, rank_crossing_sends, &(int){1}) == 0,
+    ok(mp_run(2, CASE_TIMEOUT_S, rank_crossing_sends, &crossing[1]) == 0,
        "emulated NCCL: the same exchange as one group passes");
     for (size_t i = 0; i < sizeof(sizes) / sizeof(sizes[0]); i++) {
         int n = sizes[i];

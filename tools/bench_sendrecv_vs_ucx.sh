@@ -10,9 +10,12 @@
 #
 #   tools/bench_sendrecv_vs_ucx.sh [BUILD_DIR] [ROUNDS] [WINDOW] [bw|lat] [malloc|huge] [cores|free]
 #
-# The buffers: malloc (default; ucx_perftest's default allocation is as
-# plain) or huge: zc_sendrecv_perf -H (zc_host_alloc) against
-# ucx_perftest with UCX_ALLOC_PRIO=thp, both backed by huge pages.
+# The buffers: malloc (default; ucx_perftest's default allocation, SysV
+# shared memory segments from UCX, has 4 KiB pages too and moves at the
+# same speed as UCX_ALLOC_PRIO=heap, copied in the kernel as libzcomm's
+# are: BENCHMARKS.md, "Point-to-point") or huge: zc_sendrecv_perf -H
+# (zc_host_alloc) against ucx_perftest with UCX_ALLOC_PRIO=thp, both backed
+# by huge pages.
 #
 # bw (default), 4 MiB to 64 MiB: zc_sendrecv_perf -u (one way) against
 #   -t tag_bw, in MiB/s.  Both stream: tag_bw posts its sends without
