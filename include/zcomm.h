@@ -176,6 +176,7 @@ typedef struct {
     int ring_attn_bwd_order;       /* ZC_RING_ATTN_BWD_ORDER: ZC_BWD_ORDER_FORWARD or
                                       ZC_BWD_ORDER_REVERSE (*) */
     int wait_spin_us;              /* ZC_WAIT_SPIN_US */
+    int64_t host_split_bytes;      /* ZC_HOST_SPLIT_BYTES, or ZC_CONFIG_ZERO: never split (*) */
 } zc_config_t;
 
 /* zc_config_t: a setting of 0 where 0 means "not set". */
@@ -184,7 +185,7 @@ typedef struct {
 #define ZC_BWD_ORDER_FORWARD 1
 #define ZC_BWD_ORDER_REVERSE 2
 
-#define ZC_CONFIG_INITIALIZER { sizeof(zc_config_t), 0, NULL, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0 }
+#define ZC_CONFIG_INITIALIZER { sizeof(zc_config_t), 0, NULL, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0 }
 
 /* Create an id on one rank (it also starts the bootstrap root in this
  * process); pass it to every rank by any means. */

@@ -50,6 +50,7 @@ static void table_cases(void)
         {ZC_ENV_RING_ATTN_SLICE_MFLOP, "ZC_RING_ATTN_SLICE_MFLOP", 0},
         {ZC_ENV_RING_ATTN_BWD_ORDER, "ZC_RING_ATTN_BWD_ORDER", 1},
         {ZC_ENV_WAIT_SPIN_US, "ZC_WAIT_SPIN_US", 0},
+        {ZC_ENV_HOST_SPLIT_BYTES, "ZC_HOST_SPLIT_BYTES", 1},
     };
     int ids_ok = 1, defaults_ok = 1, public_ok = nspecs == nvars;
     int64_t v = 0;
@@ -228,7 +229,9 @@ static int rank_config(int rank, int nranks, void *arg)
     setenv("ZC_RING_ATTN_BWD_ORDER", "reverse", 1);
     setenv("ZC_RING_ATTN_SLICE_MFLOP", "7", 1);
     setenv("ZC_TIMEOUT", "0x2710", 1);
+    setenv("ZC_HOST_SPLIT_BYTES", "4096", 1);
     config.routed_chunk = 8192;
+    config.host_split_bytes = ZC_CONFIG_ZERO;
     config.routed_min_bytes = ZC_CONFIG_ZERO;
     config.alltoallv_check = ZC_CONFIG_ZERO;
     config.ring_attn_bwd_order = ZC_BWD_ORDER_FORWARD;
@@ -236,7 +239,8 @@ static int rank_config(int rank, int nranks, void *arg)
     MP_CHECK(mp_init(rank, nranks, &config, &comm) == 0, "init");
     const zc_comm_settings_t *s = &comm->settings;
     MP_CHECK(s->routed_chunk == 8192 && s->routed_min_bytes == 0 && s->alltoallv_check == 0 &&
-                 s->ring_attn_bwd_reverse == 0 && s->ring_attn_slice_mflop == 9,
+                 s->ring_attn_bwd_reverse == 0 && s->ring_attn_slice_mflop == 9 &&
+                 s->host_split_bytes == 0,
              "config wins: chunk %" PRId64 " min %" PRId64 " check %d reverse %d mflop %" PRId64,
              s->routed_chunk, s->routed_min_bytes, s->alltoallv_check, s->ring_attn_bwd_reverse,
              s->ring_attn_slice_mflop);

@@ -154,10 +154,137 @@ static int rank_mismatch(int rank, int nranks, void *arg)
         MP_CHECK(zc_recv(buf, 50, ZC_BYTE, ZC_MEM_HOST, 0, comm, &req) == ZC_OK, "recv");
         zc_status_t st = zc_wait(&req);
         MP_CHECK(st == ZC_ERR_MISMATCH, "short receive gave %s", zc_strerror(st));
-        MP_CHECK(strstr(zc_get_last_error(), "count") != NULL, "detail names count");
+        MP_CHECK(strstr(zc_get_last_error(), "count: rank 0 sent more than the 50 bytes"),
+                 "detail names count: %s", zc_get_last_error());
         MP_CHECK(zc_recv(buf, 200, ZC_BYTE, ZC_MEM_HOST, 0, comm, &req) == ZC_OK, "recv");
         st = zc_wait(&req);
         MP_CHECK(st == ZC_ERR_MISMATCH, "long receive gave %s", zc_strerror(st));
+        MP_CHECK(strstr(zc_get_last_error(), "count: rank 0 sent less than the 200 bytes"),
+                 "detail names count: %s", zc_get_last_error());
+    }
+    MP_CHECK(zc_barrier(comm) == ZC_OK, "barrier");
+    zc_comm_destroy(comm);
+    return 0;
+}
+
+/* A message between ranks of one host larger than ZC_HOST_SPLIT_BYTES
+ * travels in two halves on two lanes (ucx_transport.c), the first longer
+ * than the threshold.  With it at 4096: sizes on both sides of it (4097:
+ * an empty second half) and of the halves' rounding, all in flight at once
+ * in both directions, three rounds, each byte-exact with nothing written
+ * past its end. */
+static const size_t split_sizes[] = {4095,     4096,       4097,       4096 + 63,  4096 + 64,
+                                     8192,     8192 + 1,   8192 + 127, 8192 + 128, 3 * 4096 + 5,
+                                     100,      1 << 20,    (1 << 20) + 3};
+#define NSPLIT (sizeof(split_sizes) / sizeof(split_sizes[0]))
+
+static int rank_split_sizes(int rank, int nranks, void *arg)
+{
+    uint8_t *out[NSPLIT], *in[NSPLIT];
+    zc_request_h sreq[NSPLIT], rreq[NSPLIT];
+    zc_comm_h comm;
+    const int peer = 1 - rank;
+    (void)arg;
+
+    setenv("ZC_HOST_SPLIT_BYTES", "4096", 1);
+    if (init(rank, nranks, 30000, &comm))
+        return 1;
+    for (int round = 0; round < 3; round++) {
+        for (size_t i = 0; i < NSPLIT; i++) {
+            out[i] = malloc(split_sizes[i]);
+            in[i] = calloc(1, split_sizes[i] + 1);
+            MP_CHECK(out[i] && in[i], "malloc %zu", split_sizes[i]);
+            pattern_fill(out[i], split_sizes[i], rank, round * (int)NSPLIT + (int)i);
+            MP_CHECK(zc_recv(in[i], (int64_t)split_sizes[i], ZC_BYTE, ZC_MEM_HOST, peer, comm,
+                             &rreq[i]) == ZC_OK, "recv %zu", split_sizes[i]);
+        }
+        for (size_t i = 0; i < NSPLIT; i++)
+            MP_CHECK(zc_send(out[i], (int64_t)split_sizes[i], ZC_BYTE, ZC_MEM_HOST, peer, comm,
+                             &sreq[i]) == ZC_OK, "send %zu", split_sizes[i]);
+        for (size_t i = 0; i < NSPLIT; i++) {
+            size_t n = split_sizes[i];
+            MP_CHECK(zc_wait(&sreq[i]) == ZC_OK, "round %d: send of %zu B", round, n);
+            MP_CHECK(zc_wait(&rreq[i]) == ZC_OK, "round %d: receive of %zu B", round, n);
+            MP_CHECK(pattern_first_wrong(in[i], n, peer, round * (int)NSPLIT + (int)i) == n,
+                     "round %d: %zu B byte-exact (wrong at %zu)", round, n,
+                     pattern_first_wrong(in[i], n, peer, round * (int)NSPLIT + (int)i));
+            MP_CHECK(in[i][n] == 0, "round %d: nothing written past %zu B", round, n);
+            free(out[i]);
+            free(in[i]);
+        }
+    }
+    zc_comm_destroy(comm);
+    return 0;
+}
+
+/* Counts that differ between the two sides, with messages above T = 64 KiB
+ * (ZC_HOST_SPLIT_BYTES) split in halves.  `arg`:
+ * - "split-split": 2T sent, 3T posted: both split, the receive fails with
+ *   ZC_ERR_MISMATCH and uses up both halves; the next split message of
+ *   the right size arrives byte-exact.
+ * - "whole-split": 2T sent (split: T + 1 bytes and T - 1), T posted
+ *   (whole): the whole receive meets the first half, ZC_ERR_MISMATCH
+ *   naming the threshold; a split receive from that peer then fails
+ *   (halves can no longer be paired), the send ends (ZC_OK, or a timeout
+ *   where its second half went by rendezvous and is never taken), and a
+ *   whole message still arrives byte-exact.
+ * - "split-whole": T sent (whole), T + 1 posted (split): the same from the
+ *   other side.
+ * - "off": ZC_HOST_SPLIT_BYTES=0, 2T sent, T posted: ZC_ERR_MISMATCH,
+ *   "sent more". */
+static int rank_split_mismatch(int rank, int nranks, void *arg)
+{
+    enum { T = 65536, SMALL = 100 };
+    const char *mode = arg;
+    const int off = strcmp(mode, "off") == 0, both = strcmp(mode, "split-split") == 0;
+    const int64_t sent = strcmp(mode, "split-whole") == 0 ? T : 2 * T;
+    const int64_t posted = both ? 3 * T : strcmp(mode, "split-whole") == 0 ? T + 1 : T;
+    static uint8_t buf[3 * T + 1];
+    zc_comm_h comm;
+    zc_request_h req;
+    zc_status_t st;
+
+    setenv("ZC_HOST_SPLIT_BYTES", off ? "0" : "65536", 1);
+    if (init(rank, nranks, 1000, &comm))
+        return 1;
+    if (rank == 0) {
+        pattern_fill(buf, (size_t)sent, 0, 1);
+        MP_CHECK(zc_send(buf, sent, ZC_BYTE, ZC_MEM_HOST, 1, comm, &req) == ZC_OK, "send");
+        st = zc_wait(&req);
+        if (strcmp(mode, "whole-split") == 0)
+            MP_CHECK(st == ZC_OK || st == ZC_ERR_TIMEOUT, "a split send whose second half is "
+                     "never taken gave %s", zc_strerror(st));
+        /* the next message: split again (split-split), or a whole one */
+        int64_t next = both ? 2 * T : SMALL;
+        pattern_fill(buf, (size_t)next, 0, 2);
+        MP_CHECK(zc_send(buf, next, ZC_BYTE, ZC_MEM_HOST, 1, comm, &req) == ZC_OK, "send");
+        MP_CHECK((st = zc_wait(&req)) == ZC_OK, "the next send gave %s", zc_strerror(st));
+    } else {
+        MP_CHECK(zc_recv(buf, posted, ZC_BYTE, ZC_MEM_HOST, 0, comm, &req) == ZC_OK, "recv");
+        st = zc_wait(&req);
+        const char *detail = zc_get_last_error();
+        MP_CHECK(st == ZC_ERR_MISMATCH, "%lld B posted for %lld B sent gave %s", (long long)posted,
+                 (long long)sent, zc_strerror(st));
+        MP_CHECK(strstr(detail, off ? "sent more than" : both ? "sent less than"
+                                                             : "ZC_HOST_SPLIT_BYTES (65536)"),
+                 "the detail says why: %s", detail);
+        if (!off && !both) {
+            /* split receives from rank 0 are over; whole ones go on */
+            st = zc_recv(buf, 2 * T, ZC_BYTE, ZC_MEM_HOST, 0, comm, &req);
+            MP_CHECK(st == ZC_ERR_MISMATCH && strstr(zc_get_last_error(), "earlier receive"),
+                     "a split receive after it gave %s: %s", zc_strerror(st),
+                     zc_get_last_error());
+        }
+        int64_t next = both ? 2 * T : SMALL;
+        memset(buf, 0, sizeof(buf));
+        MP_CHECK(zc_recv(buf, next, ZC_BYTE, ZC_MEM_HOST, 0, comm, &req) == ZC_OK, "recv");
+        /* zc_test, not zc_wait: rank 0 may send it only after its own 1 s
+         * timeout (whole-split), later than this rank's would end */
+        for (int ms = 0; (st = zc_test(&req)) == ZC_INPROGRESS && ms < 60000; ms++)
+            usleep(1000);
+        MP_CHECK(st == ZC_OK, "the next receive gave %s", zc_strerror(st));
+        MP_CHECK(pattern_first_wrong(buf, (size_t)next, 0, 2) == (size_t)next && buf[next] == 0,
+                 "the next message (%lld B) arrived byte-exact", (long long)next);
     }
     MP_CHECK(zc_barrier(comm) == ZC_OK, "barrier");
     zc_comm_destroy(comm);
@@ -585,6 +712,22 @@ int main(void)
            "8-rank ring of %lld float32 with barriers byte-exact", (long long)ring_counts[i]);
     }
     ok(run_case(2, rank_mismatch, NULL) == 0, "a receive of another size is ZC_ERR_MISMATCH");
+    ok(run_case(2, rank_split_sizes, NULL) == 0,
+       "messages split in halves (ZC_HOST_SPLIT_BYTES=4096): sizes around the threshold and the "
+       "halves' rounding, mixed with whole ones, all in flight both ways, byte-exact");
+    static const char *split_mismatch[][2] = {
+        {"split-split", "both split (2 x 64 KiB sent, 3 x posted): ZC_ERR_MISMATCH, both halves "
+                        "used up, the next split message byte-exact"},
+        {"whole-split", "a whole receive (64 KiB) meets a split message (128 KiB): "
+                        "ZC_ERR_MISMATCH naming ZC_HOST_SPLIT_BYTES, later split receives from "
+                        "that peer refused, the send ends, whole messages go on"},
+        {"split-whole", "a split receive (64 KiB + 1) meets a whole message (64 KiB): the same "
+                        "from the other side"},
+        {"off", "ZC_HOST_SPLIT_BYTES=0: the same counts are a plain ZC_ERR_MISMATCH"},
+    };
+    for (int i = 0; i < 4; i++)
+        ok(run_case(2, rank_split_mismatch, (void *)split_mismatch[i][0]) == 0,
+           "count mismatch, split at 64 KiB, %s", split_mismatch[i][1]);
     ok(run_case(2, rank_bad_args, NULL) == 0, "every bad argument returns its status and names it");
     ok(run_case(2, rank_aliased_sendrecv, NULL) == 0,
        "zc_sendrecv with overlapping buffers (1 MiB in place, half, one byte) is refused on both "

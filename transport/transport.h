@@ -40,6 +40,10 @@ struct zc_request {
     int up_to;             /* a receive may bring fewer bytes than posted */
     int done;              /* set by the backend on completion */
     zc_status_t status;    /* final status once done */
+    /* The detail of its error, kept for the zc_test or zc_wait that
+     * reports it (which clear the thread's detail on entry; the backend's
+     * callback may have run inside the post).  malloc'd, or NULL. */
+    char *detail;
     void *backend;         /* backend's own request */
     /* ZC_REQ_SCHED: the schedule it runs and how to drive it (set by
      * src/core/sched.c, so that point-to-point calls it without knowing
@@ -63,6 +67,9 @@ typedef struct {
     int nrails;
     const int *rank_rail;      /* [size] */
     const char *rail_devices[ZC_PLAN_MAX_RAILS];
+    /* Messages between ranks of one host from this size on travel in two
+     * halves, one copied by each side (0: never); the same on every rank. */
+    int64_t split_bytes;
     /* Non-zero if `peer`'s process can be watched by its pid (same host
      * and pid namespace): its death is seen without UCX's error handling. */
     int (*peer_watchable)(const void *ctx, int peer);

@@ -78,7 +78,8 @@ class Config(ctypes.Structure):
                 ("alltoallv_split_bytes", ctypes.c_int64), ("alltoallv_check", ctypes.c_int),
                 ("alltoallv_rows_max", ctypes.c_int), ("alltoallv_window", ctypes.c_int),
                 ("ring_attn_check", ctypes.c_int), ("ring_attn_slice_mflop", ctypes.c_int),
-                ("ring_attn_bwd_order", ctypes.c_int), ("wait_spin_us", ctypes.c_int)]
+                ("ring_attn_bwd_order", ctypes.c_int), ("wait_spin_us", ctypes.c_int),
+                ("host_split_bytes", ctypes.c_int64)]
 
 
 class UniqueId(ctypes.Structure):

@@ -39,6 +39,7 @@ typedef struct {
     int64_t ring_attn_slice_mflop; /* ZC_RING_ATTN_SLICE_MFLOP */
     int ring_attn_bwd_reverse;     /* ZC_RING_ATTN_BWD_ORDER is reverse */
     int wait_spin_us;              /* ZC_WAIT_SPIN_US */
+    int64_t host_split_bytes;      /* ZC_HOST_SPLIT_BYTES */
 } zc_comm_settings_t;
 
 struct zc_comm {

@@ -31,6 +31,8 @@ static void zc_request_release(zc_request_h req)
 {
     zc_comm_h comm = req->comm;
 
+    if (req->detail)
+        free(req->detail);
     if (comm->nfree_reqs >= ZC_REQ_POOL_MAX) {
         free(req);
         return;
@@ -77,8 +79,11 @@ static zc_status_t zc_p2p_finish(zc_request_h *req)
     zc_status_t st = (*req)->status;
 
     /* zc_test and zc_wait clear the last error on entry: a failure found
-     * while progressing an earlier call keeps at least this detail */
-    if (st < 0 && !*zc_get_last_error())
+     * while progressing an earlier call keeps its detail with the request,
+     * or at least this one */
+    if (st < 0 && (*req)->detail)
+        zc_error(st, "%s", (*req)->detail);
+    else if (st < 0 && !*zc_get_last_error())
         zc_error(st, "request %s rank %d failed: %s",
                  (*req)->kind == ZC_REQ_SEND ? "to" : "from", (*req)->peer, zc_strerror(st));
     if ((*req)->driver)
@@ -234,6 +239,7 @@ static zc_status_t zc_request_check(zc_request_h *request)
     zc_status_t st = zc_comm_check((*request)->comm);
     if (st != ZC_OK) {
         /* Its communicator is gone, and with it the operation: release. */
+        free((*request)->detail);
         free(*request);
         *request = NULL;
         return zc_error(st, "request: its communicator was destroyed");

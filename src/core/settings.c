@@ -51,6 +51,7 @@ zc_status_t zc_comm_settings_read(const zc_config_t *config, zc_comm_settings_t 
         ZC_SETTINGS_FIELD(ZC_ENV_RING_ATTN_CHECK, ring_attn_check);
         ZC_SETTINGS_FIELD(ZC_ENV_RING_ATTN_SLICE_MFLOP, ring_attn_slice_mflop);
         ZC_SETTINGS_FIELD(ZC_ENV_WAIT_SPIN_US, wait_spin_us);
+        ZC_SETTINGS_FIELD(ZC_ENV_HOST_SPLIT_BYTES, host_split_bytes);
 #undef ZC_SETTINGS_FIELD
         if (config->ring_attn_bwd_order != 0) {
             ZC_ARG_CHECK(config->ring_attn_bwd_order == ZC_BWD_ORDER_FORWARD ||
@@ -72,6 +73,7 @@ zc_status_t zc_comm_settings_read(const zc_config_t *config, zc_comm_settings_t 
     s->ring_attn_slice_mflop = v.value[ZC_ENV_RING_ATTN_SLICE_MFLOP];
     s->ring_attn_bwd_reverse = v.value[ZC_ENV_RING_ATTN_BWD_ORDER] == 1;
     s->wait_spin_us = (int)v.value[ZC_ENV_WAIT_SPIN_US];
+    s->host_split_bytes = v.value[ZC_ENV_HOST_SPLIT_BYTES];
     return ZC_OK;
 }
 
@@ -89,6 +91,7 @@ static void zc_settings_values(const zc_comm_settings_t *s, int64_t *value)
     value[ZC_ENV_RING_ATTN_SLICE_MFLOP] = s->ring_attn_slice_mflop;
     value[ZC_ENV_RING_ATTN_BWD_ORDER] = s->ring_attn_bwd_reverse;
     value[ZC_ENV_WAIT_SPIN_US] = s->wait_spin_us;
+    value[ZC_ENV_HOST_SPLIT_BYTES] = s->host_split_bytes;
 }
 
 static const char *zc_settings_show(zc_env_id_t id, int64_t value, char *buf, size_t len)

@@ -127,7 +127,7 @@ static zc_status_t zc_ucx_config_set(ucp_config_t *config, const char *key, cons
 }
 
 zc_status_t zc_ucx_lane_open(zc_ucx_lane_t *lane, const char *name, const char *tls,
-                             const char *devices, int nranks)
+                             const char *devices, const char *rndv_scheme, int nranks)
 {
     ucp_params_t params = {0};
     ucp_worker_params_t wparams = {0};
@@ -149,6 +149,8 @@ zc_status_t zc_ucx_lane_open(zc_ucx_lane_t *lane, const char *name, const char *
         st = zc_ucx_config_set(config, "TLS", tls, name);
     if (st == ZC_OK && devices)
         st = zc_ucx_config_set(config, "NET_DEVICES", devices, name);
+    if (st == ZC_OK && rndv_scheme)
+        st = zc_ucx_config_set(config, "RNDV_SCHEME", rndv_scheme, name);
     /* UCX 1.13's tcp completes a zero-copy active message twice when the
      * peer's socket breaks under it (uct_tcp_ep_sendv: the purge in
      * uct_tcp_ep_handle_send_err completes it, then sendv again), which

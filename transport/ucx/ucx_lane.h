@@ -16,10 +16,11 @@ typedef struct {
     char name[32];             /* for messages: "intra", "rail 2" */
 } zc_ucx_lane_t;
 
-/* `tls` and `devices` are UCX_TLS and UCX_NET_DEVICES values; NULL leaves
- * UCX's own (or the user's UCX_* variables) in force. */
+/* `tls`, `devices` and `rndv_scheme` are UCX_TLS, UCX_NET_DEVICES and
+ * UCX_RNDV_SCHEME values; NULL leaves UCX's own (or the user's UCX_*
+ * variables) in force. */
 zc_status_t zc_ucx_lane_open(zc_ucx_lane_t *lane, const char *name, const char *tls,
-                             const char *devices, int nranks);
+                             const char *devices, const char *rndv_scheme, int nranks);
 void zc_ucx_lane_close(zc_ucx_lane_t *lane);
 /* A UCX status of an operation (not of setup) as a zc_status_t. */
 zc_status_t zc_ucx_status(ucs_status_t status);

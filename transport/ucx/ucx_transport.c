@@ -6,6 +6,28 @@
  * on one rail at both ends: by default the sender's own rail, so a receiver
  * posts on its peer's rail; routed transfers name the rail.
  *
+ * A message larger than split_bytes between two ranks of one host travels
+ * in two halves at once, each copied by another side: the first on lane
+ * 0, whose rendezvous the receiver pulls (a process_vm_readv with cma),
+ * the second on the split lane, whose rendezvous the sender pushes
+ * (UCX_RNDV_SCHEME=put_zcopy: process_vm_writev).  A single copy by one
+ * process leaves the other core idle; two halves copied on both cores at
+ * once take about half the time, and under load each side's share of its
+ * core moves half the bytes (BENCHMARKS.md, "Point-to-point").
+ *
+ * Both sides split by the message's size, which must agree.  When the two
+ * sizes lie on either side of split_bytes, the halves on two lanes could
+ * pair up wrongly.  A first half is therefore always longer than
+ * split_bytes, and a whole message never: a lane 0 receive that
+ * meets the other kind (a whole one a first half, a split one a whole
+ * message) knows it from the length, and fails with ZC_ERR_MISMATCH like
+ * any other count mismatch; and since the second halves left on the split
+ * lane can then no longer be paired safely, split receives from that peer
+ * end for good (every one unfinished then, or posted later, fails too).
+ * No wrong message is ever delivered.  (A tag bit for the first half,
+ * matched with a mask, was tried: UCX keeps masked receives in one list
+ * it searches for every message instead of its hash of full tags.)
+ *
  * Waits sleep on the lanes' event fds instead of spinning: two cores run
  * every rank of a node on a small test machine, and on real nodes the
  * cores belong to compute.  (The communicator polls `progress` for a
@@ -26,7 +48,11 @@
 #include "transport/transport.h"
 #include "transport/ucx/ucx_lane.h"
 
-#define ZC_UCX_MAX_LANES (1 + ZC_PLAN_MAX_RAILS)
+/* lane 0, a lane per rail, and the split lane */
+#define ZC_UCX_MAX_LANES (2 + ZC_PLAN_MAX_RAILS)
+/* The first half of a split message is its size halved, rounded down to
+ * this (and longer than split_bytes: the second half may be empty). */
+#define ZC_UCX_SPLIT_ALIGN 64
 #define ZC_UCX_IDLE_LANES_EVERY 64
 #define ZC_UCX_OP_POOL_MAX 256
 
@@ -37,6 +63,9 @@ typedef struct {
     int failed;
     int closing;     /* peers that exit first break the link: not news */
     int abandoned;   /* a send on it was given up: close it by force */
+    /* (lane 0) a receive met a message of the other kind, split or
+     * whole: split receives from this peer fail from then on */
+    int split_broken;
 } zc_ucx_conn_t;
 
 typedef struct zc_ucx_op {
@@ -46,12 +75,22 @@ typedef struct zc_ucx_op {
     zc_transport_t *tp;    /* its lane's counters, and the pool it returns to */
     int lane;
     zc_ucx_conn_t *conn;   /* the endpoint to the peer on its lane (sends travel on it) */
+    size_t bytes;          /* its part of the request's */
+    int half;              /* of a split message: 1 the first (lane 0), 2 the second; 0 whole */
+    /* The other half of a split request, while both are unfinished: the
+     * request is done when the last of the two finishes. */
+    struct zc_ucx_op *twin;
+    /* Inside its ucp_tag_*_nbx call, where UCX may run the callback: the
+     * post, not the callback, then puts the record back (`finished`). */
+    int posting, finished;
 } zc_ucx_op_t;
 
 struct zc_transport {
     zc_transport_world_t w;  /* who is where (the communicator's) */
     int nlanes;
     zc_ucx_lane_t lanes[ZC_UCX_MAX_LANES];
+    int split_lane;        /* the put lane of split messages' second halves, or -1 */
+    size_t split_bytes;    /* messages inside the host larger than this are split */
     zc_ucx_conn_t *conns;  /* [nlanes][size]; ep NULL where a lane does not reach */
     uint64_t sent[ZC_UCX_MAX_LANES];
     uint64_t received[ZC_UCX_MAX_LANES];
@@ -83,6 +122,12 @@ static pthread_mutex_t zc_ucx_kept_lock = PTHREAD_MUTEX_INITIALIZER;
 static zc_ucx_conn_t *zc_ucx_conn(zc_transport_t *tp, int lane, int peer)
 {
     return &tp->conns[(size_t)lane * (size_t)tp->w.size + (size_t)peer];
+}
+
+/* Whether messages with `peer` above split_bytes travel split. */
+static int zc_ucx_split_peer(zc_transport_t *tp, int peer)
+{
+    return tp->split_lane >= 0 && zc_ucx_conn(tp, tp->split_lane, peer)->ep;
 }
 
 /* Which lane carries a message with `peer`: the intra-node lane, or the
@@ -126,6 +171,8 @@ static void zc_ucx_op_release(zc_ucx_op_t *op)
     zc_transport_t *tp = op->tp;
 
     tp->pending[op->lane]--;
+    if (op->twin)
+        op->twin->twin = NULL;
     if (tp->nfree_ops >= ZC_UCX_OP_POOL_MAX) {
         free(op);
         return;
@@ -135,38 +182,114 @@ static void zc_ucx_op_release(zc_ucx_op_t *op)
     tp->nfree_ops++;
 }
 
-static void zc_ucx_complete(zc_ucx_op_t *op, ucs_status_t status, size_t received)
+/* Stop a posted operation from reporting to its request: UCX finishes it
+ * alone (a receive cancelled, a send left to its endpoint's forced
+ * close), and its lane counts it as stranded until then. */
+static void zc_ucx_op_detach(zc_ucx_op_t *op)
+{
+    zc_transport_t *tp = op->tp;
+    int receive = op->req->kind == ZC_REQ_RECV;
+
+    op->req = NULL;
+    tp->stranded[op->lane]++;
+    /* Receives can be cancelled (which may run the callback right here:
+     * `op` is not touched after).  A send cannot: UCX may read its buffer
+     * until the endpoint closes, and a flush would wait for it forever, so
+     * destroy closes that endpoint by force (which also completes it). */
+    if (receive)
+        ucp_request_cancel(tp->lanes[op->lane].worker, op->ucx_req);
+    else
+        op->conn->abandoned = 1;
+}
+
+/* A split receive from a peer whose messages can no longer be paired into
+ * halves (see the top of this file). */
+static zc_status_t zc_ucx_split_broken(const zc_request_h req)
+{
+    return zc_error(ZC_ERR_MISMATCH,
+                    "count: a receive of %zu bytes from rank %d: an earlier receive from it "
+                    "had another size than sent, across ZC_HOST_SPLIT_BYTES, and its split "
+                    "messages can no longer be matched", req->bytes, req->peer);
+}
+
+/* One operation's outcome as the request's status, with its detail;
+ * `other_kind`: a lane 0 receive met a split message's first half where
+ * it posted a whole one, or the reverse (`received` is then the sender's
+ * length). */
+static zc_status_t zc_ucx_op_status(const zc_ucx_op_t *op, ucs_status_t status, size_t received,
+                                    int other_kind)
+{
+    zc_request_h req = op->req;
+    zc_status_t st = zc_ucx_status(status);
+    zc_ucx_conn_t *conn0 = zc_ucx_conn(op->tp, 0, req->peer);
+
+    if (other_kind) {
+        conn0->split_broken = 1;
+        return zc_error(ZC_ERR_MISMATCH,
+                        "count: rank %d sent a message %s ZC_HOST_SPLIT_BYTES (%zu), the %zu "
+                        "bytes posted are %s it", req->peer, op->half ? "of at most" : "above",
+                        op->tp->split_bytes, req->bytes, op->half ? "above" : "at most");
+    }
+    if (op->half && req->kind == ZC_REQ_RECV && conn0->split_broken && st >= 0)
+        return zc_ucx_split_broken(req);
+
+    /* Only UCX cancels an operation that was not abandoned: it purges
+     * what was in flight on an endpoint that failed (or that a peer
+     * reset), whatever status it gives. */
+    if (status == UCS_ERR_CANCELED ||
+        (st < 0 && st != ZC_ERR_MISMATCH && op->conn && op->conn->failed))
+        st = ZC_ERR_PEER_FAILED;
+    if (st == ZC_ERR_PEER_FAILED)
+        zc_ucx_note_peer_failure();
+    if (st == ZC_ERR_MISMATCH ||
+        (st == ZC_OK && req->kind == ZC_REQ_RECV && received != op->bytes && !req->up_to))
+        return zc_error(ZC_ERR_MISMATCH, "count: rank %d sent %s than the %zu bytes posted",
+                        req->peer, status == UCS_ERR_MESSAGE_TRUNCATED ? "more" : "less",
+                        req->bytes);
+    if (st < 0)
+        zc_error(st, "ucx: %s with rank %d failed: %s",
+                 req->kind == ZC_REQ_SEND ? "send" : "receive", req->peer,
+                 ucs_status_string(status));
+    return st;
+}
+
+static void zc_ucx_complete(zc_ucx_op_t *op, ucs_status_t status, size_t received,
+                            int other_kind)
 {
     zc_request_h req = op->req;
 
     if (req) {
-        req->status = zc_ucx_status(status);
-        /* Only UCX cancels an operation that was not abandoned: it purges
-         * what was in flight on an endpoint that failed (or that a peer
-         * reset), whatever status it gives. */
-        if (status == UCS_ERR_CANCELED || (req->status < 0 && req->status != ZC_ERR_MISMATCH &&
-                                           op->conn && op->conn->failed))
-            req->status = ZC_ERR_PEER_FAILED;
-        if (req->status == ZC_ERR_PEER_FAILED)
-            zc_ucx_note_peer_failure();
-        if (req->status == ZC_ERR_MISMATCH || (req->status == ZC_OK && req->kind == ZC_REQ_RECV &&
-                                               received != req->bytes && !req->up_to))
-            req->status = zc_error(ZC_ERR_MISMATCH,
-                                   "count: rank %d sent %s than the %zu bytes posted",
-                                   req->peer, status == UCS_ERR_MESSAGE_TRUNCATED ? "more" : "less",
-                                   req->bytes);
-        else if (req->status < 0)
-            zc_error(req->status, "ucx: %s with rank %d failed: %s",
-                     req->kind == ZC_REQ_SEND ? "send" : "receive", req->peer,
-                     ucs_status_string(status));
-        req->done = 1;
-        req->backend = NULL;
+        zc_status_t st = zc_ucx_op_status(op, status, received, other_kind);
+        zc_ucx_op_t *twin = op->twin;
+        if (req->status == ZC_OK && st < 0) {  /* a split request keeps its first error */
+            req->status = st;
+            req->detail = strdup(zc_get_last_error());
+        }
+        if (twin) {
+            op->twin = twin->twin = NULL;
+            /* A half waits for its twin, which consumes the other half of
+             * the sender's message, even after an error (a count mismatch
+             * of two split messages); but once halves can no longer be
+             * paired, a receive's other half is cancelled (a send cannot be
+             * taken back). */
+            if (st < 0 && req->kind == ZC_REQ_RECV && !twin->posting &&
+                zc_ucx_conn(op->tp, 0, req->peer)->split_broken) {
+                zc_ucx_op_detach(twin);
+                twin = NULL;
+            }
+        }
+        req->backend = twin;
+        req->done = twin == NULL;
     } else {
         op->tp->stranded[op->lane]--;  /* an abandoned operation finished after all */
     }
     if (op->ucx_req)
         ucp_request_free(op->ucx_req);
-    zc_ucx_op_release(op);
+    op->ucx_req = NULL;
+    if (op->posting)
+        op->finished = 1;
+    else
+        zc_ucx_op_release(op);
 }
 
 static void zc_ucx_send_cb(void *ucx_req, ucs_status_t status, void *user_data)
@@ -174,44 +297,53 @@ static void zc_ucx_send_cb(void *ucx_req, ucs_status_t status, void *user_data)
     zc_ucx_op_t *op = user_data;
 
     op->ucx_req = ucx_req;
-    zc_ucx_complete(op, status, 0);
+    zc_ucx_complete(op, status, 0, 0);
 }
 
 static void zc_ucx_recv_cb(void *ucx_req, ucs_status_t status, const ucp_tag_recv_info_t *info,
                            void *user_data)
 {
     zc_ucx_op_t *op = user_data;
+    zc_transport_t *tp = op->tp;
 
     op->ucx_req = ucx_req;
+    /* (a split message's second half counts where its first does) */
     if (status == UCS_OK)
-        op->tp->received[op->lane] += info->length;
-    zc_ucx_complete(op, status, status == UCS_OK ? info->length : 0);
+        tp->received[op->lane == tp->split_lane ? 0 : op->lane] += info->length;
+    /* (UCX gives the sender's length, also when it truncated; the cheap
+     * tests first: this runs for every message) */
+    int other_kind = (status == UCS_OK || status == UCS_ERR_MESSAGE_TRUNCATED) &&
+                     (info->length > tp->split_bytes) != (op->half == 1) && op->lane == 0 &&
+                     tp->split_lane >= 0 && op->req && zc_ucx_split_peer(tp, op->req->peer);
+    zc_ucx_complete(op, status, status == UCS_OK ? info->length : 0, other_kind);
 }
 
-/* Shared tail of isend/irecv: immediate completion, error or pending. */
-static zc_status_t zc_ucx_post(zc_ucx_op_t *op, ucs_status_ptr_t sp, zc_request_h req)
+/* The tail of every post: an error, a send completed in place, or an
+ * operation under way (whose callback may already have run). */
+static zc_status_t zc_ucx_post(zc_ucx_op_t *op, ucs_status_ptr_t sp, int peer)
 {
+    op->posting = 0;
     if (UCS_PTR_IS_ERR(sp)) {
         ucs_status_t status = UCS_PTR_STATUS(sp);
         zc_status_t st = zc_ucx_status(status);
         if (st < 0 && st != ZC_ERR_MISMATCH && op->conn && op->conn->failed)
             st = ZC_ERR_PEER_FAILED;
         zc_ucx_op_release(op);
-        return zc_error(st, "ucx: posting to rank %d failed: %s", req->peer,
+        return zc_error(st, "ucx: posting to rank %d failed: %s", peer,
                         ucs_status_string(status));
     }
-    if (sp == NULL) {            /* a send completed in place; no callback */
-        zc_ucx_complete(op, UCS_OK, 0);
-        return ZC_OK;
-    }
-    if (req->done)               /* the callback already ran inside the post */
-        return ZC_OK;
-    op->ucx_req = sp;
-    req->backend = op;
+    if (sp == NULL)              /* a send completed in place; no callback */
+        zc_ucx_complete(op, UCS_OK, 0, 0);
+    else if (op->finished)       /* the callback already ran inside the post */
+        zc_ucx_op_release(op);
+    else
+        op->ucx_req = sp;
     return ZC_OK;
 }
 
-static zc_status_t zc_ucx_new_op(zc_transport_t *tp, int lane, zc_request_h req,
+/* A record for an operation of `bytes` on `lane` (posting until its post
+ * returns). */
+static zc_status_t zc_ucx_new_op(zc_transport_t *tp, int lane, zc_request_h req, size_t bytes,
                                  zc_ucx_op_t **op_out)
 {
     zc_ucx_op_t *op = tp->free_ops;
@@ -226,17 +358,96 @@ static zc_status_t zc_ucx_new_op(zc_transport_t *tp, int lane, zc_request_h req,
     op->req = req;
     op->tp = tp;
     op->lane = lane;
+    op->bytes = bytes;
+    op->posting = 1;
     tp->pending[lane]++;
     *op_out = op;
     return ZC_OK;
 }
 
+static ucs_status_ptr_t zc_ucx_start(zc_transport_t *tp, zc_ucx_op_t *op, void *buf,
+                                     uint64_t tag)
+{
+    ucp_request_param_t param = {0};
+
+    param.op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA |
+                         UCP_OP_ATTR_FIELD_DATATYPE;
+    param.user_data = op;
+    param.datatype = ucp_dt_make_contig(1);
+    if (op->req->kind == ZC_REQ_SEND) {
+        param.cb.send = zc_ucx_send_cb;
+        return ucp_tag_send_nbx(op->conn->ep, buf, op->bytes, tag, &param);
+    }
+    /* UCX 1.13 does not report the length of a receive that completes in
+     * place, so always take the callback, which does. */
+    param.op_attr_mask |= UCP_OP_ATTR_FLAG_NO_IMM_CMPL;
+    param.cb.recv = zc_ucx_recv_cb;
+    return ucp_tag_recv_nbx(tp->lanes[op->lane].worker, buf, op->bytes, tag, UINT64_MAX, &param);
+}
+
+/* Whether a message of `bytes` with `peer` on `lane` travels split (both
+ * sides decide alike: same size, same peers). */
+static int zc_ucx_splits(zc_transport_t *tp, int lane, int peer, size_t bytes,
+                         const zc_request_h req)
+{
+    return lane == 0 && bytes > tp->split_bytes && !req->up_to && zc_ucx_split_peer(tp, peer);
+}
+
+/* Post `req` on `lane`: whole, or in two halves on lane 0 and the split
+ * lane that run at once. */
+static zc_status_t zc_ucx_start_request(zc_transport_t *tp, zc_request_h req, void *buf,
+                                        int lane, uint64_t tag)
+{
+    zc_ucx_op_t *op, *second;
+    const size_t bytes = req->bytes;
+
+    if (!zc_ucx_splits(tp, lane, req->peer, bytes, req)) {
+        ZC_CHECK(zc_ucx_new_op(tp, lane, req, bytes, &op));
+        op->conn = zc_ucx_conn(tp, lane, req->peer);
+        req->backend = op;
+        return zc_ucx_post(op, zc_ucx_start(tp, op, buf, tag), req->peer);
+    }
+    if (req->kind == ZC_REQ_RECV && zc_ucx_conn(tp, 0, req->peer)->split_broken)
+        return zc_ucx_split_broken(req);
+    size_t half = bytes / 2 & ~(size_t)(ZC_UCX_SPLIT_ALIGN - 1);
+    if (half <= tp->split_bytes)
+        half = tp->split_bytes + 1;  /* longer than any whole message (see the top) */
+    ZC_CHECK(zc_ucx_new_op(tp, 0, req, half, &op));
+    if (zc_ucx_new_op(tp, tp->split_lane, req, bytes - half, &second) != ZC_OK) {
+        op->posting = 0;
+        zc_ucx_op_release(op);
+        return ZC_ERR_NO_MEMORY;
+    }
+    op->conn = zc_ucx_conn(tp, 0, req->peer);
+    second->conn = zc_ucx_conn(tp, tp->split_lane, req->peer);
+    op->half = 1;
+    second->half = 2;
+    op->twin = second;
+    second->twin = op;
+    req->backend = op;
+    zc_status_t st = zc_ucx_post(op, zc_ucx_start(tp, op, buf, tag), req->peer);
+    /* The second half is posted after a count mismatch of the first (it
+     * takes the other half of the message sent), not when the first could
+     * not be posted, failed otherwise or broke the pairing. */
+    if (st != ZC_OK || (req->status < 0 && (req->status != ZC_ERR_MISMATCH ||
+                                            zc_ucx_conn(tp, 0, req->peer)->split_broken))) {
+        /* an error of the first half's post is the caller's */
+        second->posting = 0;
+        zc_ucx_op_release(second);
+        req->backend = NULL;
+        req->done = st == ZC_OK;
+        return st;
+    }
+    st = zc_ucx_post(second, zc_ucx_start(tp, second, (char *)buf + half, tag), req->peer);
+    if (st != ZC_OK && req->backend == op)
+        zc_ucx_op_detach(op);  /* the request is not posted: the first half goes alone */
+    return st;
+}
+
 static zc_status_t zc_ucx_isend(zc_transport_t *tp, const void *buf, size_t bytes, int peer,
                                 uint64_t tag, int rail, zc_request_h req)
 {
-    ucp_request_param_t param = {0};
-    zc_ucx_op_t *op = NULL;
-    int lane;
+    int lane = 0;
 
     ZC_CHECK(zc_ucx_pick_lane(tp, peer, rail, 1, &lane));
     zc_ucx_conn_t *conn = zc_ucx_conn(tp, lane, peer);
@@ -245,36 +456,18 @@ static zc_status_t zc_ucx_isend(zc_transport_t *tp, const void *buf, size_t byte
     if (!conn->ep)
         return zc_error(ZC_ERR_UNSUPPORTED, "rank %d has no endpoint on the %s lane", peer,
                         tp->lanes[lane].name);
-    ZC_CHECK(zc_ucx_new_op(tp, lane, req, &op));
-    op->conn = conn;
     tp->sent[lane] += bytes;
-    param.op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA |
-                         UCP_OP_ATTR_FIELD_DATATYPE;
-    param.cb.send = zc_ucx_send_cb;
-    param.user_data = op;
-    param.datatype = ucp_dt_make_contig(1);
-    return zc_ucx_post(op, ucp_tag_send_nbx(conn->ep, buf, bytes, tag, &param), req);
+    return zc_ucx_start_request(tp, req, (void *)buf, lane, tag);
 }
 
 static zc_status_t zc_ucx_irecv(zc_transport_t *tp, void *buf, size_t bytes, int peer,
                                 uint64_t tag, int rail, zc_request_h req)
 {
-    ucp_request_param_t param = {0};
-    zc_ucx_op_t *op = NULL;
-    int lane;
+    int lane = 0;
 
+    (void)bytes;  /* req->bytes */
     ZC_CHECK(zc_ucx_pick_lane(tp, peer, rail, 0, &lane));
-    ZC_CHECK(zc_ucx_new_op(tp, lane, req, &op));
-    op->conn = zc_ucx_conn(tp, lane, peer);  /* whose failure explains an error */
-    /* UCX 1.13 does not report the length of a receive that completes in
-     * place, so always take the callback, which does. */
-    param.op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA |
-                         UCP_OP_ATTR_FIELD_DATATYPE | UCP_OP_ATTR_FLAG_NO_IMM_CMPL;
-    param.cb.recv = zc_ucx_recv_cb;
-    param.user_data = op;
-    param.datatype = ucp_dt_make_contig(1);
-    return zc_ucx_post(op, ucp_tag_recv_nbx(tp->lanes[lane].worker, buf, bytes, tag, UINT64_MAX,
-                                            &param), req);
+    return zc_ucx_start_request(tp, req, buf, lane, tag);
 }
 
 /* Progress one lane until it has nothing more to do. */
@@ -288,13 +481,19 @@ static int zc_ucx_progress_lane(zc_transport_t *tp, int l)
     return events;
 }
 
-/* Progress the lanes with operations, and the others too when `idle_too`. */
+/* Progress the lanes with operations, and the others too when `idle_too`.
+ * The split lane (the last) goes first: its step of a split message, a
+ * receiver's answer to the sender's rendezvous or the sender's copy, lets
+ * the other side copy while lane 0's step here copies too. */
 static int zc_ucx_progress_lanes(zc_transport_t *tp, int idle_too)
 {
+    const int split = tp->split_lane;
     int events = 0;
 
+    if (split >= 0 && (tp->pending[split] || idle_too))
+        events += zc_ucx_progress_lane(tp, split);
     for (int l = 0; l < tp->nlanes; l++)
-        if (tp->pending[l] || idle_too)
+        if (l != split && (tp->pending[l] || idle_too))
             events += zc_ucx_progress_lane(tp, l);
     return events;
 }
@@ -304,7 +503,7 @@ static int zc_ucx_progress(zc_transport_t *tp)
     return zc_ucx_progress_lanes(tp, ++tp->progress_calls % ZC_UCX_IDLE_LANES_EVERY == 0);
 }
 
-/* A wait's spin polls the intra-node lane (shared memory, no system call)
+/* A wait's spin polls the intra-node lanes (shared memory, no system call)
  * and one rail lane with operations, the rails in turn, each once (not
  * until it has nothing more: the spin comes back): progressing a tcp lane
  * is an epoll system call even when nothing came, and a spin over every
@@ -315,12 +514,14 @@ static int zc_ucx_progress(zc_transport_t *tp)
  * still advances every busy lane. */
 static int zc_ucx_poll(zc_transport_t *tp)
 {
-    const int nrails = tp->nlanes - 1;
-    int events;
+    const int nrails = tp->w.nrails;
+    int events = 0;
 
     if (++tp->progress_calls % ZC_UCX_IDLE_LANES_EVERY == 0)
         return zc_ucx_progress_lanes(tp, 1);
-    events = (int)ucp_worker_progress(tp->lanes[0].worker);
+    if (tp->split_lane >= 0 && tp->pending[tp->split_lane])  /* first: see progress_lanes */
+        events += (int)ucp_worker_progress(tp->lanes[tp->split_lane].worker);
+    events += (int)ucp_worker_progress(tp->lanes[0].worker);
     for (int i = 0; i < nrails; i++) {
         int l = 1 + (tp->next_rail + i) % nrails;
         if (tp->pending[l]) {
@@ -371,19 +572,15 @@ static void zc_ucx_abandon(zc_transport_t *tp, zc_request_h req, zc_status_t sta
 {
     zc_ucx_op_t *op = req->backend;
 
+    (void)tp;
     if (!op || req->done)
         return;
-    /* Detach first: cancelling may run the callback right here. */
-    op->req = NULL;
+    /* Detach both halves first: cancelling one may run its callback. */
+    zc_ucx_op_t *twin = op->twin;
     req->backend = NULL;
-    tp->stranded[op->lane]++;
-    /* Receives can be cancelled.  A send cannot: UCX may read its buffer
-     * until the endpoint closes, and a flush would wait for it forever, so
-     * destroy closes that endpoint by force (which also completes it). */
-    if (req->kind == ZC_REQ_RECV)
-        ucp_request_cancel(tp->lanes[op->lane].worker, op->ucx_req);
-    else
-        op->conn->abandoned = 1;
+    zc_ucx_op_detach(op);
+    if (twin)
+        zc_ucx_op_detach(twin);
     req->status = status;
     req->done = 1;
 }
@@ -453,6 +650,19 @@ out:
     return st;
 }
 
+/* Whether lane `l` reaches rank `r`: lane 0 the ranks of this node (every
+ * rank when there are no rails), a rail's lane those of the other nodes,
+ * the split lane the others this rank watches by their pid (its own host
+ * and pid namespace: the ones UCX copies to in one step). */
+static int zc_ucx_lane_reaches(const zc_transport_t *tp, int l, int r)
+{
+    const zc_transport_world_t *w = &tp->w;
+
+    if (l == tp->split_lane)
+        return r != w->rank && w->peer_watchable(w->peer_ctx, r);
+    return w->nrails == 0 || (l == 0) == (w->rank_node[r] == w->node);
+}
+
 /* Endpoints of lane `l` to the peers it reaches. */
 static zc_status_t zc_ucx_connect_lane(zc_transport_t *tp, int l)
 {
@@ -463,8 +673,7 @@ static zc_status_t zc_ucx_connect_lane(zc_transport_t *tp, int l)
 
     ZC_CHECK(zc_ucx_exchange_addresses(tp, &tp->lanes[l], &table, &stride));
     for (int r = 0; r < w->size; r++) {
-        int same_node = w->rank_node[r] == w->node;
-        if (w->nrails > 0 && (l == 0) != same_node)
+        if (!zc_ucx_lane_reaches(tp, l, r))
             continue;
         zc_ucx_conn_t *conn = zc_ucx_conn(tp, l, r);
         ucp_ep_params_t ep_params = {0};
@@ -574,19 +783,20 @@ static zc_status_t zc_ucx_open_lanes(zc_transport_t *tp)
     const zc_transport_world_t *w = &tp->w;
     /* The user's UCX_TLS wins over ours. */
     const char *user_tls = getenv("UCX_TLS");
+    const char *tls = user_tls ? NULL : zc_env_get(w->nrails ? "ZC_UCX_INTRA_TLS" : "ZC_UCX_TLS");
 
-    if (w->nrails == 0)
-        return zc_ucx_lane_open(&tp->lanes[0], "all", user_tls ? NULL : zc_env_get("ZC_UCX_TLS"),
-                                NULL, w->size);
-    ZC_CHECK(zc_ucx_lane_open(&tp->lanes[0], "intra",
-                              user_tls ? NULL : zc_env_get("ZC_UCX_INTRA_TLS"), NULL,
-                              w->local_size));
+    ZC_CHECK(zc_ucx_lane_open(&tp->lanes[0], w->nrails ? "intra" : "all", tls, NULL, NULL,
+                              w->nrails ? w->local_size : w->size));
     for (int k = 0; k < w->nrails; k++) {
         char name[32];
         snprintf(name, sizeof(name), "rail %d", k);
         ZC_CHECK(zc_ucx_lane_open(&tp->lanes[1 + k], name, zc_env_get("ZC_UCX_NET_TLS"),
-                                  w->rail_devices[k], w->size));
+                                  w->rail_devices[k], NULL, w->size));
     }
+    /* Lane 0's transports, with the sender doing the rendezvous copy. */
+    if (tp->split_lane >= 0)
+        ZC_CHECK(zc_ucx_lane_open(&tp->lanes[tp->split_lane], "split", tls, NULL, "put_zcopy",
+                                  w->local_size));
     return ZC_OK;
 }
 
@@ -598,8 +808,10 @@ static zc_status_t zc_ucx_create(const zc_transport_world_t *world, zc_transport
     if (!tp)
         return zc_error(ZC_ERR_NO_MEMORY, "cannot allocate the UCX transport");
     tp->w = *world;
+    tp->split_lane = world->split_bytes > 0 ? 1 + world->nrails : -1;
+    tp->split_bytes = (size_t)world->split_bytes;
+    tp->nlanes = 1 + world->nrails + (tp->split_lane >= 0);
     st = zc_ucx_open_lanes(tp);
-    tp->nlanes = 1 + world->nrails;
     if (st != ZC_OK)
         goto err;
     tp->conns = calloc((size_t)tp->nlanes * (size_t)world->size, sizeof(*tp->conns));
