@@ -692,6 +692,26 @@ static int ucx_statuses_read_right(void)
     return bad;
 }
 
+/* The split lane's transports: a UCX_TLS list without tcp. */
+static int split_lane_tls_right(void)
+{
+    static const char *cases[][2] = {
+        {"self,sm,tcp", "self,sm"}, {"tcp,sm", "sm"}, {"sm,cma", "sm,cma"},
+        {"tcp", "tcp"}, {"^tcp", "^tcp"}, {"rc,tcp,self", "rc,self"},
+    };
+    char buf[64];
+    int bad = zc_ucx_tls_but_tcp(NULL, buf, sizeof(buf)) != NULL;
+
+    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+        const char *got = zc_ucx_tls_but_tcp(cases[i][0], buf, sizeof(buf));
+        if (strcmp(got, cases[i][1]) != 0) {
+            diag("UCX_TLS %s without tcp: %s, not %s", cases[i][0], got, cases[i][1]);
+            bad++;
+        }
+    }
+    return bad;
+}
+
 static int run_case(int nranks, mp_rank_fn fn, void *arg)
 {
     return mp_run(nranks, CASE_TIMEOUT_S, fn, arg);
@@ -728,6 +748,8 @@ int main(void)
     for (int i = 0; i < 4; i++)
         ok(run_case(2, rank_split_mismatch, (void *)split_mismatch[i][0]) == 0,
            "count mismatch, split at 64 KiB, %s", split_mismatch[i][1]);
+    ok(split_lane_tls_right() == 0,
+       "the split lane's UCX_TLS is the list without tcp (kept as is when tcp is all of it)");
     ok(run_case(2, rank_bad_args, NULL) == 0, "every bad argument returns its status and names it");
     ok(run_case(2, rank_aliased_sendrecv, NULL) == 0,
        "zc_sendrecv with overlapping buffers (1 MiB in place, half, one byte) is refused on both "

@@ -52,7 +52,7 @@ static const zc_env_spec_t zc_env_table[] = {
      "(0: sleep at once); where its machine runs more of the communicator's ranks than the "
      "cores they can use (online, cut to a container's cgroup cpuset), it yields the core "
      "to runnable threads between polls"},
-    {"ZC_HOST_SPLIT_BYTES", "524288", ZC_ENV_INT, 0, INT64_MAX, NULL, ZC_ENV_COMM | ZC_ENV_SAME,
+    {"ZC_HOST_SPLIT_BYTES", "262144", ZC_ENV_INT, 0, INT64_MAX, NULL, ZC_ENV_COMM | ZC_ENV_SAME,
      "messages between ranks of one host (and pid namespace) larger than this travel in two "
      "halves at once, one copied by the receiver and one by the sender (0: never split)"},
     {"ZC_LOG_LEVEL", "WARN", ZC_ENV_CHOICE, 0, 0, "NONE|ERROR|WARN|INFO|DEBUG|TRACE",

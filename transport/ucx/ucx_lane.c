@@ -115,6 +115,21 @@ static int zc_ucx_tls_tcp_only(const char *tls)
     return tcp && !other;
 }
 
+const char *zc_ucx_tls_but_tcp(const char *tls, char *buf, size_t len)
+{
+    char copy[256], *save = NULL;
+    size_t used = 0;
+
+    if (!tls || tls[0] == '^' || strlen(tls) >= sizeof(copy) || len == 0)
+        return tls;
+    snprintf(copy, sizeof(copy), "%s", tls);
+    buf[0] = '\0';
+    for (char *t = strtok_r(copy, ",", &save); t; t = strtok_r(NULL, ",", &save))
+        if (strcmp(t, "tcp") != 0 && used < len)
+            used += (size_t)snprintf(buf + used, len - used, "%s%s", used ? "," : "", t);
+    return buf[0] && used < len ? buf : tls;
+}
+
 static zc_status_t zc_ucx_config_set(ucp_config_t *config, const char *key, const char *value,
                                      const char *lane)
 {

@@ -22,6 +22,12 @@ typedef struct {
 zc_status_t zc_ucx_lane_open(zc_ucx_lane_t *lane, const char *name, const char *tls,
                              const char *devices, const char *rndv_scheme, int nranks);
 void zc_ucx_lane_close(zc_ucx_lane_t *lane);
+/* `tls` (a UCX_TLS value) without tcp, in `buf`: for a lane that only
+ * reaches ranks of its own host, where a tcp interface UCX activates costs
+ * a system call (epoll) in progress calls, which doubled a small message's
+ * round trip (BENCHMARKS.md, "Point-to-point").  NULL, and lists that
+ * exclude ("^...") or name nothing but tcp, come back as they are. */
+const char *zc_ucx_tls_but_tcp(const char *tls, char *buf, size_t len);
 /* A UCX status of an operation (not of setup) as a zc_status_t. */
 zc_status_t zc_ucx_status(ucs_status_t status);
 /* A peer failed in this process: UCX's error lines that follow are

@@ -793,10 +793,15 @@ static zc_status_t zc_ucx_open_lanes(zc_transport_t *tp)
         ZC_CHECK(zc_ucx_lane_open(&tp->lanes[1 + k], name, zc_env_get("ZC_UCX_NET_TLS"),
                                   w->rail_devices[k], NULL, w->size));
     }
-    /* Lane 0's transports, with the sender doing the rendezvous copy. */
-    if (tp->split_lane >= 0)
-        ZC_CHECK(zc_ucx_lane_open(&tp->lanes[tp->split_lane], "split", tls, NULL, "put_zcopy",
-                                  w->local_size));
+    /* Lane 0's transports but tcp, with the sender doing the rendezvous
+     * copy. */
+    if (tp->split_lane >= 0) {
+        char split_tls[256];
+        ZC_CHECK(zc_ucx_lane_open(&tp->lanes[tp->split_lane], "split",
+                                  zc_ucx_tls_but_tcp(tls ? tls : user_tls, split_tls,
+                                                     sizeof(split_tls)),
+                                  NULL, "put_zcopy", w->local_size));
+    }
     return ZC_OK;
 }
 
