@@ -67,7 +67,7 @@ typedef struct {
     int nrails;
     const int *rank_rail;      /* [size] */
     const char *rail_devices[ZC_PLAN_MAX_RAILS];
-    /* Messages between ranks of one host from this size on travel in two
+    /* Messages between ranks of one host larger than this travel in two
      * halves, one copied by each side (0: never); the same on every rank. */
     int64_t split_bytes;
     /* Non-zero if `peer`'s process can be watched by its pid (same host
