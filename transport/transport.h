@@ -69,7 +69,7 @@ typedef struct {
     const char *rail_devices[ZC_PLAN_MAX_RAILS];
     /* Messages between ranks of one host larger than this travel in two
      * halves, one copied by each side (0: never); the same on every rank. */
-    int64_t split_bytes;
+    size_t split_bytes;
     /* Non-zero if `peer`'s process can be watched by its pid (same host
      * and pid namespace): its death is seen without UCX's error handling. */
     int (*peer_watchable)(const void *ctx, int peer);

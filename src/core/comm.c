@@ -165,7 +165,7 @@ static zc_status_t zc_comm_connect(struct zc_comm *comm, zc_bootstrap_t *bs)
         .peer_watchable = zc_comm_watchable, .peer_ctx = comm,
         .allgather = zc_comm_allgather, .allgather_ctx = bs,
         .allgather_max = ZC_BOOTSTRAP_MAX_BLOB,
-        .split_bytes = comm->settings.host_split_bytes,
+        .split_bytes = (size_t)comm->settings.host_split_bytes,
     };
 
     for (int k = 0; k < comm->nrails; k++)

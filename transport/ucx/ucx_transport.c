@@ -90,7 +90,6 @@ struct zc_transport {
     int nlanes;
     zc_ucx_lane_t lanes[ZC_UCX_MAX_LANES];
     int split_lane;        /* the put lane of split messages' second halves, or -1 */
-    size_t split_bytes;    /* messages inside the host larger than this are split */
     zc_ucx_conn_t *conns;  /* [nlanes][size]; ep NULL where a lane does not reach */
     uint64_t sent[ZC_UCX_MAX_LANES];
     uint64_t received[ZC_UCX_MAX_LANES];
@@ -202,6 +201,16 @@ static void zc_ucx_op_detach(zc_ucx_op_t *op)
         op->conn->abandoned = 1;
 }
 
+/* A UCX error of `op` as a zc_status_t: any failure but a count mismatch on
+ * an endpoint that failed is the peer's. */
+static zc_status_t zc_ucx_op_error(const zc_ucx_op_t *op, ucs_status_t status)
+{
+    zc_status_t st = zc_ucx_status(status);
+
+    return st < 0 && st != ZC_ERR_MISMATCH && op->conn && op->conn->failed ? ZC_ERR_PEER_FAILED
+                                                                           : st;
+}
+
 /* A split receive from a peer whose messages can no longer be paired into
  * halves (see the top of this file). */
 static zc_status_t zc_ucx_split_broken(const zc_request_h req)
@@ -220,7 +229,7 @@ static zc_status_t zc_ucx_op_status(const zc_ucx_op_t *op, ucs_status_t status, 
                                     int other_kind)
 {
     zc_request_h req = op->req;
-    zc_status_t st = zc_ucx_status(status);
+    zc_status_t st = zc_ucx_op_error(op, status);
     zc_ucx_conn_t *conn0 = zc_ucx_conn(op->tp, 0, req->peer);
 
     if (other_kind) {
@@ -228,7 +237,7 @@ static zc_status_t zc_ucx_op_status(const zc_ucx_op_t *op, ucs_status_t status, 
         return zc_error(ZC_ERR_MISMATCH,
                         "count: rank %d sent a message %s ZC_HOST_SPLIT_BYTES (%zu), the %zu "
                         "bytes posted are %s it", req->peer, op->half ? "of at most" : "above",
-                        op->tp->split_bytes, req->bytes, op->half ? "above" : "at most");
+                        op->tp->w.split_bytes, req->bytes, op->half ? "above" : "at most");
     }
     if (op->half && req->kind == ZC_REQ_RECV && conn0->split_broken && st >= 0)
         return zc_ucx_split_broken(req);
@@ -236,8 +245,7 @@ static zc_status_t zc_ucx_op_status(const zc_ucx_op_t *op, ucs_status_t status, 
     /* Only UCX cancels an operation that was not abandoned: it purges
      * what was in flight on an endpoint that failed (or that a peer
      * reset), whatever status it gives. */
-    if (status == UCS_ERR_CANCELED ||
-        (st < 0 && st != ZC_ERR_MISMATCH && op->conn && op->conn->failed))
+    if (status == UCS_ERR_CANCELED)
         st = ZC_ERR_PEER_FAILED;
     if (st == ZC_ERR_PEER_FAILED)
         zc_ucx_note_peer_failure();
@@ -313,7 +321,7 @@ static void zc_ucx_recv_cb(void *ucx_req, ucs_status_t status, const ucp_tag_rec
     /* (UCX gives the sender's length, also when it truncated; the cheap
      * tests first: this runs for every message) */
     int other_kind = (status == UCS_OK || status == UCS_ERR_MESSAGE_TRUNCATED) &&
-                     (info->length > tp->split_bytes) != (op->half == 1) && op->lane == 0 &&
+                     (info->length > tp->w.split_bytes) != (op->half == 1) && op->lane == 0 &&
                      tp->split_lane >= 0 && op->req && zc_ucx_split_peer(tp, op->req->peer);
     zc_ucx_complete(op, status, status == UCS_OK ? info->length : 0, other_kind);
 }
@@ -325,9 +333,7 @@ static zc_status_t zc_ucx_post(zc_ucx_op_t *op, ucs_status_ptr_t sp, int peer)
     op->posting = 0;
     if (UCS_PTR_IS_ERR(sp)) {
         ucs_status_t status = UCS_PTR_STATUS(sp);
-        zc_status_t st = zc_ucx_status(status);
-        if (st < 0 && st != ZC_ERR_MISMATCH && op->conn && op->conn->failed)
-            st = ZC_ERR_PEER_FAILED;
+        zc_status_t st = zc_ucx_op_error(op, status);
         zc_ucx_op_release(op);
         return zc_error(st, "ucx: posting to rank %d failed: %s", peer,
                         ucs_status_string(status));
@@ -385,12 +391,12 @@ static ucs_status_ptr_t zc_ucx_start(zc_transport_t *tp, zc_ucx_op_t *op, void *
     return ucp_tag_recv_nbx(tp->lanes[op->lane].worker, buf, op->bytes, tag, UINT64_MAX, &param);
 }
 
-/* Whether a message of `bytes` with `peer` on `lane` travels split (both
- * sides decide alike: same size, same peers). */
-static int zc_ucx_splits(zc_transport_t *tp, int lane, int peer, size_t bytes,
-                         const zc_request_h req)
+/* Whether `req` on `lane` travels split (both sides decide alike: same
+ * size, same peers). */
+static int zc_ucx_splits(zc_transport_t *tp, int lane, const zc_request_h req)
 {
-    return lane == 0 && bytes > tp->split_bytes && !req->up_to && zc_ucx_split_peer(tp, peer);
+    return lane == 0 && req->bytes > tp->w.split_bytes && !req->up_to &&
+           zc_ucx_split_peer(tp, req->peer);
 }
 
 /* Post `req` on `lane`: whole, or in two halves on lane 0 and the split
@@ -401,7 +407,7 @@ static zc_status_t zc_ucx_start_request(zc_transport_t *tp, zc_request_h req, vo
     zc_ucx_op_t *op, *second;
     const size_t bytes = req->bytes;
 
-    if (!zc_ucx_splits(tp, lane, req->peer, bytes, req)) {
+    if (!zc_ucx_splits(tp, lane, req)) {
         ZC_CHECK(zc_ucx_new_op(tp, lane, req, bytes, &op));
         op->conn = zc_ucx_conn(tp, lane, req->peer);
         req->backend = op;
@@ -410,8 +416,8 @@ static zc_status_t zc_ucx_start_request(zc_transport_t *tp, zc_request_h req, vo
     if (req->kind == ZC_REQ_RECV && zc_ucx_conn(tp, 0, req->peer)->split_broken)
         return zc_ucx_split_broken(req);
     size_t half = bytes / 2 & ~(size_t)(ZC_UCX_SPLIT_ALIGN - 1);
-    if (half <= tp->split_bytes)
-        half = tp->split_bytes + 1;  /* longer than any whole message (see the top) */
+    if (half <= tp->w.split_bytes)
+        half = tp->w.split_bytes + 1;  /* longer than any whole message (see the top) */
     ZC_CHECK(zc_ucx_new_op(tp, 0, req, half, &op));
     if (zc_ucx_new_op(tp, tp->split_lane, req, bytes - half, &second) != ZC_OK) {
         op->posting = 0;
@@ -814,7 +820,6 @@ static zc_status_t zc_ucx_create(const zc_transport_world_t *world, zc_transport
         return zc_error(ZC_ERR_NO_MEMORY, "cannot allocate the UCX transport");
     tp->w = *world;
     tp->split_lane = world->split_bytes > 0 ? 1 + world->nrails : -1;
-    tp->split_bytes = (size_t)world->split_bytes;
     tp->nlanes = 1 + world->nrails + (tp->split_lane >= 0);
     st = zc_ucx_open_lanes(tp);
     if (st != ZC_OK)
