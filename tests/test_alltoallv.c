@@ -181,42 +181,38 @@ static int rank_plan(int rank, int nranks, void *arg)
     return 0;
 }
 
-/* Mismatched counts: every rank fails with ZC_ERR_MISMATCH, the two ends
- * of the block name it, and the communicator still works afterwards.
- * arg bit 0: sizes 0 vs 7 inside a node (the receiver would wait forever
- * without the agreement), else 5 vs 4 between nodes; bit 1: the two-round
- * agreement of large communicators instead of whole rows. */
-static int rank_mismatch(int rank, int nranks, void *arg)
+/* One call whose block src -> dst disagrees (the sender says `sent`
+ * elements of a byte, the receiver `expected`): every rank fails with
+ * ZC_ERR_MISMATCH, the two ends of the block name it, the others learn of
+ * it; then the same communicator runs agreed counts byte-exact. */
+static int mismatch_once(zc_comm_h comm, int rank, int nranks, int src, int dst, int64_t sent,
+                         int64_t expected)
 {
-    int zero = *(int *)arg & 1;
-    int src = zero ? 2 : 0, dst = zero ? 3 : 2;
-    zc_comm_h comm;
+    char sends[64], expects[64];
     a2av_layout_t l;
-
-    if (init(rank, nranks, 20000, &comm))
-        return 1;
-    if (*(int *)arg & 2)
-        comm->settings.alltoallv_rows_max = 0; /* ZC_ALLTOALLV_ROWS_MAX=0 */
     int64_t *m = a2av_matrix(nranks, 5, 100, -1);
+
     MP_CHECK(m, "matrix");
-    m[src * nranks + dst] = zero ? 7 : 4;
+    m[src * nranks + dst] = expected;
     a2av_layout(&l, m, nranks, rank, 5, 3, 0);
     if (rank == src)
-        l.sc[dst] = zero ? 0 : 5;
+        l.sc[dst] = sent;
     char *send = calloc(l.send_elems + 8, 1), *recv = calloc(l.recv_elems + 8, 1);
     zc_status_t st = a2av_run(send, recv, &l, ZC_BYTE, comm, 0);
     const char *why = zc_get_last_error();
+    snprintf(sends, sizeof(sends), "sends %lld bytes to rank %d", (long long)sent, dst);
+    snprintf(expects, sizeof(expects), "expects %lld bytes from rank %d", (long long)expected,
+             src);
     MP_CHECK(st == ZC_ERR_MISMATCH, "rank %d: %s instead of a mismatch", rank, zc_strerror(st));
     MP_CHECK(strstr(why, "1 block(s) disagree") != NULL, "one block counted: %s", why);
     if (rank == src)
-        MP_CHECK(strstr(why, "sendcounts[") && strstr(why, zero ? "sends 0 bytes" : "sends 5"),
-                 "sender names the block: %s", why);
+        MP_CHECK(strstr(why, "sendcounts[") && strstr(why, sends), "sender names the block: %s",
+                 why);
     else if (rank == dst)
-        MP_CHECK(strstr(why, "recvcounts[") && strstr(why, zero ? "expects 7" : "expects 4"),
+        MP_CHECK(strstr(why, "recvcounts[") && strstr(why, expects),
                  "receiver names the block: %s", why);
     else
         MP_CHECK(strstr(why, "counts:") != NULL, "others learn of it: %s", why);
-    /* The same communicator runs the right counts afterwards. */
     m[src * nranks + dst] = 9;
     a2av_layout(&l, m, nranks, rank, 5, 3, 0);
     if (run_checked(comm, &l, ZC_BYTE, 17, 0))
@@ -224,6 +220,72 @@ static int rank_mismatch(int rank, int nranks, void *arg)
     free(send);
     free(recv);
     free(m);
+    return 0;
+}
+
+/* Mismatched counts, on 2 nodes of 2 ranks.  arg bit 0: sizes 0 vs 7
+ * inside a node (the receiver would wait forever without the agreement),
+ * else 5 vs 4 between nodes; bit 1: the two-round agreement of large
+ * communicators instead of whole rows. */
+static int rank_mismatch(int rank, int nranks, void *arg)
+{
+    int zero = *(int *)arg & 1;
+    zc_comm_h comm;
+
+    if (init(rank, nranks, 20000, &comm))
+        return 1;
+    if (*(int *)arg & 2)
+        comm->settings.alltoallv_rows_max = 0; /* ZC_ALLTOALLV_ROWS_MAX=0 */
+    if (mismatch_once(comm, rank, nranks, zero ? 2 : 0, zero ? 3 : 2, zero ? 0 : 5, zero ? 7 : 4))
+        return 1;
+    zc_comm_destroy(comm);
+    return 0;
+}
+
+/* Ranks on nodes for the relayed count rows: the node of each rank. */
+typedef struct {
+    const char *name;
+    int nranks;
+    int node[6];
+} node_layout_t;
+
+static const node_layout_t relay_layouts[] = {
+    {"3 nodes of 2 ranks", 6, {0, 0, 1, 1, 2, 2}},
+    {"2 nodes of 3 ranks, interleaved", 6, {0, 1, 0, 1, 0, 1}},
+    {"nodes of 3 and 2 ranks (rows direct)", 5, {0, 0, 1, 0, 1}},
+};
+
+/* With the same number of ranks on every node the count rows and the
+ * inline blocks travel over one rank per node pair (alltoallv.c): random
+ * blocks on both sides of the inline size byte-exact, with zc_wait and
+ * zc_test; a block between two ranks of different nodes that are not
+ * partners (it travels over a third rank) disagreeing is found on every
+ * rank.  Uneven nodes send the rows direct, with the same results. */
+static int rank_relay(int rank, int nranks, void *arg)
+{
+    const node_layout_t *nl = arg;
+    zc_config_t config = ZC_CONFIG_INITIALIZER;
+    char node_id[32];
+    zc_comm_h comm;
+
+    snprintf(node_id, sizeof(node_id), "a2av-relay-%d", nl->node[rank]);
+    config.timeout_ms = 20000;
+    config.node_id = node_id;
+    MP_CHECK(mp_comm_init(rank, nranks, &config, &comm) == ZC_OK, "init");
+    for (int seed = 1; seed <= 6; seed++) {
+        /* float32 blocks of up to 3000 elements (12000 bytes) or 40 */
+        int64_t *m = a2av_matrix(nranks, (uint64_t)seed + 100, seed % 2 ? 3000 : 40,
+                                 seed % 3 ? -1 : seed % nranks);
+        a2av_layout_t l;
+        MP_CHECK(m, "matrix");
+        a2av_layout(&l, m, nranks, rank, (uint64_t)seed, seed % 2 ? 11 : 0, 0);
+        if (run_checked(comm, &l, ZC_FLOAT32, seed, seed % 3 == 0))
+            return 1;
+        free(m);
+    }
+    /* rank 0 -> rank 3: another node, and not rank 0's partner there */
+    if (mismatch_once(comm, rank, nranks, 0, 3, 6, 8))
+        return 1;
     zc_comm_destroy(comm);
     return 0;
 }
@@ -381,7 +443,7 @@ int main(void)
 
     setenv("ZC_SOCKET_IFNAME", "lo", 0);
     have_rails = rails_on_loopback(topo, sizeof(topo));
-    tap_plan(12);
+    tap_plan(15);
     if (!have_rails)
         diag("no node topology (tests/cluster/zc_cluster --topo-xml): no rails, no splitting");
     ok(run_case(rank_random, NULL) == 0,
@@ -402,6 +464,12 @@ int main(void)
            "afterwards (%s agreement)",
            k & 1 ? "0 vs 7 elements inside a node" : "5 vs 4 elements between nodes",
            k & 2 ? "two-round" : "one-round");
+    for (size_t k = 0; k < sizeof(relay_layouts) / sizeof(relay_layouts[0]); k++)
+        ok(mp_run(relay_layouts[k].nranks, CASE_TIMEOUT_S, rank_relay,
+                  (void *)&relay_layouts[k]) == 0,
+           "%s: random blocks around the inline size byte-exact; a mismatch between ranks "
+           "of two nodes that are not partners fails every rank, both ends named",
+           relay_layouts[k].name);
     ok(run_case(rank_unchecked, NULL) == 0, "ZC_ALLTOALLV_CHECK=0: matching counts byte-exact");
     ok(run_case(rank_bad_args, NULL) == 0,
        "every bad argument returns its status and names the argument");

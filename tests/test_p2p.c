@@ -712,6 +712,46 @@ static int split_lane_tls_right(void)
     return bad;
 }
 
+/* The settings a lane takes for tcp (UCX_TLS): no zero copy without
+ * another network transport, eager up to 256 KiB without shared memory
+ * either; the user's own UCX_ZCOPY_THRESH / UCX_RNDV_THRESH win. */
+static int tcp_settings_right(void)
+{
+    static const struct {
+        const char *tls, *user_var, *want; /* want: "KEY=VALUE ..." */
+    } cases[] = {
+        {"tcp", NULL, "ZCOPY_THRESH=inf RNDV_THRESH=256K "},
+        {"self,tcp", NULL, "ZCOPY_THRESH=inf RNDV_THRESH=256K "},
+        {"self,sm,tcp", NULL, "ZCOPY_THRESH=inf "},
+        {"tcp", "UCX_RNDV_THRESH", "ZCOPY_THRESH=inf "},
+        {"tcp", "UCX_ZCOPY_THRESH", "RNDV_THRESH=256K "},
+        {"rc,tcp", NULL, ""},
+        {"^rc", NULL, ""},
+        {"self,sm", NULL, ""},
+        {NULL, NULL, ""},
+    };
+    int bad = 0;
+
+    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+        const char *keys[2], *values[2];
+        char got[128] = "";
+        if (cases[i].user_var)
+            setenv(cases[i].user_var, "8K", 1);
+        int n = zc_ucx_tcp_settings(cases[i].tls, keys, values);
+        for (int k = 0; k < n; k++)
+            snprintf(got + strlen(got), sizeof(got) - strlen(got), "%s=%s ", keys[k], values[k]);
+        if (cases[i].user_var)
+            unsetenv(cases[i].user_var);
+        if (strcmp(got, cases[i].want) != 0) {
+            diag("UCX_TLS %s%s%s: \"%s\", not \"%s\"", cases[i].tls ? cases[i].tls : "unset",
+                 cases[i].user_var ? " with " : "", cases[i].user_var ? cases[i].user_var : "",
+                 got, cases[i].want);
+            bad++;
+        }
+    }
+    return bad;
+}
+
 static int run_case(int nranks, mp_rank_fn fn, void *arg)
 {
     return mp_run(nranks, CASE_TIMEOUT_S, fn, arg);
@@ -750,6 +790,9 @@ int main(void)
            "count mismatch, split at 64 KiB, %s", split_mismatch[i][1]);
     ok(split_lane_tls_right() == 0,
        "the split lane's UCX_TLS is the list without tcp (kept as is when tcp is all of it)");
+    ok(tcp_settings_right() == 0,
+       "tcp lanes send without zero copy, and eager up to 256 KiB where no shared memory "
+       "shares the lane, unless UCX_ZCOPY_THRESH / UCX_RNDV_THRESH are set");
     ok(run_case(2, rank_bad_args, NULL) == 0, "every bad argument returns its status and names it");
     ok(run_case(2, rank_aliased_sendrecv, NULL) == 0,
        "zc_sendrecv with overlapping buffers (1 MiB in place, half, one byte) is refused on both "

@@ -24,6 +24,7 @@ typedef struct {
     void *buf;
     const void *src;       /* copies */
     size_t bytes;
+    const size_t *bytes_at; /* packed sends: the size, when posted */
     int peer;              /* calls: their `i` */
     int rail;
     unsigned flags;        /* zc_p2p_post_flags */
@@ -83,6 +84,14 @@ int zc_sched_p2p(zc_sched_t *s, zc_request_kind_t kind, void *buf, size_t bytes,
 {
     zc_op_t op = {.kind = ZC_OP_P2P, .dir = kind, .buf = buf, .bytes = bytes, .peer = peer,
                   .tag = tag, .rail = rail, .dep = {dep0, dep1}};
+    return zc_sched_add(s, &op);
+}
+
+int zc_sched_send_packed(zc_sched_t *s, const void *buf, const size_t *bytes, int peer,
+                         uint64_t tag, int rail, int dep0, int dep1)
+{
+    zc_op_t op = {.kind = ZC_OP_P2P, .dir = ZC_REQ_SEND, .buf = (void *)buf, .bytes_at = bytes,
+                  .peer = peer, .tag = tag, .rail = rail, .dep = {dep0, dep1}};
     return zc_sched_add(s, &op);
 }
 
@@ -192,6 +201,8 @@ static zc_status_t zc_sched_pass(zc_sched_t *s, int progress, int *moved)
                     return s->error = st;
                 op->state = ZC_OP_DONE;
             } else {
+                if (op->bytes_at)
+                    op->bytes = *op->bytes_at;
                 zc_status_t st = zc_p2p_post_flags(s->comm, op->dir, op->buf, op->bytes,
                                                    op->peer, op->tag, op->rail, op->flags,
                                                    &op->req);

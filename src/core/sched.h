@@ -22,6 +22,10 @@ int zc_sched_p2p(zc_sched_t *sched, zc_request_kind_t kind, void *buf, size_t by
 /* A receive of at most `capacity` bytes (the sender alone knows how many). */
 int zc_sched_recv_up_to(zc_sched_t *sched, void *buf, size_t capacity, int peer, uint64_t tag,
                         int dep0, int dep1);
+/* A send of `*bytes` bytes, read when it is posted: a message that an op
+ * it depends on packs at run time. */
+int zc_sched_send_packed(zc_sched_t *sched, const void *buf, const size_t *bytes, int peer,
+                         uint64_t tag, int rail, int dep0, int dep1);
 /* A local memcpy, run once its dependencies are done. */
 int zc_sched_copy(zc_sched_t *sched, void *dst, const void *src, size_t bytes, int dep0,
                   int dep1);

@@ -12,6 +12,9 @@
 #include "src/common/status.h"
 #include "transport/ucx/ucx_lane.h"
 
+/* UCX_RNDV_THRESH of a tcp lane without shared memory (zc_ucx_tcp_settings) */
+#define ZC_UCX_TCP_RNDV_THRESH "256K"
+
 zc_status_t zc_ucx_status(ucs_status_t status)
 {
     /* Link and endpoint failures (UCS_ERR_FIRST_LINK_FAILURE to
@@ -94,25 +97,63 @@ static void zc_ucx_log_install(void)
 
 /* ---- lanes ------------------------------------------------------------ */
 
-/* Whether a UCX_TLS value makes tcp the lane's only network transport
- * (the defaults "tcp" and "self,sm,tcp"). */
-static int zc_ucx_tls_tcp_only(const char *tls)
+/* What a UCX_TLS list names: tcp, shared-memory transports (self
+ * aside), others (rc, ud, dc, all...: UCX may pick them).  A list that
+ * excludes ("^...") names nothing here. */
+typedef struct {
+    int tcp, shm, other;
+} zc_ucx_tls_kinds_t;
+
+static zc_ucx_tls_kinds_t zc_ucx_tls_kinds(const char *tls)
 {
+    zc_ucx_tls_kinds_t k = {0, 0, 0};
     char buf[256], *save = NULL;
-    int tcp = 0, other = 0;
 
     if (!tls || tls[0] == '^' || strlen(tls) >= sizeof(buf))
-        return 0;
+        return k;
     snprintf(buf, sizeof(buf), "%s", tls);
     for (char *t = strtok_r(buf, ",", &save); t; t = strtok_r(NULL, ",", &save)) {
         if (strcmp(t, "tcp") == 0)
-            tcp = 1;
-        else if (strcmp(t, "self") && strcmp(t, "sm") && strcmp(t, "shm") &&
-                 strcmp(t, "posix") && strcmp(t, "sysv") && strcmp(t, "cma") &&
-                 strcmp(t, "xpmem") && strcmp(t, "knem"))
-            other = 1;  /* rc, ud, dc, all...: UCX may pick them */
+            k.tcp = 1;
+        else if (!strcmp(t, "sm") || !strcmp(t, "shm") || !strcmp(t, "posix") ||
+                 !strcmp(t, "sysv") || !strcmp(t, "cma") || !strcmp(t, "xpmem") ||
+                 !strcmp(t, "knem"))
+            k.shm = 1;
+        else if (strcmp(t, "self"))
+            k.other = 1;
     }
-    return tcp && !other;
+    return k;
+}
+
+int zc_ucx_tcp_settings(const char *tls, const char **keys, const char **values)
+{
+    zc_ucx_tls_kinds_t k = zc_ucx_tls_kinds(tls);
+    int n = 0;
+
+    if (!k.tcp || k.other)
+        return 0;
+    /* UCX 1.13's tcp completes a zero-copy active message twice when the
+     * peer's socket breaks under it (uct_tcp_ep_sendv: the purge in
+     * uct_tcp_ep_handle_send_err completes it, then sendv again), which
+     * aborts the process on `comp->count > 0` in uct_iface.h or
+     * completes a request twice: a survivor of a killed peer died with
+     * it.  Over tcp the copy costs little next to the socket. */
+    if (!getenv("UCX_ZCOPY_THRESH")) {
+        keys[n] = "ZCOPY_THRESH";
+        values[n++] = "inf";
+    }
+    /* So a rendezvous over tcp saves no copy, but costs a round trip
+     * whose control messages queue behind the data on a busy NIC: eager
+     * up to 256 KiB, where UCX itself stops sending eager a message that
+     * asks for fast completion (UCX_RNDV_SEND_NBR_THRESH).  A relayed
+     * alltoallv's 32 KiB messages went from 0.93-0.97x of MPI_Alltoallv
+     * to 1.02x (BENCHMARKS.md, "Remap alltoallv").  Not where shared
+     * memory shares the lane: there a rendezvous is one copy (cma). */
+    if (!getenv("UCX_RNDV_THRESH") && !k.shm) {
+        keys[n] = "RNDV_THRESH";
+        values[n++] = ZC_UCX_TCP_RNDV_THRESH;
+    }
+    return n;
 }
 
 const char *zc_ucx_tls_but_tcp(const char *tls, char *buf, size_t len)
@@ -166,16 +207,10 @@ zc_status_t zc_ucx_lane_open(zc_ucx_lane_t *lane, const char *name, const char *
         st = zc_ucx_config_set(config, "NET_DEVICES", devices, name);
     if (st == ZC_OK && rndv_scheme)
         st = zc_ucx_config_set(config, "RNDV_SCHEME", rndv_scheme, name);
-    /* UCX 1.13's tcp completes a zero-copy active message twice when the
-     * peer's socket breaks under it (uct_tcp_ep_sendv: the purge in
-     * uct_tcp_ep_handle_send_err completes it, then sendv again), which
-     * aborts the process on `comp->count > 0` in uct_iface.h or
-     * completes a request twice: a survivor of a killed peer died with
-     * it.  Over tcp the copy costs little next to the socket; no
-     * zero-copy AM there (the user's UCX_ZCOPY_THRESH still wins). */
-    if (st == ZC_OK && !getenv("UCX_ZCOPY_THRESH") &&
-        zc_ucx_tls_tcp_only(tls ? tls : getenv("UCX_TLS")))
-        st = zc_ucx_config_set(config, "ZCOPY_THRESH", "inf", name);
+    const char *keys[2], *values[2];
+    int nset = zc_ucx_tcp_settings(tls ? tls : getenv("UCX_TLS"), keys, values);
+    for (int i = 0; i < nset && st == ZC_OK; i++)
+        st = zc_ucx_config_set(config, keys[i], values[i], name);
     if (st != ZC_OK) {
         ucp_config_release(config);
         return st;

@@ -28,6 +28,11 @@ void zc_ucx_lane_close(zc_ucx_lane_t *lane);
  * round trip (BENCHMARKS.md, "Point-to-point").  NULL, and lists that
  * exclude ("^...") or name nothing but tcp, come back as they are. */
 const char *zc_ucx_tls_but_tcp(const char *tls, char *buf, size_t len);
+/* The UCX settings (names without UCX_, at most 2) a lane of transports
+ * `tls` (a UCX_TLS value) takes unless the user's environment sets them:
+ * with tcp and no other network transport, no zero copy, and eager
+ * messages up to 256 KiB when no shared memory shares the lane either. */
+int zc_ucx_tcp_settings(const char *tls, const char **keys, const char **values);
 /* A UCX status of an operation (not of setup) as a zc_status_t. */
 zc_status_t zc_ucx_status(ucs_status_t status);
 /* A peer failed in this process: UCX's error lines that follow are

@@ -8,8 +8,11 @@
  * rows inside the schedule, and blocks of at most ZC_A2AV_INLINE_BYTES
  * travel in the same message as the rows (staged, copied out once the
  * rows agree): a call of small blocks costs one round, as an unchecked
- * one does.  Larger communicators agree in two rounds of pairwise sizes
- * and verdicts, inside the call, before the schedule is built.
+ * one does.  With the same number of ranks on every node that round is
+ * relayed: one message per partner on each other node, then one per rank
+ * of the node (zc_a2av_rows_relayed).  Larger communicators agree in two
+ * rounds of pairwise sizes and verdicts, inside the call, before the
+ * schedule is built.
  *
  * The data phase is a schedule (sched.h) that zc_test and zc_wait
  * progress: the self block is a copy, blocks inside a node go over shared
@@ -444,8 +447,8 @@ typedef struct {
 typedef struct {
     int n, me;
     int64_t *rows;              /* [n][2n], as zc_a2av_my_rows lays them out */
-    const int64_t **their_rows; /* [n]: where each peer's row landed (NULL: mine) */
-    zc_a2av_inline_t *blocks;   /* [n] */
+    const char **their_rows;    /* [n]: where each peer's row landed (NULL: mine) */
+    zc_a2av_inline_t *blocks;   /* [n]: staged filled once the messages are in */
 } zc_a2av_rows_ctx_t;
 
 static size_t zc_a2av_inline_size(size_t bytes)
@@ -456,6 +459,16 @@ static size_t zc_a2av_inline_size(size_t bytes)
 static size_t zc_a2av_align8(size_t bytes)
 {
     return (bytes + 7) & ~(size_t)7;
+}
+
+/* The inline size of the block that the rank whose row lies at `row`
+ * sends to `dst`, by that row (a received row: read unaligned). */
+static size_t zc_a2av_row_inline(const char *row, int dst)
+{
+    int64_t bytes;
+
+    memcpy(&bytes, row + sizeof(bytes) * (size_t)dst, sizeof(bytes));
+    return bytes > 0 ? zc_a2av_inline_size((size_t)bytes) : 0;
 }
 
 static zc_status_t zc_a2av_rows_verdict(void *arg, int unused)
@@ -476,50 +489,65 @@ static zc_status_t zc_a2av_rows_verdict(void *arg, int unused)
     return ZC_OK;
 }
 
-/* The one round of the agreement as schedule ops: to every peer this
- * rank's count rows followed by its block for that peer when the block
- * is inline; the verdict op checks every block of every rank and copies
- * the inline blocks out.  Returns the verdict op (data ops wait for it),
- * or -1 when out of memory. */
-static int zc_a2av_rows_sched(const zc_a2av_args_t *a, zc_a2av_build_t *b)
+/* The verdict's tables in schedule staging, followed by `extra` bytes
+ * (returned in *extra_mem, 8-aligned): this rank's rows, and for every
+ * peer where its inline block goes and how long this rank expects it. */
+static zc_a2av_rows_ctx_t *zc_a2av_rows_ctx(const zc_a2av_args_t *a, zc_a2av_build_t *b,
+                                            size_t extra, char **extra_mem)
 {
-    zc_comm_h comm = a->comm;
-    int n = comm->size, me = comm->rank;
-    size_t row = 2 * (size_t)n, row_bytes = sizeof(int64_t) * row, staged = 0;
+    int n = a->comm->size;
+    size_t tables = sizeof(zc_a2av_rows_ctx_t) + sizeof(int64_t) * 2 * (size_t)n * (size_t)n +
+                    (sizeof(char *) + sizeof(zc_a2av_inline_t)) * (size_t)n;
+    char *mem = zc_sched_buffer(b->sched, zc_a2av_align8(tables) + extra);
+
+    if (!mem)
+        return NULL;
+    zc_a2av_rows_ctx_t *c = (zc_a2av_rows_ctx_t *)mem;
+    c->n = n;
+    c->me = a->comm->rank;
+    c->rows = (int64_t *)(c + 1);
+    c->their_rows = (const char **)(c->rows + 2 * (size_t)n * (size_t)n);
+    c->blocks = (zc_a2av_inline_t *)(c->their_rows + n);
+    zc_a2av_my_rows(a, c->rows);
+    for (int j = 0; j < n; j++) {
+        c->their_rows[j] = NULL;
+        c->blocks[j] = (zc_a2av_inline_t){
+            NULL, a->recvbuf + (size_t)a->rdispls[j] * a->elem,
+            j == c->me ? 0 : zc_a2av_inline_size(zc_a2av_recv_bytes(a, j))};
+    }
+    *extra_mem = mem + zc_a2av_align8(tables);
+    return c;
+}
+
+/* The one round of the agreement as schedule ops, direct: to every peer
+ * this rank's count rows followed by its block for that peer when the
+ * block is inline.  Returns the verdict op, or -1 when out of memory. */
+static int zc_a2av_rows_direct(const zc_a2av_args_t *a, zc_a2av_build_t *b)
+{
+    int n = a->comm->size, me = a->comm->rank;
+    size_t row_bytes = sizeof(int64_t) * 2 * (size_t)n, staged = 0;
+    char *next;
 
     /* A peer whose count disagrees sends another inline size than this
      * rank expects: receive up to the largest, let the rows tell. */
     for (int j = 0; j < n; j++)
         if (j != me)
             staged += zc_a2av_align8(row_bytes + zc_a2av_inline_size(zc_a2av_send_bytes(a, j))) +
-                      zc_a2av_align8(row_bytes + ZC_A2AV_INLINE_BYTES);
-    size_t tables = sizeof(zc_a2av_rows_ctx_t) + row_bytes * (size_t)n +
-                    (sizeof(int64_t *) + sizeof(zc_a2av_inline_t)) * (size_t)n;
-    char *mem = zc_sched_buffer(b->sched, tables + staged);
-    if (!mem)
+                      row_bytes + ZC_A2AV_INLINE_BYTES;
+    zc_a2av_rows_ctx_t *c = zc_a2av_rows_ctx(a, b, staged, &next);
+    if (!c)
         return -1;
-    zc_a2av_rows_ctx_t *c = (zc_a2av_rows_ctx_t *)mem;
-    c->n = n;
-    c->me = me;
-    c->rows = (int64_t *)(c + 1);
-    c->their_rows = (const int64_t **)(c->rows + row * (size_t)n);
-    c->blocks = (zc_a2av_inline_t *)(c->their_rows + n);
-    char *next = mem + zc_a2av_align8(tables);
-    zc_a2av_my_rows(a, c->rows);
-    const int64_t *mine = c->rows + (size_t)me * row;
-    b->last = ZC_SCHED_NONE;
+    const int64_t *mine = c->rows + (size_t)me * 2 * (size_t)n;
     for (int i = 1; i < n; i++) {
         int from = (me - i + n) % n, to = (me + i) % n;
-        size_t in = zc_a2av_inline_size(zc_a2av_recv_bytes(a, from));
         size_t out = zc_a2av_inline_size(zc_a2av_send_bytes(a, to));
         /* from's rows, then its block */
-        c->their_rows[from] = (const int64_t *)next;
-        c->blocks[from] = (zc_a2av_inline_t){next + row_bytes,
-                                             a->recvbuf + (size_t)a->rdispls[from] * a->elem, in};
+        c->their_rows[from] = next;
+        c->blocks[from].staged = next + row_bytes;
         zc_a2av_join(b, zc_sched_recv_up_to(b->sched, next, row_bytes + ZC_A2AV_INLINE_BYTES,
                                             from, zc_a2av_tag(from, ZC_A2AV_SIZES, a->seq, 0),
                                             ZC_SCHED_NONE, ZC_SCHED_NONE));
-        next += zc_a2av_align8(row_bytes + ZC_A2AV_INLINE_BYTES);
+        next += row_bytes + ZC_A2AV_INLINE_BYTES;
         /* to: my rows and my block for it */
         memcpy(next, mine, row_bytes);
         memcpy(next + row_bytes, a->sendbuf + (size_t)a->sdispls[to] * a->elem, out);
@@ -528,10 +556,235 @@ static int zc_a2av_rows_sched(const zc_a2av_args_t *a, zc_a2av_build_t *b)
                      ZC_SCHED_NONE);
         next += zc_a2av_align8(row_bytes + out);
     }
-    c->their_rows[me] = NULL;
-    c->blocks[me] = (zc_a2av_inline_t){NULL, NULL, 0};
-    b->inline_bytes = ZC_A2AV_INLINE_BYTES;
     return zc_sched_call(b->sched, zc_a2av_rows_verdict, c, 0, b->last, ZC_SCHED_NONE);
+}
+
+/* Relayed: with the same number of ranks (ppn) on every node, the round
+ * takes two hops.  Rank (node a, index i) sends its partner (node b,
+ * index i) on every other node one message: its rows, then its inline
+ * blocks for the ranks of node b in index order.  Once its partners'
+ * messages are in, it sends every other rank of its node one message of
+ * entries (rows, then the block for that rank): its own, then each
+ * partner's in node order.  Every rank still sees every row and gets
+ * every inline block, but a pair of nodes exchanges ppn messages each
+ * way instead of ppn^2.  Between nodes a small alltoallv costs its
+ * messages (on TCP a system call at each end and a poll of the rail),
+ * inside a node they are shared memory (BENCHMARKS.md, "Remap
+ * alltoallv"). */
+typedef struct {
+    zc_a2av_rows_ctx_t *c;
+    int nnodes, ppn, node, local;
+    const int *member;      /* [node * ppn + index]: the rank */
+    size_t row_bytes;
+    char **from_partner;    /* [nnodes]: (b, local)'s message (NULL: b == node) */
+    char **from_local;      /* [ppn]: (node, l)'s message (NULL: l == local) */
+    char **to_local;        /* [ppn]: the message to (node, l) */
+    size_t *to_local_bytes; /* [ppn]: its length so far */
+} zc_a2av_relay_t;
+
+/* Entries are 8-aligned: a row, then a block padded to 8. */
+static size_t zc_a2av_entry_size(const zc_a2av_relay_t *r, size_t block)
+{
+    return r->row_bytes + zc_a2av_align8(block);
+}
+
+/* Ranks in node order, or NULL when the nodes differ in size or there is
+ * nothing to relay (one node, or one rank per node). */
+static int *zc_a2av_node_members(zc_comm_h comm, zc_sched_t *sched, int *ppn)
+{
+    int n = comm->size, nnodes = comm->nnodes;
+
+    if (nnodes < 2 || n % nnodes || n / nnodes < 2)
+        return NULL;
+    *ppn = n / nnodes;
+    int *member = zc_sched_buffer(sched, sizeof(int) * 2 * (size_t)n);
+    if (!member)
+        return NULL;
+    int *filled = member + n;
+    memset(filled, 0, sizeof(int) * (size_t)nnodes);
+    for (int r = 0; r < n; r++) {
+        int node = comm->rank_node[r];
+        if (filled[node] == *ppn)
+            return NULL;
+        member[node * *ppn + filled[node]++] = r;
+    }
+    return member;
+}
+
+/* Where the block for index `l` of the receiving node lies in a partner's
+ * message, and its length. */
+static const char *zc_a2av_partner_block(const zc_a2av_relay_t *r, const char *msg, int l,
+                                         size_t *bytes)
+{
+    const char *p = msg + r->row_bytes;
+
+    for (int k = 0; k < l; k++)
+        p += zc_a2av_align8(zc_a2av_row_inline(msg, r->member[r->node * r->ppn + k]));
+    *bytes = zc_a2av_row_inline(msg, r->member[r->node * r->ppn + l]);
+    return p;
+}
+
+/* After the partners' messages: append each partner's entry for every
+ * other rank of this node to the message for it. */
+static zc_status_t zc_a2av_relay_pack(void *arg, int unused)
+{
+    zc_a2av_relay_t *r = arg;
+
+    (void)unused;
+    for (int l = 0; l < r->ppn; l++) {
+        if (l == r->local)
+            continue;
+        for (int b = 0; b < r->nnodes; b++) {
+            if (b == r->node)
+                continue;
+            size_t bytes;
+            const char *block = zc_a2av_partner_block(r, r->from_partner[b], l, &bytes);
+            char *entry = r->to_local[l] + r->to_local_bytes[l];
+            memcpy(entry, r->from_partner[b], r->row_bytes);
+            memcpy(entry + r->row_bytes, block, bytes);
+            r->to_local_bytes[l] += zc_a2av_entry_size(r, bytes);
+        }
+    }
+    return ZC_OK;
+}
+
+/* Every message in: find each rank's row and this rank's block in them,
+ * then the verdict. */
+static zc_status_t zc_a2av_relay_verdict(void *arg, int unused)
+{
+    zc_a2av_relay_t *r = arg;
+    zc_a2av_rows_ctx_t *c = r->c;
+    size_t bytes;
+
+    for (int b = 0; b < r->nnodes; b++) {
+        if (b == r->node)
+            continue;
+        int src = r->member[b * r->ppn + r->local];
+        c->their_rows[src] = r->from_partner[b];
+        c->blocks[src].staged = zc_a2av_partner_block(r, r->from_partner[b], r->local, &bytes);
+    }
+    for (int l = 0; l < r->ppn; l++) {
+        const char *entry = r->from_local[l];
+        if (l == r->local)
+            continue;
+        /* its sender's own entry first, then its partners' in node order */
+        for (int k = 0; k < r->nnodes; k++) {
+            int b = k == 0 ? r->node : k - 1 + (k - 1 >= r->node);
+            int src = r->member[b * r->ppn + l];
+            c->their_rows[src] = entry;
+            c->blocks[src].staged = entry + r->row_bytes;
+            entry += zc_a2av_entry_size(r, zc_a2av_row_inline(entry, c->me));
+        }
+    }
+    return zc_a2av_rows_verdict(c, unused);
+}
+
+static int zc_a2av_rows_relayed(const zc_a2av_args_t *a, zc_a2av_build_t *b, const int *member,
+                                int ppn)
+{
+    zc_comm_h comm = a->comm;
+    int n = comm->size, me = comm->rank, nnodes = comm->nnodes, node = comm->rank_node[me];
+    size_t row_bytes = sizeof(int64_t) * 2 * (size_t)n;
+    size_t partner_cap = row_bytes + (size_t)ppn * ZC_A2AV_INLINE_BYTES;
+    size_t local_cap = (size_t)nnodes * (row_bytes + ZC_A2AV_INLINE_BYTES);
+    size_t tables = zc_a2av_align8(sizeof(zc_a2av_relay_t) +
+                                   sizeof(char *) * (size_t)(nnodes + 2 * ppn) +
+                                   sizeof(size_t) * (size_t)ppn);
+    /* each partner's message and mine to it; each local rank's and mine */
+    size_t staged = tables + 2 * (size_t)(nnodes - 1) * partner_cap +
+                    2 * (size_t)(ppn - 1) * local_cap;
+    char *next;
+    zc_a2av_rows_ctx_t *c = zc_a2av_rows_ctx(a, b, staged, &next);
+
+    if (!c)
+        return -1;
+    zc_a2av_relay_t *r = (zc_a2av_relay_t *)next;
+    *r = (zc_a2av_relay_t){.c = c, .nnodes = nnodes, .ppn = ppn, .node = node,
+                           .member = member, .row_bytes = row_bytes};
+    r->from_partner = (char **)(r + 1);
+    r->from_local = r->from_partner + nnodes;
+    r->to_local = r->from_local + ppn;
+    r->to_local_bytes = (size_t *)(r->to_local + ppn);
+    next += tables;
+    while (member[node * ppn + r->local] != me)
+        r->local++;
+    const char *mine = (const char *)(c->rows + (size_t)me * 2 * (size_t)n);
+    uint64_t to_partner = zc_a2av_tag(me, ZC_A2AV_SIZES, a->seq, 0);
+    uint64_t to_node = zc_a2av_tag(me, ZC_A2AV_SIZES, a->seq, 1);
+
+    /* The local messages' receives first: they come in after the others. */
+    for (int l = 0; l < ppn; l++) {
+        int peer = member[node * ppn + l];
+        r->from_local[l] = r->to_local[l] = NULL;
+        if (l == r->local)
+            continue;
+        r->from_local[l] = next;
+        zc_a2av_join(b, zc_sched_recv_up_to(b->sched, next, local_cap, peer,
+                                            zc_a2av_tag(peer, ZC_A2AV_SIZES, a->seq, 1),
+                                            ZC_SCHED_NONE, ZC_SCHED_NONE));
+        next += local_cap;
+    }
+    /* Phase one, with the partners. */
+    int locals = b->last;
+    b->last = ZC_SCHED_NONE;
+    for (int k = 0; k < nnodes; k++) {
+        r->from_partner[k] = NULL;
+        if (k == node)
+            continue;
+        int partner = member[k * ppn + r->local];
+        r->from_partner[k] = next;
+        zc_a2av_join(b, zc_sched_recv_up_to(b->sched, next, partner_cap, partner,
+                                            zc_a2av_tag(partner, ZC_A2AV_SIZES, a->seq, 0),
+                                            ZC_SCHED_NONE, ZC_SCHED_NONE));
+        next += partner_cap;
+        char *out = next;
+        memcpy(out, mine, row_bytes);
+        out += row_bytes;
+        for (int l = 0; l < ppn; l++) {
+            int dst = member[k * ppn + l];
+            size_t bytes = zc_a2av_inline_size(zc_a2av_send_bytes(a, dst));
+            memcpy(out, a->sendbuf + (size_t)a->sdispls[dst] * a->elem, bytes);
+            out += zc_a2av_align8(bytes);
+        }
+        zc_sched_p2p(b->sched, ZC_REQ_SEND, next, (size_t)(out - next), partner, to_partner,
+                     ZC_RAIL_AUTO, ZC_SCHED_NONE, ZC_SCHED_NONE);
+        next += partner_cap;
+    }
+    int partners = b->last;
+    /* Phase two: my entry now, the partners' once they are in. */
+    for (int l = 0; l < ppn; l++) {
+        if (l == r->local)
+            continue;
+        int peer = member[node * ppn + l];
+        size_t bytes = zc_a2av_inline_size(zc_a2av_send_bytes(a, peer));
+        r->to_local[l] = next;
+        memcpy(next, mine, row_bytes);
+        memcpy(next + row_bytes, a->sendbuf + (size_t)a->sdispls[peer] * a->elem, bytes);
+        r->to_local_bytes[l] = zc_a2av_entry_size(r, bytes);
+        next += local_cap;
+    }
+    int packed = zc_sched_call(b->sched, zc_a2av_relay_pack, r, 0, partners, ZC_SCHED_NONE);
+    for (int l = 0; l < ppn; l++)
+        if (l != r->local)
+            zc_sched_send_packed(b->sched, r->to_local[l], &r->to_local_bytes[l],
+                                 member[node * ppn + l], to_node, ZC_RAIL_AUTO, packed,
+                                 ZC_SCHED_NONE);
+    zc_a2av_join(b, locals);
+    return zc_sched_call(b->sched, zc_a2av_relay_verdict, r, 0, b->last, ZC_SCHED_NONE);
+}
+
+/* The one round of the agreement as schedule ops: relayed where the
+ * nodes allow it, else direct; the verdict op checks every block of
+ * every rank and copies the inline blocks out.  Returns the verdict op
+ * (data ops wait for it), or -1 when out of memory. */
+static int zc_a2av_rows_sched(const zc_a2av_args_t *a, zc_a2av_build_t *b)
+{
+    int ppn = 0;
+    const int *member = zc_a2av_node_members(a->comm, b->sched, &ppn);
+
+    b->last = ZC_SCHED_NONE;
+    b->inline_bytes = ZC_A2AV_INLINE_BYTES;
+    return member ? zc_a2av_rows_relayed(a, b, member, ppn) : zc_a2av_rows_direct(a, b);
 }
 
 /* The data schedule, after the agreement of `agree_in_sched` (rows mode)
