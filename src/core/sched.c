@@ -30,8 +30,6 @@ typedef struct {
     unsigned flags;        /* zc_p2p_post_flags */
     uint64_t tag;
     zc_sched_fn_t fn;      /* calls, with `buf` as their `arg` */
-    const int *watch;      /* ranks whose failure also ends it (zc_sched_watch) */
-    int nwatch;
     int dep[2];
     zc_request_h req;
 } zc_op_t;
@@ -95,14 +93,6 @@ int zc_sched_send_packed(zc_sched_t *s, const void *buf, const size_t *bytes, in
     zc_op_t op = {.kind = ZC_OP_P2P, .dir = ZC_REQ_SEND, .buf = (void *)buf, .bytes_at = bytes,
                   .peer = peer, .tag = tag, .rail = rail, .dep = {dep0, dep1}};
     return zc_sched_add(s, &op);
-}
-
-void zc_sched_watch(zc_sched_t *s, int op, const int *peers, int n)
-{
-    if (op < 0 || op >= s->nops)
-        return;  /* the op was not added: the schedule fails at start */
-    s->ops[op].watch = peers;
-    s->ops[op].nwatch = n;
 }
 
 int zc_sched_recv_up_to(zc_sched_t *s, void *buf, size_t capacity, int peer, uint64_t tag,
@@ -238,19 +228,12 @@ zc_status_t zc_sched_test(zc_sched_t *s)
     return zc_sched_pass(s, 1, &moved);
 }
 
-/* The dead peer (or watched rank) of the first posted op that has one, or -1. */
+/* The first posted op whose peer is dead, or -1. */
 static int zc_sched_dead_peer(zc_sched_t *s)
 {
-    for (int i = s->first_open; i < s->nops; i++) {
-        const zc_op_t *op = &s->ops[i];
-        if (op->state != ZC_OP_POSTED)
-            continue;
-        if (zc_comm_peer_failed(s->comm, op->peer))
-            return op->peer;
-        for (int k = 0; k < op->nwatch; k++)
-            if (zc_comm_peer_failed(s->comm, op->watch[k]))
-                return op->watch[k];
-    }
+    for (int i = s->first_open; i < s->nops; i++)
+        if (s->ops[i].state == ZC_OP_POSTED && zc_comm_peer_failed(s->comm, s->ops[i].peer))
+            return s->ops[i].peer;
     return -1;
 }
 

@@ -26,11 +26,6 @@ int zc_sched_recv_up_to(zc_sched_t *sched, void *buf, size_t capacity, int peer,
  * it depends on packs at run time. */
 int zc_sched_send_packed(zc_sched_t *sched, const void *buf, const size_t *bytes, int peer,
                          uint64_t tag, int rail, int dep0, int dep1);
-/* Op `op` (a receive of what its peer relays for other ranks) also fails
- * as a dead peer's would when one of those `n` ranks is seen failed: its
- * peer may live on, waiting for them, and never send.  `peers` must last
- * as long as the schedule (schedule staging). */
-void zc_sched_watch(zc_sched_t *sched, int op, const int *peers, int n);
 /* A local memcpy, run once its dependencies are done. */
 int zc_sched_copy(zc_sched_t *sched, void *dst, const void *src, size_t bytes, int dep0,
                   int dep1);

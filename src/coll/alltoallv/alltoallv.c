@@ -712,25 +712,16 @@ static int zc_a2av_rows_relayed(const zc_a2av_args_t *a, zc_a2av_build_t *b, con
     uint64_t to_partner = zc_a2av_tag(me, ZC_A2AV_SIZES, a->seq, 0);
     uint64_t to_node = zc_a2av_tag(me, ZC_A2AV_SIZES, a->seq, 1);
 
-    /* The local messages' receives first: they come in after the others.
-     * Each waits on its sender's partners too: when one dies, the sender
-     * fails and never sends, and this rank may see that death itself. */
-    int *watch = zc_sched_buffer(b->sched, sizeof(int) * (size_t)ppn * (size_t)nnodes);
+    /* The local messages' receives first: they come in after the others. */
     for (int l = 0; l < ppn; l++) {
-        int peer = member[node * ppn + l], nwatch = 0;
+        int peer = member[node * ppn + l];
         r->from_local[l] = r->to_local[l] = NULL;
         if (l == r->local)
             continue;
         r->from_local[l] = next;
-        int op = zc_sched_recv_up_to(b->sched, next, local_cap, peer,
-                                     zc_a2av_tag(peer, ZC_A2AV_SIZES, a->seq, 1),
-                                     ZC_SCHED_NONE, ZC_SCHED_NONE);
-        for (int k = 0; watch && k < nnodes; k++)
-            if (k != node)
-                watch[l * nnodes + nwatch++] = member[k * ppn + l];
-        if (watch)
-            zc_sched_watch(b->sched, op, watch + l * nnodes, nwatch);
-        zc_a2av_join(b, op);
+        zc_a2av_join(b, zc_sched_recv_up_to(b->sched, next, local_cap, peer,
+                                            zc_a2av_tag(peer, ZC_A2AV_SIZES, a->seq, 1),
+                                            ZC_SCHED_NONE, ZC_SCHED_NONE));
         next += local_cap;
     }
     /* Phase one, with the partners. */
