@@ -7,9 +7,11 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "mp.h"
+#include "src/core/p2p.h"
 #include "transport/ucx/ucx_lane.h"
 #include "pattern.h"
 #include "tap.h"
@@ -133,6 +135,65 @@ static int rank_order(int rank, int nranks, void *arg)
                          "round %d: message %d in order", round, i);
         MP_CHECK(zc_barrier(comm) == ZC_OK, "barrier");
     }
+    zc_comm_destroy(comm);
+    return 0;
+}
+
+/* Test `req` until it finishes or `ms` pass; its last status. */
+static zc_status_t test_for(zc_request_h *req, int ms)
+{
+    struct timespec t0, t;
+    zc_status_t st;
+
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    do {
+        st = zc_p2p_test(req);
+        clock_gettime(CLOCK_MONOTONIC, &t);
+    } while (st == ZC_INPROGRESS &&
+             (t.tv_sec - t0.tv_sec) * 1000 + (t.tv_nsec - t0.tv_nsec) / 1000000 < ms);
+    return st;
+}
+
+/* A send of 128 KiB inside the node flagged ZC_P2P_EAGER completes before
+ * its receive is posted (the receiver waits for a "go" that the sender
+ * sends only then); unflagged (arg NULL), UCX's rendezvous keeps it
+ * waiting for the receive, which shows the flag is what made the
+ * difference.  Either way the bytes arrive exact. */
+static int rank_eager_send(int rank, int nranks, void *arg)
+{
+    enum { LEN = 128 << 10 };
+    static uint8_t buf[LEN];
+    int eager = arg != NULL;
+    uint64_t data_tag = ZC_TAG(0, ZC_TAG_CLASS_P2P, 1), go_tag = ZC_TAG(0, ZC_TAG_CLASS_P2P, 2);
+    char go = 1;
+    zc_request_h req, go_req;
+    zc_comm_h comm;
+
+    if (init(rank, nranks, 30000, &comm))
+        return 1;
+    if (rank == 0) {
+        pattern_fill(buf, LEN, 0, 0);
+        MP_CHECK(zc_p2p_post_flags(comm, ZC_REQ_SEND, buf, LEN, 1, data_tag, ZC_RAIL_AUTO,
+                                   eager ? ZC_P2P_EAGER : 0, &req) == ZC_OK, "post the send");
+        zc_status_t st = test_for(&req, eager ? 20000 : 300);
+        if (eager)
+            MP_CHECK(st == ZC_OK, "the eager send is done before its receive exists: %s",
+                     zc_strerror(st));
+        else
+            MP_CHECK(st == ZC_INPROGRESS, "the plain send waits for its receive: %s",
+                     zc_strerror(st));
+        MP_CHECK(zc_p2p_post(comm, ZC_REQ_SEND, &go, 1, 1, go_tag, ZC_RAIL_AUTO, &go_req) ==
+                         ZC_OK && zc_p2p_wait(&go_req) == ZC_OK, "go");
+        if (!eager)
+            MP_CHECK(zc_p2p_wait(&req) == ZC_OK, "the plain send completes once received");
+    } else {
+        MP_CHECK(zc_p2p_post(comm, ZC_REQ_RECV, &go, 1, 0, go_tag, ZC_RAIL_AUTO, &go_req) ==
+                         ZC_OK && zc_p2p_wait(&go_req) == ZC_OK, "wait for go");
+        MP_CHECK(zc_p2p_post(comm, ZC_REQ_RECV, buf, LEN, 0, data_tag, ZC_RAIL_AUTO, &req) ==
+                         ZC_OK && zc_p2p_wait(&req) == ZC_OK, "receive");
+        MP_CHECK(pattern_first_wrong(buf, LEN, 0, 0) == LEN, "128 KiB byte-exact");
+    }
+    MP_CHECK(zc_barrier(comm) == ZC_OK, "barrier");
     zc_comm_destroy(comm);
     return 0;
 }
@@ -783,6 +844,11 @@ int main(void)
         ok(run_case(8, rank_ring, &ring_counts[i]) == 0,
            "8-rank ring of %lld float32 with barriers byte-exact", (long long)ring_counts[i]);
     }
+    ok(run_case(2, rank_eager_send, "eager") == 0,
+       "a send of 128 KiB flagged ZC_P2P_EAGER (shared memory) completes before its receive is "
+       "posted, byte-exact");
+    ok(run_case(2, rank_eager_send, NULL) == 0,
+       "the same send unflagged waits for its receive (the rendezvous the flag skips)");
     ok(run_case(2, rank_mismatch, NULL) == 0, "a receive of another size is ZC_ERR_MISMATCH");
     ok(run_case(2, rank_split_sizes, NULL) == 0,
        "messages split in halves (ZC_HOST_SPLIT_BYTES=4096): sizes around the threshold and the "

@@ -38,6 +38,7 @@ struct zc_request {
     int peer;
     size_t bytes;          /* posted size */
     int up_to;             /* a receive may bring fewer bytes than posted */
+    int eager;             /* a send that completes once copied out (ZC_P2P_EAGER) */
     int done;              /* set by the backend on completion */
     zc_status_t status;    /* final status once done */
     /* The detail of its error, kept for the zc_test or zc_wait that

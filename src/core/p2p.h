@@ -16,6 +16,11 @@ zc_status_t zc_p2p_post(zc_comm_h comm, zc_request_kind_t kind, void *buf, size_
  * than `bytes` (a capacity), for messages whose size only the sender
  * knows. */
 #define ZC_P2P_UP_TO 0x1u
+/* ZC_P2P_EAGER asks the transport to complete a send as soon as its bytes
+ * are copied out, without waiting for the receiver (no rendezvous), up to
+ * the transport's own limit: for short staged messages whose sender
+ * has more to do once they are gone. */
+#define ZC_P2P_EAGER 0x2u
 zc_status_t zc_p2p_post_flags(zc_comm_h comm, zc_request_kind_t kind, void *buf, size_t bytes,
                               int peer, uint64_t tag, int rail, unsigned flags,
                               zc_request_h *req);

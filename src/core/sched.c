@@ -91,7 +91,8 @@ int zc_sched_send_packed(zc_sched_t *s, const void *buf, const size_t *bytes, in
                          uint64_t tag, int rail, int dep0, int dep1)
 {
     zc_op_t op = {.kind = ZC_OP_P2P, .dir = ZC_REQ_SEND, .buf = (void *)buf, .bytes_at = bytes,
-                  .peer = peer, .tag = tag, .rail = rail, .dep = {dep0, dep1}};
+                  .peer = peer, .tag = tag, .rail = rail, .flags = ZC_P2P_EAGER,
+                  .dep = {dep0, dep1}};
     return zc_sched_add(s, &op);
 }
 

@@ -23,7 +23,8 @@ int zc_sched_p2p(zc_sched_t *sched, zc_request_kind_t kind, void *buf, size_t by
 int zc_sched_recv_up_to(zc_sched_t *sched, void *buf, size_t capacity, int peer, uint64_t tag,
                         int dep0, int dep1);
 /* A send of `*bytes` bytes, read when it is posted: a message that an op
- * it depends on packs at run time. */
+ * it depends on packs at run time, in the schedule's staging.  It goes
+ * eager (ZC_P2P_EAGER), so it is done once copied out. */
 int zc_sched_send_packed(zc_sched_t *sched, const void *buf, const size_t *bytes, int peer,
                          uint64_t tag, int rail, int dep0, int dep1);
 /* A local memcpy, run once its dependencies are done. */

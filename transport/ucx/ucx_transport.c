@@ -381,6 +381,10 @@ static ucs_status_ptr_t zc_ucx_start(zc_transport_t *tp, zc_ucx_op_t *op, void *
     param.user_data = op;
     param.datatype = ucp_dt_make_contig(1);
     if (op->req->kind == ZC_REQ_SEND) {
+        /* UCX then sends eager up to UCX_RNDV_SEND_NBR_THRESH (256 KiB by
+         * default) on every lane, shared memory included. */
+        if (op->req->eager)
+            param.op_attr_mask |= UCP_OP_ATTR_FLAG_FAST_CMPL;
         param.cb.send = zc_ucx_send_cb;
         return ucp_tag_send_nbx(op->conn->ep, buf, op->bytes, tag, &param);
     }
