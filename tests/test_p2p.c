@@ -169,6 +169,11 @@ static int rank_eager_send(int rank, int nranks, void *arg)
     zc_request_h req, go_req;
     zc_comm_h comm;
 
+    /* UCX's own thresholds and one whole message (this rank's process
+     * only), whatever the caller exported */
+    unsetenv("UCX_RNDV_THRESH");
+    unsetenv("UCX_RNDV_SEND_NBR_THRESH");
+    unsetenv("ZC_HOST_SPLIT_BYTES");
     if (init(rank, nranks, 30000, &comm))
         return 1;
     if (rank == 0) {
