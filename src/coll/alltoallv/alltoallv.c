@@ -567,12 +567,12 @@ static int zc_a2av_rows_direct(const zc_a2av_args_t *a, zc_a2av_build_t *b)
  * entries (rows, then the block for that rank): its own, then each
  * partner's in node order.  Every rank still sees every row and gets
  * every inline block, but a pair of nodes exchanges ppn messages each
- * way instead of ppn^2.  The second hop goes eager (zc_sched_send_packed):
- * in shared memory a rendezvous would hold the sender until a rank that
- * is itself waiting for its partners posts the receive.  Between nodes a small alltoallv costs its
- * messages (on TCP a system call at each end and a poll of the rail),
- * inside a node they are shared memory (BENCHMARKS.md, "Remap
- * alltoallv"). */
+ * way instead of ppn^2.  The second hop goes eager
+ * (zc_sched_send_packed): in shared memory a rendezvous would hold the
+ * sender until a rank that is itself waiting for its partners posts the
+ * receive.  Between nodes a small alltoallv costs its messages (on TCP a
+ * system call at each end and a poll of the rail), inside a node they are
+ * shared memory (BENCHMARKS.md, "Remap alltoallv"). */
 typedef struct {
     zc_a2av_rows_ctx_t *c;
     int nnodes, ppn, node, local;
