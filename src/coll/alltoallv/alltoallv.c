@@ -69,6 +69,12 @@ static size_t zc_a2av_recv_bytes(const zc_a2av_args_t *a, int peer)
     return (size_t)a->recvcounts[peer] * a->elem;
 }
 
+/* Where the block for `peer` starts in sendbuf. */
+static const char *zc_a2av_send_at(const zc_a2av_args_t *a, int peer)
+{
+    return a->sendbuf + (size_t)a->sdispls[peer] * a->elem;
+}
+
 /* ---- argument checks ---------------------------------------------------- */
 
 typedef struct {
@@ -413,7 +419,7 @@ static void zc_a2av_block(const zc_a2av_args_t *a, zc_a2av_build_t *b, zc_reques
 
     if (bytes == 0 || (int64_t)bytes <= b->inline_bytes)
         return;  /* the agreement made sure the peer skips it too, or carried it */
-    char *buf = kind == ZC_REQ_SEND ? (char *)a->sendbuf + (size_t)a->sdispls[peer] * a->elem
+    char *buf = kind == ZC_REQ_SEND ? (char *)zc_a2av_send_at(a, peer)
                                     : a->recvbuf + (size_t)a->rdispls[peer] * a->elem;
     if (nrails < 2 || comm->rank_node[peer] == comm->node || (int64_t)bytes < b->split_bytes) {
         zc_a2av_join(b, zc_sched_p2p(b->sched, kind, buf, bytes, peer,
@@ -459,6 +465,16 @@ static size_t zc_a2av_inline_size(size_t bytes)
 static size_t zc_a2av_align8(size_t bytes)
 {
     return (bytes + 7) & ~(size_t)7;
+}
+
+/* Write an entry of the agreement's messages at `out`: a count row, then
+ * a block; returns its length (the next entry starts 8-aligned). */
+static size_t zc_a2av_put_entry(char *out, const void *row, size_t row_bytes, const void *block,
+                                size_t block_bytes)
+{
+    memcpy(out, row, row_bytes);
+    memcpy(out + row_bytes, block, block_bytes);
+    return row_bytes + block_bytes;
 }
 
 /* The inline size of the block that the rank whose row lies at `row`
@@ -540,7 +556,6 @@ static int zc_a2av_rows_direct(const zc_a2av_args_t *a, zc_a2av_build_t *b)
     const int64_t *mine = c->rows + (size_t)me * 2 * (size_t)n;
     for (int i = 1; i < n; i++) {
         int from = (me - i + n) % n, to = (me + i) % n;
-        size_t out = zc_a2av_inline_size(zc_a2av_send_bytes(a, to));
         /* from's rows, then its block */
         c->their_rows[from] = next;
         c->blocks[from].staged = next + row_bytes;
@@ -549,12 +564,12 @@ static int zc_a2av_rows_direct(const zc_a2av_args_t *a, zc_a2av_build_t *b)
                                             ZC_SCHED_NONE, ZC_SCHED_NONE));
         next += row_bytes + ZC_A2AV_INLINE_BYTES;
         /* to: my rows and my block for it */
-        memcpy(next, mine, row_bytes);
-        memcpy(next + row_bytes, a->sendbuf + (size_t)a->sdispls[to] * a->elem, out);
-        zc_sched_p2p(b->sched, ZC_REQ_SEND, next, row_bytes + out, to,
+        size_t len = zc_a2av_put_entry(next, mine, row_bytes, zc_a2av_send_at(a, to),
+                                       zc_a2av_inline_size(zc_a2av_send_bytes(a, to)));
+        zc_sched_p2p(b->sched, ZC_REQ_SEND, next, len, to,
                      zc_a2av_tag(me, ZC_A2AV_SIZES, a->seq, 0), ZC_RAIL_AUTO, ZC_SCHED_NONE,
                      ZC_SCHED_NONE);
-        next += zc_a2av_align8(row_bytes + out);
+        next += zc_a2av_align8(len);
     }
     return zc_sched_call(b->sched, zc_a2av_rows_verdict, c, 0, b->last, ZC_SCHED_NONE);
 }
@@ -641,10 +656,9 @@ static zc_status_t zc_a2av_relay_pack(void *arg, int unused)
                 continue;
             size_t bytes;
             const char *block = zc_a2av_partner_block(r, r->from_partner[b], l, &bytes);
-            char *entry = r->to_local[l] + r->to_local_bytes[l];
-            memcpy(entry, r->from_partner[b], r->row_bytes);
-            memcpy(entry + r->row_bytes, block, bytes);
-            r->to_local_bytes[l] += zc_a2av_entry_size(r, bytes);
+            r->to_local_bytes[l] += zc_a2av_align8(
+                zc_a2av_put_entry(r->to_local[l] + r->to_local_bytes[l], r->from_partner[b],
+                                  r->row_bytes, block, bytes));
         }
     }
     return ZC_OK;
@@ -745,7 +759,7 @@ static int zc_a2av_rows_relayed(const zc_a2av_args_t *a, zc_a2av_build_t *b, con
         for (int l = 0; l < ppn; l++) {
             int dst = member[k * ppn + l];
             size_t bytes = zc_a2av_inline_size(zc_a2av_send_bytes(a, dst));
-            memcpy(out, a->sendbuf + (size_t)a->sdispls[dst] * a->elem, bytes);
+            memcpy(out, zc_a2av_send_at(a, dst), bytes);
             out += zc_a2av_align8(bytes);
         }
         zc_sched_p2p(b->sched, ZC_REQ_SEND, next, (size_t)(out - next), partner, to_partner,
@@ -758,11 +772,10 @@ static int zc_a2av_rows_relayed(const zc_a2av_args_t *a, zc_a2av_build_t *b, con
         if (l == r->local)
             continue;
         int peer = member[node * ppn + l];
-        size_t bytes = zc_a2av_inline_size(zc_a2av_send_bytes(a, peer));
         r->to_local[l] = next;
-        memcpy(next, mine, row_bytes);
-        memcpy(next + row_bytes, a->sendbuf + (size_t)a->sdispls[peer] * a->elem, bytes);
-        r->to_local_bytes[l] = zc_a2av_entry_size(r, bytes);
+        r->to_local_bytes[l] = zc_a2av_align8(
+            zc_a2av_put_entry(next, mine, row_bytes, zc_a2av_send_at(a, peer),
+                              zc_a2av_inline_size(zc_a2av_send_bytes(a, peer))));
         next += local_cap;
     }
     int packed = zc_sched_call(b->sched, zc_a2av_relay_pack, r, 0, partners, ZC_SCHED_NONE);
@@ -812,7 +825,7 @@ static zc_status_t zc_a2av_schedule(const zc_a2av_args_t *a, int agree_in_sched,
         b.agreed = zc_a2av_rows_sched(a, &b);  /* -1 (no memory) fails the schedule at start */
     if (zc_a2av_send_bytes(a, me))
         zc_sched_copy(b.sched, a->recvbuf + (size_t)a->rdispls[me] * a->elem,
-                      a->sendbuf + (size_t)a->sdispls[me] * a->elem, zc_a2av_send_bytes(a, me),
+                      zc_a2av_send_at(a, me), zc_a2av_send_bytes(a, me),
                       b.agreed, ZC_SCHED_NONE);
     /* Step i: receive from rank - i, send to rank + i; the receive is
      * posted first so the matching send never lands unexpected.  The
