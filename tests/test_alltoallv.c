@@ -188,6 +188,7 @@ static int rank_plan(int rank, int nranks, void *arg)
 static int mismatch_once(zc_comm_h comm, int rank, int nranks, int src, int dst, int64_t sent,
                          int64_t expected)
 {
+    const char *moved = comm->settings.alltoallv_check ? "no data moved" : "may have moved";
     char sends[64], expects[64];
     a2av_layout_t l;
     int64_t *m = a2av_matrix(nranks, 5, 100, -1);
@@ -205,6 +206,7 @@ static int mismatch_once(zc_comm_h comm, int rank, int nranks, int src, int dst,
              src);
     MP_CHECK(st == ZC_ERR_MISMATCH, "rank %d: %s instead of a mismatch", rank, zc_strerror(st));
     MP_CHECK(strstr(why, "1 block(s) disagree") != NULL, "one block counted: %s", why);
+    MP_CHECK(strstr(why, moved) != NULL, "says \"%s\": %s", moved, why);
     if (rank == src)
         MP_CHECK(strstr(why, "sendcounts[") && strstr(why, sends), "sender names the block: %s",
                  why);
@@ -226,7 +228,8 @@ static int mismatch_once(zc_comm_h comm, int rank, int nranks, int src, int dst,
 /* Mismatched counts, on 2 nodes of 2 ranks.  arg bit 0: sizes 0 vs 7
  * inside a node (the receiver would wait forever without the agreement),
  * else 5 vs 4 between nodes; bit 1: the two-round agreement of large
- * communicators instead of whole rows. */
+ * communicators instead of whole rows; bit 2: ZC_ALLTOALLV_CHECK=0 (the
+ * rows still travel, with the small blocks, and still catch it). */
 static int rank_mismatch(int rank, int nranks, void *arg)
 {
     int zero = *(int *)arg & 1;
@@ -236,6 +239,8 @@ static int rank_mismatch(int rank, int nranks, void *arg)
         return 1;
     if (*(int *)arg & 2)
         comm->settings.alltoallv_rows_max = 0; /* ZC_ALLTOALLV_ROWS_MAX=0 */
+    if (*(int *)arg & 4)
+        comm->settings.alltoallv_check = 0; /* ZC_ALLTOALLV_CHECK=0 */
     if (mismatch_once(comm, rank, nranks, zero ? 2 : 0, zero ? 3 : 2, zero ? 0 : 5, zero ? 7 : 4))
         return 1;
     zc_comm_destroy(comm);
@@ -305,6 +310,62 @@ static int rank_unchecked(int rank, int nranks, void *arg)
     if (run_checked(comm, &l, ZC_INT32, 23, 0))
         return 1;
     free(m);
+    zc_comm_destroy(comm);
+    return 0;
+}
+
+/* Without the agreement the larger blocks do not wait for its verdict:
+ * blocks of 64 KiB from rank 1 (same node) and rank 2 (the other node)
+ * land in rank 0's recvbuf while rank 3, whose count rows every verdict
+ * needs, has not yet entered the call; rank 3 enters once rank 0 has seen
+ * every byte, and the call then completes on every rank. */
+#define UNHELD_BYTES 65536
+static int rank_unchecked_unheld(int rank, int nranks, void *arg)
+{
+    int64_t sc[NRANKS] = {0}, sd[NRANKS] = {0}, rc[NRANKS] = {0}, rd[NRANKS] = {0};
+    static char send[UNHELD_BYTES], recv[2 * UNHELD_BYTES], want[2 * UNHELD_BYTES];
+    zc_request_h req, go;
+    zc_comm_h comm;
+    char token = 0;
+    (void)arg;
+
+    if (init(rank, nranks, 20000, &comm))
+        return 1;
+    comm->settings.alltoallv_check = 0; /* ZC_ALLTOALLV_CHECK=0 */
+    for (int i = 0; i < UNHELD_BYTES; i++) {
+        send[i] = (char)(rank * 31 + i * 7);
+        want[i] = (char)(1 * 31 + i * 7);
+        want[UNHELD_BYTES + i] = (char)(2 * 31 + i * 7);
+    }
+    if (rank == 1 || rank == 2)
+        sc[0] = UNHELD_BYTES;
+    if (rank == 0) {
+        rc[1] = rc[2] = UNHELD_BYTES;
+        rd[2] = UNHELD_BYTES;
+    }
+    if (rank == 3) {
+        MP_CHECK(zc_recv(&token, 1, ZC_BYTE, ZC_MEM_HOST, 0, comm, &go) == ZC_OK &&
+                     zc_wait(&go) == ZC_OK, "rank 3: the go from rank 0");
+    }
+    MP_CHECK(zc_remap_alltoallv(send, sc, sd, recv, rc, rd, ZC_BYTE, ZC_MEM_HOST, comm, &req) ==
+                 ZC_OK, "rank %d: alltoallv: %s", rank, zc_get_last_error());
+    if (rank == 0) {
+        /* zc_test progresses; at least 20 s (the comm's timeout) of polls */
+        zc_status_t st = ZC_INPROGRESS;
+        for (int polls = 0; memcmp(recv, want, sizeof(want)) && polls < 20000 &&
+                            (st = zc_test(&req)) == ZC_INPROGRESS;
+             polls++)
+            usleep(1000);
+        MP_CHECK(memcmp(recv, want, sizeof(want)) == 0,
+                 "rank 0: the 64 KiB blocks did not land before rank 3 entered (%s)",
+                 zc_strerror(st));
+        MP_CHECK(st == ZC_INPROGRESS, "rank 0: the call ended (%s) before rank 3 entered",
+                 zc_strerror(st));
+        MP_CHECK(zc_send(&token, 1, ZC_BYTE, ZC_MEM_HOST, 3, comm, &go) == ZC_OK &&
+                     zc_wait(&go) == ZC_OK, "rank 0: the go to rank 3");
+    }
+    MP_CHECK(zc_wait(&req) == ZC_OK, "rank %d: alltoallv: %s", rank, zc_get_last_error());
+    MP_CHECK(rank != 0 || memcmp(recv, want, sizeof(want)) == 0, "rank 0: the blocks changed");
     zc_comm_destroy(comm);
     return 0;
 }
@@ -438,12 +499,12 @@ static int run_case(mp_rank_fn fn, void *arg)
 
 int main(void)
 {
-    static int kinds[4] = {0, 1, 2, 3};
+    static int kinds[6] = {0, 1, 2, 3, 4, 5};
     char topo[64];
 
     setenv("ZC_SOCKET_IFNAME", "lo", 0);
     have_rails = rails_on_loopback(topo, sizeof(topo));
-    tap_plan(15);
+    tap_plan(18);
     if (!have_rails)
         diag("no node topology (tests/cluster/zc_cluster --topo-xml): no rails, no splitting");
     ok(run_case(rank_random, NULL) == 0,
@@ -458,12 +519,13 @@ int main(void)
     ok(run_case(rank_far, NULL) == 0, "displacements beyond 2^31 elements byte-exact");
     ok(run_case(rank_plan, NULL) == 0,
        "plan remap: forward gives the planner's linear pieces, inverse gives the bytes back");
-    for (int k = 0; k < 4; k++)
+    for (int k = 0; k < 6; k++)
         ok(run_case(rank_mismatch, &kinds[k]) == 0,
            "%s: ZC_ERR_MISMATCH on every rank, both ends named, no hang; the comm works "
-           "afterwards (%s agreement)",
+           "afterwards (%s)",
            k & 1 ? "0 vs 7 elements inside a node" : "5 vs 4 elements between nodes",
-           k & 2 ? "two-round" : "one-round");
+           k & 4 ? "ZC_ALLTOALLV_CHECK=0: the rows that carry small blocks catch it"
+                 : k & 2 ? "two-round agreement" : "one-round agreement");
     for (size_t k = 0; k < sizeof(relay_layouts) / sizeof(relay_layouts[0]); k++)
         ok(mp_run(relay_layouts[k].nranks, CASE_TIMEOUT_S, rank_relay,
                   (void *)&relay_layouts[k]) == 0,
@@ -471,6 +533,9 @@ int main(void)
            "of two nodes that are not partners fails every rank, both ends named",
            relay_layouts[k].name);
     ok(run_case(rank_unchecked, NULL) == 0, "ZC_ALLTOALLV_CHECK=0: matching counts byte-exact");
+    ok(run_case(rank_unchecked_unheld, NULL) == 0,
+       "ZC_ALLTOALLV_CHECK=0: 64 KiB blocks land before the last rank enters the call, which "
+       "then completes");
     ok(run_case(rank_bad_args, NULL) == 0,
        "every bad argument returns its status and names the argument");
     mp_killed_rank = NRANKS - 1;

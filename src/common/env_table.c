@@ -27,8 +27,9 @@ static const zc_env_spec_t zc_env_table[] = {
     {"ZC_ROUTED_CHUNK", "1048576", ZC_ENV_INT, 1, 1073741824, NULL, ZC_ENV_COMM | ZC_ENV_SAME,
      "zc_routed_sendrecv: pipeline chunk in bytes (grown so a slice has at most 1024)"},
     {"ZC_ALLTOALLV_CHECK", "1", ZC_ENV_INT, 0, 1, NULL, ZC_ENV_COMM | ZC_ENV_SAME,
-     "zc_remap_alltoallv: agree on every block's size before moving data (0: skip; a mismatch "
-     "then fails only at the receiver, or as a timeout)"},
+     "zc_remap_alltoallv: agree on every block's size before moving data (0: blocks over 8 KiB "
+     "do not wait for it; up to ZC_ALLTOALLV_ROWS_MAX ranks a mismatch still fails every "
+     "rank, beyond only the receiver or as a timeout)"},
     {"ZC_ALLTOALLV_SPLIT_BYTES", "65536", ZC_ENV_INT, 0, INT64_MAX, NULL,
      ZC_ENV_COMM | ZC_ENV_SAME,
      "zc_remap_alltoallv: blocks between nodes from this size on are split over every rail"},

@@ -7,12 +7,14 @@
  * send.  Up to ZC_ALLTOALLV_ROWS_MAX ranks it is one round of whole count
  * rows inside the schedule, and blocks of at most ZC_A2AV_INLINE_BYTES
  * travel in the same message as the rows (staged, copied out once the
- * rows agree): a call of small blocks costs one round, as an unchecked
- * one does.  With the same number of ranks on every node that round is
- * relayed: one message per partner on each other node, then one per rank
- * of the node (zc_a2av_rows_relayed).  Larger communicators agree in two
- * rounds of pairwise sizes and verdicts, inside the call, before the
- * schedule is built.
+ * rows agree): a call of small blocks costs one round.  With the same
+ * number of ranks on every node that round is relayed: one message per
+ * partner on each other node, then one per rank of the node
+ * (zc_a2av_rows_relayed), fewer messages than the blocks themselves, so
+ * ZC_ALLTOALLV_CHECK=0 keeps the round and only stops holding the larger
+ * blocks for its verdict.  Larger communicators agree in two rounds of
+ * pairwise sizes and verdicts, inside the call, before the schedule is
+ * built.
  *
  * The data phase is a schedule (sched.h) that zc_test and zc_wait
  * progress: the self block is a copy, blocks inside a node go over shared
@@ -336,8 +338,9 @@ out:
 }
 
 /* The findings as a status: ZC_ERR_MISMATCH naming the block and both
- * sizes on its two ranks, the first disagreement anywhere on the others. */
-static zc_status_t zc_a2av_verdict(const zc_a2av_findings_t *fp, int me)
+ * sizes on its two ranks, the first disagreement anywhere on the others;
+ * `moved` says what became of the data. */
+static zc_status_t zc_a2av_verdict(const zc_a2av_findings_t *fp, int me, const char *moved)
 {
     const zc_a2av_findings_t f = *fp;
 
@@ -346,21 +349,28 @@ static zc_status_t zc_a2av_verdict(const zc_a2av_findings_t *fp, int me)
     if (f.have_mine && f.mine.src == me)
         return zc_error(ZC_ERR_MISMATCH,
                         "sendcounts[%lld]: rank %d sends %lld bytes to rank %lld, which expects "
-                        "%lld (its recvcounts[%d]); %lld block(s) disagree, no data moved",
+                        "%lld (its recvcounts[%d]); %lld block(s) disagree, %s",
                         (long long)f.mine.dst, me, (long long)f.mine.sent, (long long)f.mine.dst,
-                        (long long)f.mine.expected, me, (long long)f.blocks);
+                        (long long)f.mine.expected, me, (long long)f.blocks, moved);
     if (f.have_mine)
         return zc_error(ZC_ERR_MISMATCH,
                         "recvcounts[%lld]: rank %d expects %lld bytes from rank %lld, which sends "
-                        "%lld (its sendcounts[%d]); %lld block(s) disagree, no data moved",
+                        "%lld (its sendcounts[%d]); %lld block(s) disagree, %s",
                         (long long)f.mine.src, me, (long long)f.mine.expected,
-                        (long long)f.mine.src, (long long)f.mine.sent, me, (long long)f.blocks);
+                        (long long)f.mine.src, (long long)f.mine.sent, me, (long long)f.blocks,
+                        moved);
     return zc_error(ZC_ERR_MISMATCH,
                     "counts: rank %lld sends %lld bytes to rank %lld, which expects %lld; "
-                    "%lld block(s) disagree, none of this rank, no data moved",
+                    "%lld block(s) disagree, none of this rank, %s",
                     (long long)f.any.src, (long long)f.any.sent, (long long)f.any.dst,
-                    (long long)f.any.expected, (long long)f.blocks);
+                    (long long)f.any.expected, (long long)f.blocks, moved);
 }
+
+/* What the verdict says became of the data: nothing moved when the data
+ * waited for it; without the agreement (ZC_ALLTOALLV_CHECK=0) the larger
+ * blocks did not wait. */
+#define ZC_A2AV_HELD "no data moved"
+#define ZC_A2AV_UNHELD "blocks over 8 KiB may have moved (ZC_ALLTOALLV_CHECK=0)"
 
 /* Both ends of every block agree on its size, else ZC_ERR_MISMATCH on
  * every rank (zc_a2av_verdict). */
@@ -372,7 +382,7 @@ static zc_status_t zc_a2av_agree(const zc_a2av_args_t *a)
         ZC_CHECK(zc_a2av_agree_rows(a, &f));
     else
         ZC_CHECK(zc_a2av_agree_pairs(a, &f));
-    return zc_a2av_verdict(&f, a->comm->rank);
+    return zc_a2av_verdict(&f, a->comm->rank, ZC_A2AV_HELD);
 }
 
 zc_status_t zc_alltoallv_agree(zc_comm_h comm, unsigned seq, const int64_t *sendcounts,
@@ -452,6 +462,7 @@ typedef struct {
  * caller's count arrays may be gone by then). */
 typedef struct {
     int n, me;
+    int held;                   /* the larger blocks wait for the verdict */
     int64_t *rows;              /* [n][2n], as zc_a2av_my_rows lays them out */
     const char **their_rows;    /* [n]: where each peer's row landed (NULL: mine) */
     zc_a2av_inline_t *blocks;   /* [n]: staged filled once the messages are in */
@@ -498,7 +509,7 @@ static zc_status_t zc_a2av_rows_verdict(void *arg, int unused)
         if (c->their_rows[j])
             memcpy(c->rows + (size_t)j * row, c->their_rows[j], sizeof(*c->rows) * row);
     zc_a2av_check_rows(c->rows, c->n, c->me, &f);
-    ZC_CHECK(zc_a2av_verdict(&f, c->me));
+    ZC_CHECK(zc_a2av_verdict(&f, c->me, c->held ? ZC_A2AV_HELD : ZC_A2AV_UNHELD));
     for (int j = 0; j < c->n; j++)
         if (c->blocks[j].bytes)
             memcpy(c->blocks[j].dst, c->blocks[j].staged, c->blocks[j].bytes);
@@ -521,6 +532,7 @@ static zc_a2av_rows_ctx_t *zc_a2av_rows_ctx(const zc_a2av_args_t *a, zc_a2av_bui
     zc_a2av_rows_ctx_t *c = (zc_a2av_rows_ctx_t *)mem;
     c->n = n;
     c->me = a->comm->rank;
+    c->held = a->comm->settings.alltoallv_check;
     c->rows = (int64_t *)(c + 1);
     c->their_rows = (const char **)(c->rows + 2 * (size_t)n * (size_t)n);
     c->blocks = (zc_a2av_inline_t *)(c->their_rows + n);
@@ -790,8 +802,8 @@ static int zc_a2av_rows_relayed(const zc_a2av_args_t *a, zc_a2av_build_t *b, con
 
 /* The one round of the agreement as schedule ops: relayed where the
  * nodes allow it, else direct; the verdict op checks every block of
- * every rank and copies the inline blocks out.  Returns the verdict op
- * (data ops wait for it), or -1 when out of memory. */
+ * every rank and copies the inline blocks out.  Returns the verdict op,
+ * or -1 when out of memory. */
 static int zc_a2av_rows_sched(const zc_a2av_args_t *a, zc_a2av_build_t *b)
 {
     int ppn = 0;
@@ -803,7 +815,9 @@ static int zc_a2av_rows_sched(const zc_a2av_args_t *a, zc_a2av_build_t *b)
 }
 
 /* The data schedule, after the agreement of `agree_in_sched` (rows mode)
- * or with none left to do. */
+ * or with none left to do.  Without the agreement (ZC_ALLTOALLV_CHECK=0)
+ * the rows round still carries the small blocks, as it is their fastest
+ * path, but the larger ones do not wait for its verdict. */
 static zc_status_t zc_a2av_schedule(const zc_a2av_args_t *a, int agree_in_sched,
                                     zc_request_h *request)
 {
@@ -821,8 +835,11 @@ static zc_status_t zc_a2av_schedule(const zc_a2av_args_t *a, int agree_in_sched,
         free(joins);
         return st;
     }
-    if (agree_in_sched)
-        b.agreed = zc_a2av_rows_sched(a, &b);  /* -1 (no memory) fails the schedule at start */
+    if (agree_in_sched) {
+        int verdict = zc_a2av_rows_sched(a, &b);  /* -1 (no memory) fails the schedule at start */
+        if (comm->settings.alltoallv_check)
+            b.agreed = verdict;
+    }
     if (zc_a2av_send_bytes(a, me))
         zc_sched_copy(b.sched, a->recvbuf + (size_t)a->rdispls[me] * a->elem,
                       zc_a2av_send_at(a, me), zc_a2av_send_bytes(a, me),
@@ -863,7 +880,7 @@ zc_status_t zc_remap_alltoallv(const void *sendbuf, const int64_t *sendcounts,
     ZC_CHECK(zc_comm_check(comm));
     ZC_CHECK(zc_a2av_check(&a, dtype, memtype));
     a.seq = comm->coll_seq++;
-    int rows = comm->settings.alltoallv_check && comm->size <= comm->settings.alltoallv_rows_max;
+    int rows = comm->size <= comm->settings.alltoallv_rows_max;
     if (comm->settings.alltoallv_check && !rows)
         ZC_CHECK(zc_a2av_agree(&a));
     return zc_a2av_schedule(&a, rows, request);
