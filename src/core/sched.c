@@ -15,6 +15,13 @@
 #define ZC_SCHED_SLICE_MS 100
 
 typedef enum { ZC_OP_P2P, ZC_OP_COPY, ZC_OP_CALL } zc_op_kind_t;
+
+/* What a packed send carries instead when its schedule fails first. */
+typedef struct {
+    int64_t marker;        /* ZC_SCHED_NOTICE_MARKER */
+    int32_t status;        /* the sender's zc_status_t */
+    int32_t rank;          /* the peer it failed on, or -1 */
+} zc_sched_notice_t;
 typedef enum { ZC_OP_WAITING, ZC_OP_POSTED, ZC_OP_DONE } zc_op_state_t;
 
 typedef struct {
@@ -30,6 +37,7 @@ typedef struct {
     unsigned flags;        /* zc_p2p_post_flags */
     uint64_t tag;
     zc_sched_fn_t fn;      /* calls, with `buf` as their `arg` */
+    zc_sched_notice_t notice; /* packed sends: sent instead on failure */
     int dep[2];
     zc_request_h req;
 } zc_op_t;
@@ -157,6 +165,47 @@ void zc_sched_destroy(zc_sched_t *s)
     free(s);
 }
 
+/* The schedule fails with `st` (on `rank`, or -1): every packed send not
+ * yet posted sends a notice in its place, eager and not waited for (a
+ * notice still in flight is abandoned with the schedule). */
+static zc_status_t zc_sched_fail(zc_sched_t *s, zc_status_t st, int rank)
+{
+    char detail[256] = "";
+    int tried = 0;
+
+    s->error = st;
+    for (int i = s->first_open; i < s->nops; i++) {
+        zc_op_t *op = &s->ops[i];
+        if (op->state != ZC_OP_WAITING || !op->bytes_at)
+            continue;
+        if (!tried++)
+            snprintf(detail, sizeof(detail), "%s", zc_get_last_error());
+        op->notice = (zc_sched_notice_t){ZC_SCHED_NOTICE_MARKER, (int32_t)st, rank};
+        if (zc_p2p_post_flags(s->comm, ZC_REQ_SEND, &op->notice, sizeof(op->notice), op->peer,
+                              op->tag, op->rail, ZC_P2P_EAGER, &op->req) == ZC_OK)
+            op->state = ZC_OP_POSTED;
+    }
+    if (tried) {
+        s->comm->host_ops->progress(s->comm->host);
+        zc_error(st, "%s", detail);  /* what failed, not a notice's post */
+    }
+    return st;
+}
+
+zc_status_t zc_sched_notice_check(const void *msg, int from)
+{
+    zc_sched_notice_t n;
+
+    memcpy(&n, msg, sizeof(n));
+    if (n.marker != ZC_SCHED_NOTICE_MARKER)
+        return ZC_OK;
+    if (n.rank < 0)
+        return zc_error((zc_status_t)n.status, "rank %d could not forward its part of this "
+                        "collective (%s)", from, zc_strerror((zc_status_t)n.status));
+    return zc_error((zc_status_t)n.status, "rank %d could not forward its part of this "
+                    "collective (%s: rank %d)", from, zc_strerror((zc_status_t)n.status), n.rank);
+}
+
 static int zc_op_ready(const zc_sched_t *s, const zc_op_t *op)
 {
     for (int d = 0; d < 2; d++)
@@ -188,7 +237,7 @@ static zc_status_t zc_sched_pass(zc_sched_t *s, int progress, int *moved)
             }
             zc_p2p_abandon(&op->req, st);  /* done: only frees it */
             if (st != ZC_OK)
-                return s->error = st;
+                return zc_sched_fail(s, st, op->peer);
             op->state = ZC_OP_DONE;
             *moved = 1;
         }
@@ -199,7 +248,7 @@ static zc_status_t zc_sched_pass(zc_sched_t *s, int progress, int *moved)
             } else if (op->kind == ZC_OP_CALL) {
                 zc_status_t st = op->fn(op->buf, op->peer);
                 if (st != ZC_OK)
-                    return s->error = st;
+                    return zc_sched_fail(s, st, -1);
                 op->state = ZC_OP_DONE;
             } else {
                 if (op->bytes_at)
@@ -208,7 +257,7 @@ static zc_status_t zc_sched_pass(zc_sched_t *s, int progress, int *moved)
                                                    op->peer, op->tag, op->rail, op->flags,
                                                    &op->req);
                 if (st != ZC_OK)
-                    return s->error = st;
+                    return zc_sched_fail(s, st, op->peer);
                 op->state = ZC_OP_POSTED;
             }
             *moved = 1;
@@ -227,6 +276,16 @@ zc_status_t zc_sched_test(zc_sched_t *s)
     if (s->error)
         return s->error;
     return zc_sched_pass(s, 1, &moved);
+}
+
+/* The peer of the first posted send or receive, or -1 (what a timeout
+ * waits on: ops before it are done, and a call's `peer` is no rank). */
+static int zc_sched_waiting_on(const zc_sched_t *s)
+{
+    for (int i = s->first_open; i < s->nops; i++)
+        if (s->ops[i].kind == ZC_OP_P2P && s->ops[i].state == ZC_OP_POSTED)
+            return s->ops[i].peer;
+    return -1;
 }
 
 /* The first posted op whose peer is dead, or -1. */
@@ -260,14 +319,20 @@ zc_status_t zc_sched_wait(zc_sched_t *s)
             continue;
         }
         if ((dead = zc_sched_dead_peer(s)) >= 0)
-            return s->error = zc_error(ZC_ERR_PEER_FAILED, "rank %d failed or left during a collective",
-                                       dead);
+            return zc_sched_fail(s, zc_error(ZC_ERR_PEER_FAILED,
+                                             "rank %d failed or left during a collective", dead),
+                                 dead);
         int left = zc_ms_left(deadline);
+        int waiting_on = zc_sched_waiting_on(s);
+        if (left == 0 && waiting_on < 0)
+            return zc_sched_fail(s, zc_error(ZC_ERR_TIMEOUT,
+                                             "a collective made no progress for %d ms",
+                                             s->comm->timeout_ms), -1);
         if (left == 0)
-            return s->error = zc_error(ZC_ERR_TIMEOUT,
-                                       "a collective made no progress for %d ms (waiting on "
-                                       "rank %d)", s->comm->timeout_ms,
-                                       s->ops[s->first_open].peer);
+            return zc_sched_fail(s, zc_error(ZC_ERR_TIMEOUT,
+                                             "a collective made no progress for %d ms (waiting "
+                                             "on rank %d)", s->comm->timeout_ms, waiting_on),
+                                 waiting_on);
         progress = !zc_comm_idle(s->comm, left < ZC_SCHED_SLICE_MS ? left : ZC_SCHED_SLICE_MS);
     }
 }

@@ -24,9 +24,17 @@ int zc_sched_recv_up_to(zc_sched_t *sched, void *buf, size_t capacity, int peer,
                         int dep0, int dep1);
 /* A send of `*bytes` bytes, read when it is posted: a message that an op
  * it depends on packs at run time, in the schedule's staging.  It goes
- * eager (ZC_P2P_EAGER), so it is done once copied out. */
+ * eager (ZC_P2P_EAGER), so it is done once copied out.  If the schedule
+ * fails before posting it, a failure notice goes in its place (same peer
+ * and tag), so that a receiver waiting for what this rank forwards learns
+ * why at once instead of at its timeout: the message's first 8 bytes must
+ * never read ZC_SCHED_NOTICE_MARKER. */
 int zc_sched_send_packed(zc_sched_t *sched, const void *buf, const size_t *bytes, int peer,
                          uint64_t tag, int rail, int dep0, int dep1);
+#define ZC_SCHED_NOTICE_MARKER INT64_MIN
+/* ZC_OK when the message received at `msg` from `from` is not a failure
+ * notice, else the sender's status, naming the rank it failed on. */
+zc_status_t zc_sched_notice_check(const void *msg, int from);
 /* A local memcpy, run once its dependencies are done. */
 int zc_sched_copy(zc_sched_t *sched, void *dst, const void *src, size_t bytes, int dep0,
                   int dep1);

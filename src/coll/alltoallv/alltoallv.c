@@ -597,9 +597,12 @@ static int zc_a2av_rows_direct(const zc_a2av_args_t *a, zc_a2av_build_t *b)
  * way instead of ppn^2.  The second hop goes eager
  * (zc_sched_send_packed): in shared memory a rendezvous would hold the
  * sender until a rank that is itself waiting for its partners posts the
- * receive.  Between nodes a small alltoallv costs its messages (on TCP a
- * system call at each end and a poll of the rail), inside a node they are
- * shared memory (BENCHMARKS.md, "Remap alltoallv"). */
+ * receive.  A rank whose partner fails sends the ranks of its node a
+ * failure notice in place of its second hop, so that they fail as fast as
+ * it does (zc_a2av_relay_notice).  Between nodes a small alltoallv costs
+ * its messages (on TCP a system call at each end and a poll of the rail),
+ * inside a node they are shared memory (BENCHMARKS.md, "Remap
+ * alltoallv"). */
 typedef struct {
     zc_a2av_rows_ctx_t *c;
     int nnodes, ppn, node, local;
@@ -676,6 +679,17 @@ static zc_status_t zc_a2av_relay_pack(void *arg, int unused)
     return ZC_OK;
 }
 
+/* A rank of the node whose schedule failed before it could forward its
+ * partners' entries sends a notice instead (zc_sched_send_packed): fail
+ * with its status now, not at this rank's timeout.  A message of entries
+ * starts with a count, never the notice's marker. */
+static zc_status_t zc_a2av_relay_notice(void *arg, int l)
+{
+    const zc_a2av_relay_t *r = arg;
+
+    return zc_sched_notice_check(r->from_local[l], r->member[r->node * r->ppn + l]);
+}
+
 /* Every message in: find each rank's row and this rank's block in them,
  * then the verdict. */
 static zc_status_t zc_a2av_relay_verdict(void *arg, int unused)
@@ -747,9 +761,10 @@ static int zc_a2av_rows_relayed(const zc_a2av_args_t *a, zc_a2av_build_t *b, con
         if (l == r->local)
             continue;
         r->from_local[l] = next;
-        zc_a2av_join(b, zc_sched_recv_up_to(b->sched, next, local_cap, peer,
-                                            zc_a2av_tag(peer, ZC_A2AV_SIZES, a->seq, 1),
-                                            ZC_SCHED_NONE, ZC_SCHED_NONE));
+        int in = zc_sched_recv_up_to(b->sched, next, local_cap, peer,
+                                     zc_a2av_tag(peer, ZC_A2AV_SIZES, a->seq, 1), ZC_SCHED_NONE,
+                                     ZC_SCHED_NONE);
+        zc_a2av_join(b, zc_sched_call(b->sched, zc_a2av_relay_notice, r, l, in, ZC_SCHED_NONE));
         next += local_cap;
     }
     /* Phase one, with the partners. */
