@@ -15,6 +15,7 @@
 #define ZC_SCHED_SLICE_MS 100
 
 typedef enum { ZC_OP_P2P, ZC_OP_COPY, ZC_OP_CALL } zc_op_kind_t;
+typedef enum { ZC_OP_WAITING, ZC_OP_POSTED, ZC_OP_DONE } zc_op_state_t;
 
 /* What a packed send carries instead when its schedule fails first. */
 typedef struct {
@@ -22,7 +23,6 @@ typedef struct {
     int32_t status;        /* the sender's zc_status_t */
     int32_t rank;          /* the peer it failed on, or -1 */
 } zc_sched_notice_t;
-typedef enum { ZC_OP_WAITING, ZC_OP_POSTED, ZC_OP_DONE } zc_op_state_t;
 
 typedef struct {
     zc_op_kind_t kind;
@@ -278,14 +278,19 @@ zc_status_t zc_sched_test(zc_sched_t *s)
     return zc_sched_pass(s, 1, &moved);
 }
 
-/* The peer of the first posted send or receive, or -1 (what a timeout
- * waits on: ops before it are done, and a call's `peer` is no rank). */
-static int zc_sched_waiting_on(const zc_sched_t *s)
+/* The timeout: it names the peer of the first posted send or receive
+ * (ops before it are done, and a local step's `peer` is no rank). */
+static zc_status_t zc_sched_timeout(zc_sched_t *s)
 {
     for (int i = s->first_open; i < s->nops; i++)
         if (s->ops[i].kind == ZC_OP_P2P && s->ops[i].state == ZC_OP_POSTED)
-            return s->ops[i].peer;
-    return -1;
+            return zc_sched_fail(s, zc_error(ZC_ERR_TIMEOUT,
+                                             "a collective made no progress for %d ms (waiting "
+                                             "on rank %d)", s->comm->timeout_ms,
+                                             s->ops[i].peer),
+                                 s->ops[i].peer);
+    return zc_sched_fail(s, zc_error(ZC_ERR_TIMEOUT, "a collective made no progress for %d ms",
+                                     s->comm->timeout_ms), -1);
 }
 
 /* The first posted op whose peer is dead, or -1. */
@@ -323,16 +328,8 @@ zc_status_t zc_sched_wait(zc_sched_t *s)
                                              "rank %d failed or left during a collective", dead),
                                  dead);
         int left = zc_ms_left(deadline);
-        int waiting_on = zc_sched_waiting_on(s);
-        if (left == 0 && waiting_on < 0)
-            return zc_sched_fail(s, zc_error(ZC_ERR_TIMEOUT,
-                                             "a collective made no progress for %d ms",
-                                             s->comm->timeout_ms), -1);
         if (left == 0)
-            return zc_sched_fail(s, zc_error(ZC_ERR_TIMEOUT,
-                                             "a collective made no progress for %d ms (waiting "
-                                             "on rank %d)", s->comm->timeout_ms, waiting_on),
-                                 waiting_on);
+            return zc_sched_timeout(s);
         progress = !zc_comm_idle(s->comm, left < ZC_SCHED_SLICE_MS ? left : ZC_SCHED_SLICE_MS);
     }
 }
