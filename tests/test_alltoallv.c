@@ -314,35 +314,42 @@ static int rank_unchecked(int rank, int nranks, void *arg)
     return 0;
 }
 
-/* Without the agreement the larger blocks do not wait for its verdict:
- * blocks of 64 KiB from rank 1 (same node) and rank 2 (the other node)
- * land in rank 0's recvbuf while rank 3, whose count rows every verdict
- * needs, has not yet entered the call; rank 3 enters once rank 0 has seen
- * every byte, and the call then completes on every rank. */
+/* Blocks of 64 KiB from ranks 1 and 2 land in rank 0's recvbuf while
+ * rank 3 has not entered the call; rank 3 enters once rank 0 has seen
+ * every byte, and the call then completes on every rank.  The agreement
+ * is off (ZC_ALLTOALLV_CHECK=0), so nothing waits for rank 3's rows.
+ * *arg 0: 2 nodes (rank 2 on the other node): the larger blocks do not
+ * wait for the verdict.  1: one node, window 1, and rank 3 also sends
+ * rank 0 a 64 KiB block (rank 0's first step): steps inside a node are
+ * not held back by the window. */
 #define UNHELD_BYTES 65536
-static int rank_unchecked_unheld(int rank, int nranks, void *arg)
+static int rank_unheld(int rank, int nranks, void *arg)
 {
+    int one_node = *(int *)arg, from3 = one_node;
     int64_t sc[NRANKS] = {0}, sd[NRANKS] = {0}, rc[NRANKS] = {0}, rd[NRANKS] = {0};
-    static char send[UNHELD_BYTES], recv[2 * UNHELD_BYTES], want[2 * UNHELD_BYTES];
+    static char send[UNHELD_BYTES], recv[3 * UNHELD_BYTES], want[3 * UNHELD_BYTES];
+    const size_t early = 2 * UNHELD_BYTES, all = (size_t)(2 + from3) * UNHELD_BYTES;
     zc_request_h req, go;
     zc_comm_h comm;
     char token = 0;
-    (void)arg;
 
-    if (init(rank, nranks, 20000, &comm))
+    if (init_nodes(rank, nranks, 20000, one_node, &comm))
         return 1;
     comm->settings.alltoallv_check = 0; /* ZC_ALLTOALLV_CHECK=0 */
+    comm->settings.alltoallv_split_bytes = UNHELD_BYTES;
+    comm->settings.alltoallv_window = one_node ? 1 : 2;
     for (int i = 0; i < UNHELD_BYTES; i++) {
         send[i] = (char)(rank * 31 + i * 7);
-        want[i] = (char)(1 * 31 + i * 7);
-        want[UNHELD_BYTES + i] = (char)(2 * 31 + i * 7);
+        for (int src = 1; src <= 3; src++)
+            want[(size_t)(src - 1) * UNHELD_BYTES + i] = (char)(src * 31 + i * 7);
     }
-    if (rank == 1 || rank == 2)
+    if (rank == 1 || rank == 2 || (rank == 3 && from3))
         sc[0] = UNHELD_BYTES;
-    if (rank == 0) {
-        rc[1] = rc[2] = UNHELD_BYTES;
-        rd[2] = UNHELD_BYTES;
-    }
+    if (rank == 0)
+        for (int src = 1; src <= 2 + from3; src++) {
+            rc[src] = UNHELD_BYTES;
+            rd[src] = (int64_t)(src - 1) * UNHELD_BYTES;
+        }
     if (rank == 3) {
         MP_CHECK(zc_recv(&token, 1, ZC_BYTE, ZC_MEM_HOST, 0, comm, &go) == ZC_OK &&
                      zc_wait(&go) == ZC_OK, "rank 3: the go from rank 0");
@@ -352,20 +359,20 @@ static int rank_unchecked_unheld(int rank, int nranks, void *arg)
     if (rank == 0) {
         /* zc_test progresses; at least 20 s (the comm's timeout) of polls */
         zc_status_t st = ZC_INPROGRESS;
-        for (int polls = 0; memcmp(recv, want, sizeof(want)) && polls < 20000 &&
+        for (int polls = 0; memcmp(recv, want, early) && polls < 20000 &&
                             (st = zc_test(&req)) == ZC_INPROGRESS;
              polls++)
             usleep(1000);
-        MP_CHECK(memcmp(recv, want, sizeof(want)) == 0,
-                 "rank 0: the 64 KiB blocks did not land before rank 3 entered (%s)",
-                 zc_strerror(st));
+        MP_CHECK(memcmp(recv, want, early) == 0,
+                 "rank 0: the 64 KiB blocks of ranks 1 and 2 did not land before rank 3 "
+                 "entered (%s)", zc_strerror(st));
         MP_CHECK(st == ZC_INPROGRESS, "rank 0: the call ended (%s) before rank 3 entered",
                  zc_strerror(st));
         MP_CHECK(zc_send(&token, 1, ZC_BYTE, ZC_MEM_HOST, 3, comm, &go) == ZC_OK &&
                      zc_wait(&go) == ZC_OK, "rank 0: the go to rank 3");
     }
     MP_CHECK(zc_wait(&req) == ZC_OK, "rank %d: alltoallv: %s", rank, zc_get_last_error());
-    MP_CHECK(rank != 0 || memcmp(recv, want, sizeof(want)) == 0, "rank 0: the blocks changed");
+    MP_CHECK(rank != 0 || memcmp(recv, want, all) == 0, "rank 0: wrong bytes");
     zc_comm_destroy(comm);
     return 0;
 }
@@ -515,7 +522,7 @@ int main(void)
 
     setenv("ZC_SOCKET_IFNAME", "lo", 0);
     have_rails = rails_on_loopback(topo, sizeof(topo));
-    tap_plan(18);
+    tap_plan(19);
     if (!have_rails)
         diag("no node topology (tests/cluster/zc_cluster --topo-xml): no rails, no splitting");
     ok(run_case(rank_random, NULL) == 0,
@@ -544,9 +551,12 @@ int main(void)
            "of two nodes that are not partners fails every rank, both ends named",
            relay_layouts[k].name);
     ok(run_case(rank_unchecked, NULL) == 0, "ZC_ALLTOALLV_CHECK=0: matching counts byte-exact");
-    ok(run_case(rank_unchecked_unheld, NULL) == 0,
+    ok(run_case(rank_unheld, &kinds[0]) == 0,
        "ZC_ALLTOALLV_CHECK=0: 64 KiB blocks land before the last rank enters the call, which "
        "then completes");
+    ok(run_case(rank_unheld, &kinds[1]) == 0,
+       "one node, window 1: 64 KiB blocks of later steps land while the first step waits for "
+       "a rank that has not entered the call; then every block is exact");
     ok(run_case(rank_bad_args, NULL) == 0,
        "every bad argument returns its status and names the argument");
     mp_killed_rank = NRANKS - 1;

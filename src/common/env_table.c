@@ -37,7 +37,8 @@ static const zc_env_spec_t zc_env_table[] = {
      "zc_remap_alltoallv: communicators up to this size agree on the counts in one round of "
      "whole count rows (16 n bytes to each rank), larger ones in two rounds of 16 and 40 bytes"},
     {"ZC_ALLTOALLV_WINDOW", "2", ZC_ENV_INT, 0, INT32_MAX, NULL, ZC_ENV_COMM,
-     "zc_remap_alltoallv: pairwise-exchange steps in flight at once (0: all)"},
+     "zc_remap_alltoallv: pairwise-exchange steps with a large block between nodes in flight "
+     "at once (0: all)"},
     {"ZC_RING_ATTN_CHECK", "1", ZC_ENV_INT, 0, 1, NULL, ZC_ENV_COMM | ZC_ENV_SAME,
      "zc_ring_attn: agree on the plan and the attention shape before moving data (0: skip; a "
      "disagreement then shows as a size mismatch or a timeout)"},

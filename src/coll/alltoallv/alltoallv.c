@@ -861,13 +861,18 @@ static zc_status_t zc_a2av_schedule(const zc_a2av_args_t *a, int agree_in_sched,
                       b.agreed, ZC_SCHED_NONE);
     /* Step i: receive from rank - i, send to rank + i; the receive is
      * posted first so the matching send never lands unexpected.  The
-     * window holds back large steps only: a step whose blocks are all
-     * below the split size starts at once, as its latency is all it costs. */
+     * window holds back the steps with a large block between nodes only,
+     * which compete for the NICs: a step whose blocks are all below the
+     * split size costs only its latency, and one inside a node copies in
+     * shared memory, where holding it back only serialises the copies
+     * (BENCHMARKS.md, "One node"); both start at once. */
     int large = 0;
     for (int i = 1; i < n; i++) {
         int from = (me - i + n) % n, to = (me + i) % n;
-        int small = (int64_t)zc_a2av_recv_bytes(a, from) < b.split_bytes &&
-                    (int64_t)zc_a2av_send_bytes(a, to) < b.split_bytes;
+        int small = (comm->rank_node[from] == comm->node ||
+                     (int64_t)zc_a2av_recv_bytes(a, from) < b.split_bytes) &&
+                    (comm->rank_node[to] == comm->node ||
+                     (int64_t)zc_a2av_send_bytes(a, to) < b.split_bytes);
         b.gate = !small && window > 0 && large >= window ? joins[large - window] : ZC_SCHED_NONE;
         b.last = ZC_SCHED_NONE;
         zc_a2av_block(a, &b, ZC_REQ_RECV, from);
