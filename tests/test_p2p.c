@@ -154,16 +154,23 @@ static zc_status_t test_for(zc_request_h *req, int ms)
     return st;
 }
 
-/* A send of 128 KiB inside the node flagged ZC_P2P_EAGER completes before
- * its receive is posted (the receiver waits for a "go" that the sender
- * sends only then); unflagged (arg NULL), UCX's rendezvous keeps it
- * waiting for the receive, which shows the flag is what made the
- * difference.  Either way the bytes arrive exact. */
+/* A send inside the node: its size, whether it is flagged ZC_P2P_EAGER,
+ * and whether it should complete before its receive is posted. */
+typedef struct {
+    size_t bytes;
+    int flagged, eager;
+} eager_case_t;
+
+/* A send completes before its receive is posted (the receiver waits for a
+ * "go" that the sender sends only then) where it goes eager: flagged
+ * ZC_P2P_EAGER up to UCX's own limit, unflagged below 128 KiB; an
+ * unflagged 128 KiB send waits for its receive (UCX's rendezvous), which
+ * shows the flag and the size are what make the difference.  Either way
+ * the bytes arrive exact. */
 static int rank_eager_send(int rank, int nranks, void *arg)
 {
-    enum { LEN = 128 << 10 };
-    static uint8_t buf[LEN];
-    int eager = arg != NULL;
+    const eager_case_t *c = arg;
+    static uint8_t buf[128 << 10];
     uint64_t data_tag = ZC_TAG(0, ZC_TAG_CLASS_P2P, 1), go_tag = ZC_TAG(0, ZC_TAG_CLASS_P2P, 2);
     char go = 1;
     zc_request_h req, go_req;
@@ -177,26 +184,28 @@ static int rank_eager_send(int rank, int nranks, void *arg)
     if (init(rank, nranks, 30000, &comm))
         return 1;
     if (rank == 0) {
-        pattern_fill(buf, LEN, 0, 0);
-        MP_CHECK(zc_p2p_post_flags(comm, ZC_REQ_SEND, buf, LEN, 1, data_tag, ZC_RAIL_AUTO,
-                                   eager ? ZC_P2P_EAGER : 0, &req) == ZC_OK, "post the send");
-        zc_status_t st = test_for(&req, eager ? 20000 : 300);
-        if (eager)
+        pattern_fill(buf, c->bytes, 0, 0);
+        MP_CHECK(zc_p2p_post_flags(comm, ZC_REQ_SEND, buf, c->bytes, 1, data_tag, ZC_RAIL_AUTO,
+                                   c->flagged ? ZC_P2P_EAGER : 0, &req) == ZC_OK,
+                 "post the send");
+        zc_status_t st = test_for(&req, c->eager ? 20000 : 300);
+        if (c->eager)
             MP_CHECK(st == ZC_OK, "the eager send is done before its receive exists: %s",
                      zc_strerror(st));
         else
-            MP_CHECK(st == ZC_INPROGRESS, "the plain send waits for its receive: %s",
+            MP_CHECK(st == ZC_INPROGRESS, "the send waits for its receive: %s",
                      zc_strerror(st));
         MP_CHECK(zc_p2p_post(comm, ZC_REQ_SEND, &go, 1, 1, go_tag, ZC_RAIL_AUTO, &go_req) ==
                          ZC_OK && zc_p2p_wait(&go_req) == ZC_OK, "go");
-        if (!eager)
-            MP_CHECK(zc_p2p_wait(&req) == ZC_OK, "the plain send completes once received");
+        if (!c->eager)
+            MP_CHECK(zc_p2p_wait(&req) == ZC_OK, "the send completes once received");
     } else {
         MP_CHECK(zc_p2p_post(comm, ZC_REQ_RECV, &go, 1, 0, go_tag, ZC_RAIL_AUTO, &go_req) ==
                          ZC_OK && zc_p2p_wait(&go_req) == ZC_OK, "wait for go");
-        MP_CHECK(zc_p2p_post(comm, ZC_REQ_RECV, buf, LEN, 0, data_tag, ZC_RAIL_AUTO, &req) ==
-                         ZC_OK && zc_p2p_wait(&req) == ZC_OK, "receive");
-        MP_CHECK(pattern_first_wrong(buf, LEN, 0, 0) == LEN, "128 KiB byte-exact");
+        MP_CHECK(zc_p2p_post(comm, ZC_REQ_RECV, buf, c->bytes, 0, data_tag, ZC_RAIL_AUTO,
+                             &req) == ZC_OK && zc_p2p_wait(&req) == ZC_OK, "receive");
+        MP_CHECK(pattern_first_wrong(buf, c->bytes, 0, 0) == c->bytes, "%zu bytes exact",
+                 c->bytes);
     }
     MP_CHECK(zc_barrier(comm) == ZC_OK, "barrier");
     zc_comm_destroy(comm);
@@ -849,11 +858,17 @@ int main(void)
         ok(run_case(8, rank_ring, &ring_counts[i]) == 0,
            "8-rank ring of %lld float32 with barriers byte-exact", (long long)ring_counts[i]);
     }
-    ok(run_case(2, rank_eager_send, "eager") == 0,
+    static eager_case_t eager_cases[] = {
+        {128 << 10, 1, 1}, {128 << 10, 0, 0}, {(128 << 10) - 1, 0, 1}, {16 << 10, 0, 1}};
+    ok(run_case(2, rank_eager_send, &eager_cases[0]) == 0,
        "a send of 128 KiB flagged ZC_P2P_EAGER (shared memory) completes before its receive is "
        "posted, byte-exact");
-    ok(run_case(2, rank_eager_send, NULL) == 0,
+    ok(run_case(2, rank_eager_send, &eager_cases[1]) == 0,
        "the same send unflagged waits for its receive (the rendezvous the flag skips)");
+    for (int i = 2; i < 4; i++)
+        ok(run_case(2, rank_eager_send, &eager_cases[i]) == 0,
+           "an unflagged send of %zu bytes (shared memory, below 128 KiB) completes before its "
+           "receive is posted, byte-exact", eager_cases[i].bytes);
     ok(run_case(2, rank_mismatch, NULL) == 0, "a receive of another size is ZC_ERR_MISMATCH");
     ok(run_case(2, rank_split_sizes, NULL) == 0,
        "messages split in halves (ZC_HOST_SPLIT_BYTES=4096): sizes around the threshold and the "

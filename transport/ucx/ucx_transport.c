@@ -55,6 +55,8 @@
 #define ZC_UCX_SPLIT_ALIGN 64
 #define ZC_UCX_IDLE_LANES_EVERY 64
 #define ZC_UCX_OP_POOL_MAX 256
+/* Whole messages on lane 0 below this size go eager (see zc_ucx_start). */
+#define ZC_UCX_LANE0_EAGER_BYTES (128u << 10)
 
 /* What a UCX callback points at.  It outlives an abandoned zc_request:
  * the callback frees it when UCX finally lets go of the operation. */
@@ -382,8 +384,18 @@ static ucs_status_ptr_t zc_ucx_start(zc_transport_t *tp, zc_ucx_op_t *op, void *
     param.datatype = ucp_dt_make_contig(1);
     if (op->req->kind == ZC_REQ_SEND) {
         /* UCX then sends eager up to UCX_RNDV_SEND_NBR_THRESH (256 KiB by
-         * default) on every lane, shared memory included. */
-        if (op->req->eager)
+         * default) on every lane, shared memory included.  On lane 0
+         * (shared memory inside the node; tcp too without rails) every
+         * whole message below 128 KiB goes so: UCX 1.13 starts a
+         * rendezvous there at 8 KiB, where its round trip costs more than
+         * the copy it saves (cma), most of all where ranks outnumber
+         * cores and each turn of the handshake waits for a core.  On one
+         * node of 8 ranks an alltoallv of 8-64 KiB blocks (the 8 KiB ones
+         * ride with their count rows) went 1.3-2x faster (BENCHMARKS.md,
+         * "Remap alltoallv", "One node: eager below 128 KiB").  The halves
+         * of a split message keep their rendezvous: it is the split. */
+        if (op->req->eager ||
+            (op->lane == 0 && !op->half && op->bytes < ZC_UCX_LANE0_EAGER_BYTES))
             param.op_attr_mask |= UCP_OP_ATTR_FLAG_FAST_CMPL;
         param.cb.send = zc_ucx_send_cb;
         return ucp_tag_send_nbx(op->conn->ep, buf, op->bytes, tag, &param);
