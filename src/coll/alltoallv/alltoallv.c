@@ -49,7 +49,8 @@ static uint64_t zc_a2av_tag(int sender, int stage, unsigned seq, int slice)
 /* Blocks up to this size ride with the count rows (one eager message per
  * pair); larger ones move after the agreement.  A constant, not a
  * setting: both ends must draw the line at the same size. */
-#define ZC_A2AV_INLINE_BYTES 8192
+#define ZC_A2AV_INLINE_KIB 8
+#define ZC_A2AV_INLINE_BYTES (ZC_A2AV_INLINE_KIB * 1024)
 
 /* The caller's arguments, in bytes. */
 typedef struct {
@@ -369,8 +370,11 @@ static zc_status_t zc_a2av_verdict(const zc_a2av_findings_t *fp, int me, const c
 /* What the verdict says became of the data: nothing moved when the data
  * waited for it; without the agreement (ZC_ALLTOALLV_CHECK=0) the larger
  * blocks did not wait. */
+#define ZC_A2AV_STR(x) #x
+#define ZC_A2AV_KIB_STR(x) ZC_A2AV_STR(x) " KiB"
 #define ZC_A2AV_HELD "no data moved"
-#define ZC_A2AV_UNHELD "blocks over 8 KiB may have moved (ZC_ALLTOALLV_CHECK=0)"
+#define ZC_A2AV_UNHELD                                                                  \
+    "blocks over " ZC_A2AV_KIB_STR(ZC_A2AV_INLINE_KIB) " may have moved (ZC_ALLTOALLV_CHECK=0)"
 
 /* Both ends of every block agree on its size, else ZC_ERR_MISMATCH on
  * every rank (zc_a2av_verdict). */
