@@ -1,6 +1,7 @@
 /* Minimal TAP producer for the test programs (header-only).
  *
  *   tap_plan(n);  ok(cond, "name %d", i);  tap_skip(n, "reason");
+ *   tap_todo(cond, "why it fails today", "name");  // a known failure
  *   return tap_done();   // exit status: 0 when every test passed
  *
  * tap_skip_all("reason") prints "1..0 # SKIP reason" for a whole program.
@@ -88,6 +89,19 @@ static inline void diag(const char *fmt, ...)
     va_end(ap);
     printf("\n");
     fflush(stdout);
+}
+
+/* A known failure, said as TAP's TODO: "not ok ... # TODO why" does not
+ * fail the program; "ok ... # TODO why" does, as automake's driver counts
+ * an unexpected pass (XPASS), so that the TODO is taken out once fixed. */
+static inline int tap_todo(int cond, const char *why, const char *name)
+{
+    tap_count_++;
+    printf("%s %d - %s # TODO %s\n", cond ? "ok" : "not ok", tap_count_, name, why);
+    fflush(stdout);
+    if (cond)
+        tap_failed_++;
+    return cond;
 }
 
 static inline void tap_skip(int n, const char *reason)

@@ -1,8 +1,8 @@
 /* The cuDNN backend of the per-block attention (attn_cudnn.h): cuDNN's
  * flash-attention pattern graphs built through the C backend API
  * (cudnn_graph.h), cached per shape, executed on the caller's stream.
- * Built only with cuDNN (HAVE_CUDNN).  Compiles against cuDNN 9; untested
- * on hardware.
+ * Built only with cuDNN (HAVE_CUDNN).  Run on an H100 with cuDNN 9.19:
+ * the forward right, the backward graph without an engine (attn_cudnn.h).
  *
  * The graphs are the documented "fused flash attention" patterns (the
  * same operation graphs cudnn-frontend's sdpa nodes emit), not the fused
@@ -10,8 +10,8 @@
  * whose backend attributes have no causal mask:
  *
  *   forward:  S = (Q K^T) * scale; padding mask (row < seq_len_q,
- *             col < seq_len_kv); causal mask (row + offset >= col, the
- *             offset per segment: q_start - kv_start);
+ *             col < seq_len_kv); causal mask (row >= col: cuDNN's
+ *             top-left diagonal, the only causal form it runs right);
  *             m = max S; E = exp(S - m); l = sum E; stats = m + log l;
  *             O = (E / l) V
  *   backward: D = rowsum(dO * O), the caller's delta; S as above;
@@ -110,7 +110,7 @@ typedef struct {
 enum {
     ZC_CD_Q = 1, ZC_CD_K, ZC_CD_V, ZC_CD_O, ZC_CD_STATS, ZC_CD_SCALE, ZC_CD_SEQ_Q, ZC_CD_SEQ_KV,
     ZC_CD_NEG, ZC_CD_DO, ZC_CD_DQ, ZC_CD_DK, ZC_CD_DV, ZC_CD_RAG_Q, ZC_CD_RAG_KV,
-    ZC_CD_OFF, ZC_CD_DSUM, ZC_CD_KT,
+    ZC_CD_DSUM, ZC_CD_KT,
     ZC_CD_VIRTUAL = 100
 };
 
@@ -260,7 +260,7 @@ static zc_status_t zc_cd_matmul(zc_cd_graph_t *g, cudnnBackendDescriptor_t a,
 
 /* The inputs every graph shares. */
 typedef struct {
-    cudnnBackendDescriptor_t rag_q, rag_kv, seq_q, seq_kv, off, scale, neg;
+    cudnnBackendDescriptor_t rag_q, rag_kv, seq_q, seq_kv, scale, neg;
     cudnnDataType_t io;
     int64_t b, hq, hk, sq, sk, d;
 } zc_cd_common_t;
@@ -299,9 +299,6 @@ static zc_status_t zc_cd_common(zc_cd_graph_t *g, const zc_cudnn_key_t *key, zc_
     ZC_CHECK(zc_cd_tensor(g, ZC_CD_RAG_KV, CUDNN_DATA_INT32, rag_dims, one, 0, NULL, &c->rag_kv));
     ZC_CHECK(zc_cd_tensor(g, ZC_CD_SEQ_Q, CUDNN_DATA_INT32, seq_dims, one, 0, NULL, &c->seq_q));
     ZC_CHECK(zc_cd_tensor(g, ZC_CD_SEQ_KV, CUDNN_DATA_INT32, seq_dims, one, 0, NULL, &c->seq_kv));
-    c->off = NULL;
-    if (key->mask == ZC_CUDNN_MASK_CAUSAL)
-        ZC_CHECK(zc_cd_tensor(g, ZC_CD_OFF, CUDNN_DATA_INT32, seq_dims, one, 0, NULL, &c->off));
     ZC_CHECK(zc_cd_tensor(g, ZC_CD_SCALE, CUDNN_DATA_FLOAT, one, one, ZC_CD_BYVAL, NULL, &c->scale));
     return zc_cd_tensor(g, ZC_CD_NEG, CUDNN_DATA_FLOAT, one, one, ZC_CD_BYVAL, NULL, &c->neg);
 }
@@ -336,16 +333,11 @@ static zc_status_t zc_cd_scores(zc_cd_graph_t *g, const zc_cd_common_t *c, int c
     ZC_CHECK(zc_cd_pointwise(g, CUDNN_POINTWISE_BINARY_SELECT, CUDNN_DATA_FLOAT, -1, s2, c->neg,
                              pm, s3));
     if (causal) {
-        cudnnBackendDescriptor_t ri2, ri3, ci2, keep, s4;
+        cudnnBackendDescriptor_t ri2, ci2, keep, s4;
 
         ZC_CHECK(zc_cd_virtual(g, CUDNN_DATA_INT32, c->b, c->hq, c->sq, c->sk, &ri2));
         ZC_CHECK(zc_cd_pointwise(g, CUDNN_POINTWISE_GEN_INDEX, CUDNN_DATA_INT32, 2, s3, NULL, NULL,
                                  ri2));
-        /* the row's global position relative to the segment's first key */
-        ZC_CHECK(zc_cd_virtual(g, CUDNN_DATA_INT32, c->b, c->hq, c->sq, c->sk, &ri3));
-        ZC_CHECK(zc_cd_pointwise(g, CUDNN_POINTWISE_ADD, CUDNN_DATA_INT32, -1, ri2, c->off, NULL,
-                                 ri3));
-        ri2 = ri3;
         ZC_CHECK(zc_cd_virtual(g, CUDNN_DATA_INT32, c->b, c->hq, c->sq, c->sk, &ci2));
         ZC_CHECK(zc_cd_pointwise(g, CUDNN_POINTWISE_GEN_INDEX, CUDNN_DATA_INT32, 3, s3, NULL, NULL,
                                  ci2));
@@ -713,12 +705,11 @@ static zc_status_t zc_cudnn_run(int pass, const zc_attn_args_t *a, const zc_cudn
                                 cudnnHandle_t handle, const zc_cd_graph_t *g, void *stream)
 {
     int backward = pass == ZC_CUDNN_BWD, acc = (a->flags & ZC_ATTN_ACCUMULATE) != 0;
-    int causal = key->mask == ZC_CUDNN_MASK_CAUSAL;
     int nb = key->segments, hq = a->num_heads_q, hk = a->num_heads_kv, d = a->head_dim;
     int64_t tq = a->cu_seqlens_q[a->batch], tk = a->cu_seqlens_kv[a->batch];
     int64_t qn = tq * hq * d, kn = tk * hk * d, rows = (int64_t)nb * hq * key->max_q;
-    size_t es = zc_datatype_size(a->dtype), n1 = (size_t)nb + 1, nint = 6 * n1;
-    int32_t *host, *rq, *rk, *lq, *lk, *qb, *off;
+    size_t es = zc_datatype_size(a->dtype), n1 = (size_t)nb + 1, nint = 5 * n1;
+    int32_t *host, *rq, *rk, *lq, *lk, *qb;
     zc_cuda_staging_slot_t *slot;
     char *base = NULL;
     zc_cudnn_layout_t l;
@@ -726,8 +717,8 @@ static zc_status_t zc_cudnn_run(int pass, const zc_attn_args_t *a, const zc_cudn
     zc_status_t st = ZC_OK;
 
     zc_cudnn_layout(backward, acc, qn, kn, rows, tq * hq, es, g->workspace, &l);
-    /* ragged offsets (elements), lengths, first tokens and causal offsets
-     * of the segments with queries, written into a pinned staging slot */
+    /* ragged offsets (elements), lengths and first tokens of the segments
+     * with queries, written into a pinned staging slot */
     ZC_CHECK(zc_cuda_staging_acquire(nint * sizeof(int32_t), &slot));
     host = zc_cuda_staging_host(slot);
     memset(host, 0, nint * sizeof(int32_t));
@@ -736,7 +727,6 @@ static zc_status_t zc_cudnn_run(int pass, const zc_attn_args_t *a, const zc_cudn
     lq = rk + n1;
     lk = lq + n1;
     qb = lk + n1;
-    off = qb + n1;
     for (int b = 0, j = 0; b < a->batch; b++) {
         int32_t q0 = a->cu_seqlens_q[b], q1 = a->cu_seqlens_q[b + 1];
         int32_t k0 = a->cu_seqlens_kv[b], k1 = a->cu_seqlens_kv[b + 1];
@@ -748,7 +738,6 @@ static zc_status_t zc_cudnn_run(int pass, const zc_attn_args_t *a, const zc_cudn
         lq[j] = q1 - q0;
         lk[j] = k1 - k0;
         qb[j] = q0;
-        off[j] = (a->q_start ? a->q_start[b] : 0) - (a->kv_start ? a->kv_start[b] : 0);
         j++;
     }
     rq[nb] = (int32_t)qn;
@@ -757,7 +746,7 @@ static zc_status_t zc_cudnn_run(int pass, const zc_attn_args_t *a, const zc_cudn
     {
         int32_t *dints = zc_cuda_staging_dev(slot);
         int32_t *d_rq = dints, *d_rk = d_rq + n1, *d_lq = d_rk + n1, *d_lk = d_lq + n1;
-        int32_t *d_qb = d_lk + n1, *d_off = d_qb + n1;
+        int32_t *d_qb = d_lk + n1;
         float *stats = (float *)(base + l.stats), *f32 = (float *)(base + l.f32);
         void *ws = g->workspace ? base + l.ws : NULL;
         int64_t uids[18];
@@ -776,8 +765,6 @@ static zc_status_t zc_cudnn_run(int pass, const zc_attn_args_t *a, const zc_cudn
         ZC_CUDNN_BIND(ZC_CD_SEQ_KV, d_lk);
         ZC_CUDNN_BIND(ZC_CD_RAG_Q, d_rq);
         ZC_CUDNN_BIND(ZC_CD_RAG_KV, d_rk);
-        if (causal)
-            ZC_CUDNN_BIND(ZC_CD_OFF, d_off);
         if (!backward) {
             void *o = !acc && a->out_dtype == a->dtype ? a->out : base + l.o;
             float *lse = acc ? (float *)(base + l.lse) : a->lse;

@@ -12,11 +12,12 @@
  *   - head dims that are multiples of 8 up to 128;
  *   - GQA/MQA (num_heads_kv divides num_heads_q);
  *   - masks: full (no mask, or causal with every key of every segment at
- *     or before its first query), or causal by global positions: query i
- *     of segment b sees key j when j <= i + q_start[b] - kv_start[b], an
- *     offset per segment (0: cuDNN's top-left diagonal; a ring's sliced
- *     and full blocks have others) read from a device tensor; segments
- *     whose first queries see no key (kv_start > q_start) fall back;
+ *     or before its first query: a ring's full blocks), or cuDNN's
+ *     top-left causal mask (query i sees key j <= i) where every segment's
+ *     queries and keys start together (q_start == kv_start: a ring's
+ *     diagonal blocks).  A causal segment with another offset, or a full
+ *     one beside a causal one, falls back: cuDNN 9.19 ran a graph that
+ *     added the offset to the row index on an H100, with wrong results;
  *   - variable lengths: one graph call over every segment with queries,
  *     packed as they are (THD), through ragged offsets (cu_seqlens * heads
  *     * head_dim) and padding masks (per-segment lengths), under maximum
@@ -35,7 +36,8 @@
  *
  * The graph cache is keyed by zc_cudnn_key_t (direction, dtype, heads, kv
  * heads, head dim, mask, segments, bucketed lengths): the scale is a
- * by-value scalar of each call, the lengths and offsets device tensors.
+ * by-value scalar of each call, the lengths and ragged offsets device
+ * tensors.
  * A graph that cuDNN cannot build (no engine for this GPU or shape) is
  * remembered as such, and its calls fall back to the native kernels with
  * one INFO line per shape.
@@ -43,7 +45,9 @@
  * Built in (HAVE_CUDNN) when configure finds cuDNN (--with-cudnn, default
  * on when found with CUDA); without it zc_cudnn_attn_launch returns
  * ZC_ERR_UNSUPPORTED and the decision and cache key functions still work.
- * The cuDNN calls compile against cuDNN 9 and are untested on hardware. */
+ * On an H100 with cuDNN 9.19 (2026-11-27) the forward matched the CPU
+ * kernels; cuDNN found no engine for the backward graph, whose blocks so
+ * run on the native kernels (BENCHMARKS.md, "GPU path on an H100"). */
 #ifndef ZC_KERNELS_CUDNN_ATTN_CUDNN_H
 #define ZC_KERNELS_CUDNN_ATTN_CUDNN_H
 

@@ -87,8 +87,8 @@ int zc_cudnn_attn_decide(int pass, const zc_attn_args_t *a, zc_cudnn_key_t *key,
 {
     int backward = pass == ZC_CUDNN_BWD;
     int acc = (a->flags & ZC_ATTN_ACCUMULATE) != 0;
-    int mask = -1, segments = 0;
-    int64_t max_q = 0, max_kv = 0;
+    int mask = -1, segments = 0, causal_seg = -1, offset_seg = -1;
+    int64_t max_q = 0, max_kv = 0, offset = 0;
 
     if (reason && len)
         reason[0] = '\0';
@@ -133,23 +133,42 @@ int zc_cudnn_attn_decide(int pass, const zc_attn_args_t *a, zc_cudnn_key_t *key,
         if (lk == 0)
             return zc_cudnn_native(reason, len, "segment %d: %" PRId64 " queries and no key",
                                    b, lq);
+        /* cuDNN's causal mask is its top-left diagonal (row >= col): a
+         * pointwise offset added to the row index built a graph that cuDNN
+         * 9.19 ran on an H100 with wrong results, so only segments whose
+         * queries and keys start together are causal on cuDNN (a ring's
+         * diagonal blocks), and a full block (every key before every query)
+         * goes in a graph without the causal mask. */
         if (!a->causal || ks + lk - 1 <= qs)
             m = ZC_CUDNN_MASK_FULL;
-        else if (qs >= ks)
+        else if (qs == ks)
             m = ZC_CUDNN_MASK_CAUSAL;
+        else if (qs > ks)
+            return zc_cudnn_native(reason, len, "segment %d: causal with q_start - kv_start = "
+                                   "%" PRId64 ": cuDNN's causal mask takes no offset", b,
+                                   qs - ks);
         else
             return zc_cudnn_native(reason, len, "segment %d: causal with q_start - kv_start = "
                                    "%" PRId64 ": its first queries see no key", b, qs - ks);
-        /* a full segment in a causal graph is one whose offset shows it
-         * every key */
-        if (m == ZC_CUDNN_MASK_CAUSAL || mask < 0)
+        if (m == ZC_CUDNN_MASK_CAUSAL) {
             mask = m;
+            if (causal_seg < 0)
+                causal_seg = b;
+        } else if (mask < 0) {
+            mask = m;
+        }
+        if (qs != ks && offset_seg < 0)
+            offset_seg = b, offset = qs - ks;
         segments++;
         if (lq > max_q)
             max_q = lq;
         if (lk > max_kv)
             max_kv = lk;
     }
+    if (causal_seg >= 0 && offset_seg >= 0)
+        return zc_cudnn_native(reason, len, "segment %d sees every key (q_start - kv_start = "
+                               "%" PRId64 ") and segment %d is causal: cuDNN's causal mask "
+                               "takes no offset", offset_seg, offset, causal_seg);
     {
         int64_t tq = a->batch ? a->cu_seqlens_q[a->batch] : 0;
         int64_t tk = a->batch ? a->cu_seqlens_kv[a->batch] : 0;
