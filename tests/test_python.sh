@@ -5,7 +5,8 @@
 # point-to-point, routed transfers, alltoallv, remap and ring attention
 # against single-process PyTorch, the packed-batch API (zcomm.torch:
 # VarlenPlan, varlen_attn, ZeppelinAttention, from_torch over gloo, bad
-# input), the same under torchrun (two launchers, one per emulated node),
+# input; CUDA tensors where there is a GPU), the same under torchrun (two
+# launchers, one per emulated node),
 # the example training step (python/examples/train_step.py) and the example
 # training (python/examples/train.py, 50 steps against one process) on 4
 # forked ranks and, as root, on the emulated cluster of 2 nodes x 4 NICs x
@@ -38,7 +39,7 @@ tap() {
     fi
 }
 
-for script in test_binding.py test_distributed.py test_varlen.py; do
+for script in test_binding.py test_distributed.py test_varlen.py test_cuda.py; do
     timeout 300 "$python" "$pydir/tests/$script" >"$logs/$script" 2>&1
     tap "$script" "$logs/$script" $?
 done

@@ -5,6 +5,19 @@ import math
 import torch
 
 
+# Lengths of every kind for the packed-batch tests: 1-token sequences,
+# primes, one longer than a rank holds (it rings), an empty sequence.
+VARLEN_LENGTHS = [150, 37, 1, 64, 9, 0, 20, 91, 3, 1, 17]
+
+
+def cu_of(lengths):
+    """cu_seqlens (int32) of packed sequences of these lengths."""
+    cu = [0]
+    for n in lengths:
+        cu.append(cu[-1] + n)
+    return torch.tensor(cu, dtype=torch.int32)
+
+
 def rows(per_seq, pieces):
     """The rank's buffer: the rows of each piece, in piece order."""
     return torch.cat([per_seq[p["seq"]][p["begin"]:p["end"]] for p in pieces])
@@ -28,6 +41,21 @@ def attention(q, k, v, lengths):
     return torch.cat(outs)
 
 
+def varlen_reference(lengths, hq, hkv, d):
+    """A packed batch's random q, k, v [T, heads, d] and output weights w,
+    and single-process causal attention of them in double precision with the
+    gradients of sum(out * w): (q, k, v, w, ref, out_ref), ref being q, k, v
+    as double leaves holding their .grad."""
+    g = torch.Generator().manual_seed(7)
+    T = sum(lengths)
+    q, k, v = (torch.randn(T, h, d, generator=g) for h in (hq, hkv, hkv))
+    w = torch.randn(T, hq, d, generator=g)
+    ref = [t.double().requires_grad_() for t in (q, k, v)]
+    out_ref = attention(*ref, [n for n in lengths if n])
+    (out_ref * w.double()).sum().backward()
+    return q, k, v, w, ref, out_ref
+
+
 def rel_error(got, want):
     got, want = got.double(), want.double()
     return ((got - want).abs().max() / want.abs().max().clamp_min(1e-30)).item()
@@ -36,3 +64,18 @@ def rel_error(got, want):
 def capacity(total, size):
     """Tokens per device as tests/mn_ring_attn.c gives them: 25% headroom."""
     return (total * 5 // 4 + size - 1) // size + 8
+
+
+def slice_errors(y, mine, out_ref, ref, rows):
+    """A rank's attention output y and the gradients of its inputs `mine`
+    against the single-process out_ref and the gradients of `ref`, at the
+    rank's `rows` of the batch: the errors relative to the largest element
+    of the whole batch (a rank's slice can be exactly 0, as dq and dk of
+    1-token sequences are; rounding is not), and whether all are finite."""
+    def err(got, full):
+        got = got.detach().cpu().double()
+        return ((got - full[rows]).abs().max().item() /
+                max(full.abs().max().item(), 1e-30)) if got.numel() else 0.0
+    errs = [err(y, out_ref.detach())] + [err(t.grad, r.grad) for t, r in zip(mine, ref)]
+    finite = all(bool(torch.isfinite(t).all()) for t in [y] + [t.grad for t in mine])
+    return errs, finite

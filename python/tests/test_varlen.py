@@ -4,7 +4,7 @@ cu_seqlens_local, varlen_attn and ZeppelinAttention forward and backward
 against single-process PyTorch for every method, dtype and GQA shape, ranks
 with no tokens, bad input named on every rank (ranks that disagree
 included, in bounded time), Communicator.from_torch over gloo, and device
-buffers routed to the _stream calls."""
+buffers routed to the _stream calls (CUDA tensors themselves: test_cuda.py)."""
 import socket
 import sys
 import time
@@ -19,16 +19,8 @@ import zcomm
 import zcomm.torch as zt
 from zcomm import _lib
 
-# Lengths of every kind: 1-token sequences, primes, one longer than a rank
-# holds (it rings), an empty sequence.
-LENGTHS = [150, 37, 1, 64, 9, 0, 20, 91, 3, 1, 17]
-
-
-def cu_of(lengths):
-    cu = [0]
-    for n in lengths:
-        cu.append(cu[-1] + n)
-    return torch.tensor(cu, dtype=torch.int32)
+LENGTHS = common.VARLEN_LENGTHS
+cu_of = common.cu_of
 
 
 def global_rows(plan, pieces):
@@ -94,13 +86,7 @@ def attn(lengths, dtype, method, hq, hkv, d=8, tol=None, module=False):
 
     def run(comm):
         plan = zt.VarlenPlan(cu_of(lengths), comm, method=method)
-        T = sum(lengths)
-        g = torch.Generator().manual_seed(7)
-        q, k, v = (torch.randn(T, h, d, generator=g) for h in (hq, hkv, hkv))
-        w = torch.randn(T, hq, d, generator=g)
-        ref = [t.double().requires_grad_() for t in (q, k, v)]
-        out_ref = common.attention(*ref, [n for n in lengths if n])
-        (out_ref * w.double()).sum().backward()
+        q, k, v, w, ref, out_ref = common.varlen_reference(lengths, hq, hkv, d)
         lo, hi = plan.loader_range
         mine = [t[lo:hi].to(dtype).requires_grad_() for t in (q, k, v)]
         qa, ka, va = (plan.dispatch(t) for t in mine)
@@ -110,14 +96,7 @@ def attn(lengths, dtype, method, hq, hkv, d=8, tol=None, module=False):
             out = zt.varlen_attn(qa, ka, va, plan)
         y = plan.undispatch(out)
         (y * w[lo:hi].to(dtype)).sum().backward()
-        # Relative to the largest element of the whole batch: a rank's slice
-        # can be exactly 0 (dq and dk of 1-token sequences), rounding is not.
-        def err(got, full, rows):
-            return ((got.double() - full[rows]).abs().max().item() /
-                    max(full.abs().max().item(), 1e-30)) if got.numel() else 0.0
-        errs = [err(y, out_ref.detach(), slice(lo, hi))]
-        errs += [err(t.grad, r.grad, slice(lo, hi)) for t, r in zip(mine, ref)]
-        finite = all(bool(torch.isfinite(t).all()) for t in [y] + [t.grad for t in mine])
+        errs, finite = common.slice_errors(y, mine, out_ref, ref, slice(lo, hi))
         name = "%s%s, %s, GQA %d/%d, %d seqs: out, dq, dk, dv through dispatch match " \
                "PyTorch, no NaN" % ("ZeppelinAttention: " if module else "varlen_attn ",
                                     method, str(dtype)[6:], hq, hkv, len(lengths))
@@ -346,11 +325,6 @@ torch.set_num_threads(1)
 v = zcomm.version()
 tap.ok(zcomm.__version__ == "%d.%d.%d" % v,
        "zcomm.__version__ %s is the library's (zc_get_version)" % zcomm.__version__, v)
-if torch.cuda.is_available():
-    tap.ok(False, "CUDA tensors: a GPU is present but this test has no GPU cases yet")
-else:
-    print("ok %d - # SKIP CUDA tensors through the _stream calls: no GPU" % (tap._count + 1))
-    tap._count += 1
 ranks.run(run_all(free_port()), 2)
 ranks.run(run_all(free_port()), 4, nodes=2)
 sys.exit(tap.done())

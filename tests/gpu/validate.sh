@@ -6,18 +6,23 @@
 #  1. builds out of tree in build-gpu/ (ZC_GPU_BUILD overrides) with CUDA and
 #     NCCL required, and cuDNN too when this tree has the cuDNN backend
 #     (kernels/cudnn): configure fails rather than build without them;
+#     ZC_GPU_PREBUILT=1 skips the build and uses what is there (built on a
+#     machine with the compilers, run on one with the GPU);
 #  2. runs tests/test_gpu: the CUDA kernels against the CPU kernels (fp32,
 #     bf16, fp16 on test_gpu's shapes, which include test_attn_kernels'
 #     long and ring-step geometries), the NCCL transfers against the host
 #     path and the stream-ordered ring attention against single-process
-#     attention (with 2 or more GPUs); once per attention backend
+#     attention (one rank per GPU, or 4 ranks sharing one GPU, NCCL going
+#     over its socket transport between them); once per attention backend
 #     (ZC_ATTN_BACKEND=native, and cudnn where it is built in);
 #     with cuDNN, also tests/test_attn_cudnn: the cuDNN backend's forward
 #     and backward (bf16, GQA/MQA, causal diagonal and sliced, full) against
 #     the CPU kernels, with the error of each;
-#  3. runs zc_ring_attn_perf -G (every mode, fp32 and bf16) on 1 GPU and on
+#  3. runs python/tests/test_cuda.py (zcomm.torch on CUDA tensors) with a
+#     python3 that has torch (ZC_PYTHON3 overrides);
+#  4. runs zc_ring_attn_perf -G (every mode, fp32 and bf16) on 1 GPU and on
 #     every GPU present, per backend, one process per GPU;
-#  4. writes everything to one report (REPORT, default
+#  5. writes everything to one report (REPORT, default
 #     build-gpu/gpu-validation.txt): GPU, driver, CUDA, each test's TAP
 #     lines with their errors, each perf table with its TFLOP/s.
 #
@@ -56,16 +61,25 @@ if [[ -d $top/kernels/cudnn ]]; then
 fi
 mkdir -p "$build" "$(dirname "$report")"
 : >"$report"
-section "build: $build (--with-cuda --with-nccl $cudnn)"
-(
-  cd "$top" && { [[ -x configure && configure -nt configure.ac ]] || autoreconf -fi; } &&
-  cd "$build" && { [[ -f Makefile ]] || "$top/configure" -q --with-cuda --with-nccl $cudnn; } &&
-  make -j"$(nproc)" && make -j"$(nproc)" tests/test_gpu ${cudnn:+tests/test_attn_cudnn}
-) >"$build/validate-build.log" 2>&1 || {
-  tail -30 "$build/validate-build.log" >>"$report"
-  fail "the build (log: $build/validate-build.log)"
-  exit 1
-}
+if [[ ${ZC_GPU_PREBUILT:-0} == 1 ]]; then
+  # Built elsewhere (a machine with the compilers and UCX headers that the
+  # GPU machine lacks), with this same configuration: only check it is there.
+  section "build: $build, prebuilt (ZC_GPU_PREBUILT=1)"
+  for t in tools/zc_info tools/zc_ring_attn_perf tests/test_gpu ${cudnn:+tests/test_attn_cudnn}; do
+    [[ -x $build/$t ]] || { fail "ZC_GPU_PREBUILT=1 but $build/$t is not built"; exit 1; }
+  done
+else
+  section "build: $build (--with-cuda --with-nccl $cudnn)"
+  (
+    cd "$top" && { [[ -x configure && configure -nt configure.ac ]] || autoreconf -fi; } &&
+    cd "$build" && { [[ -f Makefile ]] || "$top/configure" -q --with-cuda --with-nccl $cudnn; } &&
+    make -j"$(nproc)" && make -j"$(nproc)" tests/test_gpu ${cudnn:+tests/test_attn_cudnn}
+  ) >"$build/validate-build.log" 2>&1 || {
+    tail -30 "$build/validate-build.log" >>"$report"
+    fail "the build (log: $build/validate-build.log)"
+    exit 1
+  }
+fi
 
 section "machine"
 {
@@ -80,28 +94,51 @@ section "machine"
 
 # ---- tests/test_gpu, per backend -------------------------------------------------
 # Run directly (not through make check) so its TAP lines, with the error of
-# every comparison, go to the report.
+# every comparison, go to the report; they are appended as they come, so a
+# step cut off by its timeout (ZC_GPU_TIMEOUT seconds, default 1800) still
+# leaves what it printed.
+step_timeout=${ZC_GPU_TIMEOUT:-1800}
+# A known failure marked TODO ("not ok ... # TODO why") is reported, not
+# failed; a TODO that passes ("ok ... # TODO") fails, so that it is taken out.
+tap_step() { # name command...: runs it in $build; fails on a bad exit, Bail out! or not ok
+  local name=$1 log=$build/validate-step.log rc bad todo xpass
+  shift
+  (cd "$build" && timeout "$step_timeout" "$@") 2>&1 | tee "$log" >>"$report"
+  rc=${PIPESTATUS[0]}
+  grep -q '^Bail out!' "$log" && rc=1
+  bad=$(grep '^not ok' "$log" | grep -vc '# TODO')
+  todo=$(grep '^not ok' "$log" | grep -c '# TODO')
+  xpass=$(grep '^ok' "$log" | grep -c '# TODO')
+  ((todo)) && echo "validate: $name: $todo known failure(s) marked TODO" | tee -a "$report"
+  if ((rc != 0 || bad || xpass)); then
+    fail "$name ($bad not ok, $xpass unexpected TODO pass, exit $rc)"
+  fi
+}
 for b in "${backends[@]}"; do
   section "tests/test_gpu, ZC_ATTN_BACKEND=$b"
-  out=$(cd "$build" && ZC_ATTN_BACKEND=$b ZC_SOCKET_IFNAME=lo \
-        ZC_TEST_SRCDIR="$top/tests" timeout 1800 ./tests/test_gpu 2>&1)
-  rc=$?
-  echo "$out" >>"$report"
-  grep -q '^Bail out!' <<<"$out" && rc=1
-  if ((rc != 0)) || grep -q '^not ok' <<<"$out"; then
-    fail "tests/test_gpu with ZC_ATTN_BACKEND=$b ($(grep -c '^not ok' <<<"$out") not ok, exit $rc)"
-  fi
+  tap_step "tests/test_gpu with ZC_ATTN_BACKEND=$b" \
+    env ZC_ATTN_BACKEND="$b" ZC_SOCKET_IFNAME=lo NCCL_SOCKET_IFNAME="${NCCL_SOCKET_IFNAME:-lo}" \
+    ZC_TEST_SRCDIR="$top/tests" ./tests/test_gpu
 done
 
 # ---- the cuDNN backend against the CPU kernels ------------------------------------
 if [[ -n $cudnn ]]; then
   section "tests/test_attn_cudnn (cuDNN SDPA against the CPU kernels)"
-  out=$(cd "$build" && ZC_LOG_LEVEL=INFO timeout 900 ./tests/test_attn_cudnn 2>&1)
-  rc=$?
-  echo "$out" >>"$report"
-  if ((rc != 0)) || grep -q '^not ok' <<<"$out"; then
-    fail "tests/test_attn_cudnn ($(grep -c '^not ok' <<<"$out") not ok, exit $rc)"
-  fi
+  tap_step "tests/test_attn_cudnn" env ZC_LOG_LEVEL=INFO ./tests/test_attn_cudnn
+fi
+
+# ---- zcomm.torch on CUDA tensors -------------------------------------------------
+# The Python package over this build's libzcomm, with a python3 that has
+# torch with CUDA (ZC_PYTHON3 overrides).
+py=${ZC_PYTHON3:-python3}
+if torch_version=$("$py" -c 'import numpy, torch; print(torch.__version__)' 2>/dev/null); then
+  section "python/tests/test_cuda.py (zcomm.torch on CUDA tensors, torch $torch_version)"
+  tap_step "python/tests/test_cuda.py" \
+    env ZC_LIBRARY="$build/.libs/libzcomm.so.0" PYTHONPATH="$top/python:$top/python/tests" \
+    ZC_SOCKET_IFNAME=lo NCCL_SOCKET_IFNAME="${NCCL_SOCKET_IFNAME:-lo}" \
+    "$py" "$top/python/tests/test_cuda.py"
+else
+  section "python/tests/test_cuda.py: skipped, $py has no numpy or torch"
 fi
 
 # ---- zc_ring_attn_perf -G on 1 GPU and on all of them -----------------------------
@@ -112,12 +149,13 @@ perf() { # ranks backend dtype
   for ((r = 0; r < n; r++)); do
     ZC_RANK=$r ZC_SIZE=$n ZC_LOCAL_RANK=$r ZC_MASTER_ADDR=127.0.0.1 ZC_MASTER_PORT=$port \
       ZC_ATTN_BACKEND=$b ZC_SOCKET_IFNAME=lo \
-      timeout 900 "$build/tools/zc_ring_attn_perf" -G -d "$d" -b 16K -e 64K -n 5 -w 1 \
+      timeout "$step_timeout" "$build/tools/zc_ring_attn_perf" -G -d "$d" -b 16K -e 64K -n 5 -w 1 \
       >"$build/validate-perf.$r.out" 2>&1 &
     pids+=($!)
   done
   for p in "${pids[@]}"; do wait "$p" || rc=1; done
   cat "$build/validate-perf.0.out" >>"$report"
+  ((rc == 0)) || tail -5 "$build"/validate-perf.*.out >>"$report"
   return $rc
 }
 counts=(1)
