@@ -87,7 +87,7 @@ int zc_cudnn_attn_decide(int pass, const zc_attn_args_t *a, zc_cudnn_key_t *key,
 {
     int backward = pass == ZC_CUDNN_BWD;
     int acc = (a->flags & ZC_ATTN_ACCUMULATE) != 0;
-    int mask = -1, segments = 0, causal_seg = -1, offset_seg = -1;
+    int segments = 0, causal_seg = -1, offset_seg = -1;
     int64_t max_q = 0, max_kv = 0, offset = 0;
 
     if (reason && len)
@@ -126,7 +126,6 @@ int zc_cudnn_attn_decide(int pass, const zc_attn_args_t *a, zc_cudnn_key_t *key,
         int64_t lk = a->cu_seqlens_kv[b + 1] - a->cu_seqlens_kv[b];
         int64_t qs = a->q_start ? a->q_start[b] : 0;
         int64_t ks = a->kv_start ? a->kv_start[b] : 0;
-        int m;
 
         if (lq == 0)
             continue; /* left out of the graph */
@@ -139,23 +138,16 @@ int zc_cudnn_attn_decide(int pass, const zc_attn_args_t *a, zc_cudnn_key_t *key,
          * queries and keys start together are causal on cuDNN (a ring's
          * diagonal blocks), and a full block (every key before every query)
          * goes in a graph without the causal mask. */
-        if (!a->causal || ks + lk - 1 <= qs)
-            m = ZC_CUDNN_MASK_FULL;
-        else if (qs == ks)
-            m = ZC_CUDNN_MASK_CAUSAL;
-        else if (qs > ks)
-            return zc_cudnn_native(reason, len, "segment %d: causal with q_start - kv_start = "
-                                   "%" PRId64 ": cuDNN's causal mask takes no offset", b,
-                                   qs - ks);
-        else
-            return zc_cudnn_native(reason, len, "segment %d: causal with q_start - kv_start = "
-                                   "%" PRId64 ": its first queries see no key", b, qs - ks);
-        if (m == ZC_CUDNN_MASK_CAUSAL) {
-            mask = m;
+        if (a->causal && ks + lk - 1 > qs) { /* some query does not see every key */
+            if (qs > ks)
+                return zc_cudnn_native(reason, len, "segment %d: causal with q_start - kv_start "
+                                       "= %" PRId64 ": cuDNN's causal mask takes no offset", b,
+                                       qs - ks);
+            if (qs < ks)
+                return zc_cudnn_native(reason, len, "segment %d: causal with q_start - kv_start "
+                                       "= %" PRId64 ": its first queries see no key", b, qs - ks);
             if (causal_seg < 0)
                 causal_seg = b;
-        } else if (mask < 0) {
-            mask = m;
         }
         if (qs != ks && offset_seg < 0)
             offset_seg = b, offset = qs - ks;
@@ -185,7 +177,7 @@ int zc_cudnn_attn_decide(int pass, const zc_attn_args_t *a, zc_cudnn_key_t *key,
     key->heads_q = a->num_heads_q;
     key->heads_kv = a->num_heads_kv;
     key->head_dim = a->head_dim;
-    key->mask = mask < 0 ? ZC_CUDNN_MASK_FULL : mask;
+    key->mask = causal_seg >= 0 ? ZC_CUDNN_MASK_CAUSAL : ZC_CUDNN_MASK_FULL;
     key->segments = segments;
     key->max_q = segments ? zc_cudnn_bucket(max_q) : 0;
     key->max_kv = segments ? zc_cudnn_bucket(max_kv) : 0;

@@ -41,7 +41,6 @@ if not _lib.lib.zc_get_features() & _lib.FEATURE_NCCL:
     skip("CUDA tensors through the _stream calls: libzcomm built without CUDA and NCCL")
 
 LENGTHS = common.VARLEN_LENGTHS
-cu_of = common.cu_of
 
 
 def on_gpu(fn):
@@ -66,7 +65,7 @@ def sendrecv(comm):
 
 
 def moves(comm):
-    plan = zt.VarlenPlan(cu_of(LENGTHS), comm)
+    plan = zt.VarlenPlan(common.cu_of(LENGTHS), comm)
     lo, hi = plan.loader_range
     ids = torch.arange(sum(LENGTHS), dtype=torch.int64)[lo:hi]
     mine = plan.dispatch(ids.cuda())
@@ -83,7 +82,7 @@ def attn(dtype, hq, hkv, d=64, tol=None):
     tol = tol or (2e-5 if dtype == torch.float32 else 3e-2)
 
     def run(comm):
-        plan = zt.VarlenPlan(cu_of(LENGTHS), comm)
+        plan = zt.VarlenPlan(common.cu_of(LENGTHS), comm)
         q, k, v, w, ref, out_ref = common.varlen_reference(LENGTHS, hq, hkv, d)
         lo, hi = plan.loader_range
         mine = [t[lo:hi].to("cuda", dtype).requires_grad_() for t in (q, k, v)]
