@@ -12,6 +12,8 @@
 
 #include "mp.h"
 #include "src/core/p2p.h"
+#include "src/core/sched.h"
+#include "src/common/status.h"
 #include "transport/ucx/ucx_lane.h"
 #include "pattern.h"
 #include "tap.h"
@@ -587,6 +589,39 @@ static int rank_timeout_detail(int rank, int nranks, void *arg)
     return 0;
 }
 
+static zc_status_t step_that_fails(void *arg, int i)
+{
+    (void)arg;
+    return zc_error(ZC_ERR_MISMATCH, "step %d found a disagreement", i);
+}
+
+/* A schedule whose step fails in the pass of zc_sched_start (as a
+ * collective's verdict does when every message is already in): zc_wait
+ * and zc_test, which clear the last error, still report the step's status
+ * and its message. */
+static int rank_sched_fails_at_start(int rank, int nranks, void *arg)
+{
+    zc_comm_h comm;
+    (void)arg;
+
+    if (init(rank, nranks, 20000, &comm))
+        return 1;
+    for (int poll = 0; poll < 2; poll++) {
+        zc_sched_t *s;
+        zc_request_h req;
+        MP_CHECK(zc_sched_create(comm, &s) == ZC_OK, "create");
+        zc_sched_call(s, step_that_fails, NULL, 7, ZC_SCHED_NONE, ZC_SCHED_NONE);
+        MP_CHECK(zc_sched_start(s, &req) == ZC_OK, "start");
+        zc_status_t st = poll ? zc_test(&req) : zc_wait(&req);
+        MP_CHECK(st == ZC_ERR_MISMATCH && req == NULL, "%s gave %s", poll ? "zc_test" : "zc_wait",
+                 zc_strerror(st));
+        MP_CHECK(strcmp(zc_get_last_error(), "step 7 found a disagreement") == 0,
+                 "%s says \"%s\"", poll ? "zc_test" : "zc_wait", zc_get_last_error());
+    }
+    zc_comm_destroy(comm);
+    return 0;
+}
+
 /* Rank 1 dies; rank 0's pending receive (and a later send) must end with an
  * error within the timeout instead of hanging. */
 static int rank_killed_peer(int rank, int nranks, void *arg)
@@ -907,6 +942,8 @@ int main(void)
        "gets ZC_ERR_MISMATCH naming the refusing rank; nothing moves");
     ok(run_case(1, rank_timeout_detail, NULL) == 0,
        "a receive that times out names the rank it waited for, from this rank's side");
+    ok(run_case(1, rank_sched_fails_at_start, NULL) == 0,
+       "a schedule that fails as it starts: zc_wait and zc_test report its status and message");
     mp_killed_rank = 1;
     ok(run_case(2, rank_killed_peer, NULL) == 0, "a killed peer (shared memory) gives an error");
     ok(run_case(2, rank_killed_peer, "tcp") == 0, "a killed peer (tcp) gives an error");

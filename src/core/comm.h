@@ -90,6 +90,9 @@ int zc_comm_peer_watchable(zc_comm_h comm, int peer);
 /* Non-zero if `peer` is known dead (its connection failed, or its process
  * is gone when it shares this host and pid namespace). */
 int zc_comm_peer_failed(zc_comm_h comm, int peer);
+/* The same with the clock already read (zc_now_ms; -1: read it if needed),
+ * for a look at many peers. */
+int zc_comm_peer_failed_at(zc_comm_h comm, int peer, int64_t now_ms);
 /* Wait (idle.c) up to `timeout_ms` for the host transport to move:
  * ZC_WAIT_SPIN_US of polling, then a progress of every lane and, if that
  * moved nothing, a sleep on its event fds.  Non-zero when a poll or that

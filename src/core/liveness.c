@@ -83,7 +83,7 @@ int zc_comm_peer_watchable(zc_comm_h comm, int peer)
            other->pid_ns == me->pid_ns;
 }
 
-int zc_comm_peer_failed(zc_comm_h comm, int peer)
+int zc_comm_peer_failed_at(zc_comm_h comm, int peer, int64_t now_ms)
 {
     if (comm->host_ops->peer_failed(comm->host, peer))
         return 1;
@@ -93,13 +93,22 @@ int zc_comm_peer_failed(zc_comm_h comm, int peer)
      * ZC_PID_CHECK_MS (at once per millisecond these were 7% of a small
      * alltoallv's system calls; a death is still seen within 10 ms, where
      * timeouts are seconds). */
-    int64_t *seen = &comm->pid_seen_ms[peer], now;
+    int64_t *seen = &comm->pid_seen_ms[peer];
     if (*seen < 0)
         return 1;
-    if (!zc_comm_peer_watchable(comm, peer) || (now = zc_now_ms()) - *seen < ZC_PID_CHECK_MS)
+    if (!zc_comm_peer_watchable(comm, peer))
         return 0;
-    *seen = now;
+    if (now_ms < 0)
+        now_ms = zc_now_ms();
+    if (now_ms - *seen < ZC_PID_CHECK_MS)
+        return 0;
+    *seen = now_ms;
     if (kill(comm->ranks[peer].pid, 0) != 0 && errno == ESRCH)
         *seen = -1;
     return *seen < 0;
+}
+
+int zc_comm_peer_failed(zc_comm_h comm, int peer)
+{
+    return zc_comm_peer_failed_at(comm, peer, -1);
 }

@@ -24,9 +24,12 @@ typedef struct {
     int32_t rank;          /* the peer it failed on, or -1 */
 } zc_sched_notice_t;
 
+/* What a pass reads of every open op comes first: one cache line. */
 typedef struct {
-    zc_op_kind_t kind;
     zc_op_state_t state;
+    zc_op_kind_t kind;
+    int dep[2];
+    zc_request_h req;
     zc_request_kind_t dir;
     void *buf;
     const void *src;       /* copies */
@@ -38,8 +41,6 @@ typedef struct {
     uint64_t tag;
     zc_sched_fn_t fn;      /* calls, with `buf` as their `arg` */
     zc_sched_notice_t notice; /* packed sends: sent instead on failure */
-    int dep[2];
-    zc_request_h req;
 } zc_op_t;
 
 struct zc_sched {
@@ -50,6 +51,7 @@ struct zc_sched {
     void **buffers;
     int nbuffers;
     zc_status_t error;     /* sticky: building or running failed */
+    char detail[512];      /* its message, for a wait after the pass that failed */
 };
 
 zc_status_t zc_sched_create(zc_comm_h comm, zc_sched_t **sched)
@@ -189,7 +191,16 @@ static zc_status_t zc_sched_fail(zc_sched_t *s, zc_status_t st, int rank)
         s->comm->host_ops->progress(s->comm->host);
         zc_error(st, "%s", detail);  /* what failed, not a notice's post */
     }
+    snprintf(s->detail, sizeof(s->detail), "%s", zc_get_last_error());
     return st;
+}
+
+/* The sticky failure again, with its message (zc_wait and zc_test clear the
+ * last error: the pass that failed may have run in an earlier call, e.g.
+ * zc_sched_start's, when every message was already in). */
+static zc_status_t zc_sched_failed(const zc_sched_t *s)
+{
+    return zc_error(s->error, "%s", s->detail);
 }
 
 zc_status_t zc_sched_notice_check(const void *msg, int from)
@@ -214,9 +225,13 @@ static int zc_op_ready(const zc_sched_t *s, const zc_op_t *op)
     return 1;
 }
 
-/* One pass: progress the transport when `progress`, finish what completed,
- * post what became ready.  *moved tells whether anything happened (for the
- * timeout, which counts from the last progress). */
+/* One pass: progress the transport when `progress`, post what became
+ * ready, finish what completed.  An op is posted before its completion is
+ * looked at, so a send that completed in place is finished in the same
+ * visit, and ops after it that depend on it go in the same pass: after a
+ * pass nothing is left to do until the transport moves again.  *moved
+ * tells whether anything happened (for the timeout, which counts from the
+ * last progress). */
 static zc_status_t zc_sched_pass(zc_sched_t *s, int progress, int *moved)
 {
     int open = s->nops;
@@ -225,22 +240,6 @@ static zc_status_t zc_sched_pass(zc_sched_t *s, int progress, int *moved)
         s->comm->host_ops->progress(s->comm->host);
     for (int i = s->first_open; i < s->nops; i++) {
         zc_op_t *op = &s->ops[i];
-        if (op->state == ZC_OP_POSTED && op->req->done) {
-            zc_status_t st = op->req->status;
-            /* A transport error with a dead peer is its failure (e.g. UCX's
-             * "Shared memory error" for a killed rank of this node). */
-            if (st == ZC_ERR_TRANSPORT && zc_comm_peer_failed(s->comm, op->peer)) {
-                char detail[256];
-                snprintf(detail, sizeof(detail), "%s", zc_get_last_error());
-                st = zc_error(ZC_ERR_PEER_FAILED, "rank %d failed during a collective (%s)",
-                              op->peer, detail);
-            }
-            zc_p2p_abandon(&op->req, st);  /* done: only frees it */
-            if (st != ZC_OK)
-                return zc_sched_fail(s, st, op->peer);
-            op->state = ZC_OP_DONE;
-            *moved = 1;
-        }
         if (op->state == ZC_OP_WAITING && zc_op_ready(s, op)) {
             if (op->kind == ZC_OP_COPY) {
                 memmove(op->buf, op->src, op->bytes);
@@ -262,6 +261,22 @@ static zc_status_t zc_sched_pass(zc_sched_t *s, int progress, int *moved)
             }
             *moved = 1;
         }
+        if (op->state == ZC_OP_POSTED && op->req->done) {
+            zc_status_t st = op->req->status;
+            /* A transport error with a dead peer is its failure (e.g. UCX's
+             * "Shared memory error" for a killed rank of this node). */
+            if (st == ZC_ERR_TRANSPORT && zc_comm_peer_failed(s->comm, op->peer)) {
+                char detail[256];
+                snprintf(detail, sizeof(detail), "%s", zc_get_last_error());
+                st = zc_error(ZC_ERR_PEER_FAILED, "rank %d failed during a collective (%s)",
+                              op->peer, detail);
+            }
+            zc_p2p_abandon(&op->req, st);  /* done: only frees it */
+            if (st != ZC_OK)
+                return zc_sched_fail(s, st, op->peer);
+            op->state = ZC_OP_DONE;
+            *moved = 1;
+        }
         if (op->state != ZC_OP_DONE && open == s->nops)
             open = i;
     }
@@ -274,7 +289,7 @@ zc_status_t zc_sched_test(zc_sched_t *s)
     int moved = 0;
 
     if (s->error)
-        return s->error;
+        return zc_sched_failed(s);
     return zc_sched_pass(s, 1, &moved);
 }
 
@@ -293,43 +308,52 @@ static zc_status_t zc_sched_timeout(zc_sched_t *s)
                                      s->comm->timeout_ms), -1);
 }
 
-/* The first posted op whose peer is dead, or -1. */
-static int zc_sched_dead_peer(zc_sched_t *s)
+/* The first posted op whose peer is dead, or -1 (`now_ms`: the clock, read
+ * once for the whole look). */
+static int zc_sched_dead_peer(zc_sched_t *s, int64_t now_ms)
 {
     for (int i = s->first_open; i < s->nops; i++)
-        if (s->ops[i].state == ZC_OP_POSTED && zc_comm_peer_failed(s->comm, s->ops[i].peer))
+        if (s->ops[i].state == ZC_OP_POSTED &&
+            zc_comm_peer_failed_at(s->comm, s->ops[i].peer, now_ms))
             return s->ops[i].peer;
     return -1;
 }
 
 zc_status_t zc_sched_wait(zc_sched_t *s)
 {
-    int64_t deadline = zc_now_ms() + s->comm->timeout_ms;
+    int64_t deadline = -1;  /* set by the first look that finds nothing moved */
 
     if (s->error)
-        return s->error;
+        return zc_sched_failed(s);
     /* Only a pass after a sleep progresses every busy lane: otherwise the
      * spin's polls progress the lanes one at a time, and a progress of
      * every lane would cost a system call per rail (perf: half of a small
      * alltoallv's epoll_wait calls came from the passes; BENCHMARKS.md,
-     * "Remap alltoallv"). */
+     * "Remap alltoallv").  A pass leaves nothing to do until the transport
+     * moves, so a pass that moved something goes straight back to waiting,
+     * and the clock is read once, by a pass that moved nothing (a crowded
+     * rank passes some 15 times per small alltoallv: at a read or more per
+     * pass and per posted op, the reads were 2% of its samples). */
     for (int progress = 0;;) {
-        int moved = 0, dead;
+        int moved = 0, dead, left = s->comm->timeout_ms;
         zc_status_t st = zc_sched_pass(s, progress, &moved);
         if (st != ZC_INPROGRESS)
             return st;
         if (moved) {
-            deadline = zc_now_ms() + s->comm->timeout_ms;
-            progress = 0;
-            continue;
+            deadline = -1;
+        } else {
+            int64_t now = zc_now_ms();
+            if (deadline < 0)
+                deadline = now + s->comm->timeout_ms;
+            if ((dead = zc_sched_dead_peer(s, now)) >= 0)
+                return zc_sched_fail(s, zc_error(ZC_ERR_PEER_FAILED,
+                                                 "rank %d failed or left during a collective",
+                                                 dead),
+                                     dead);
+            left = deadline - now > 0 ? (int)(deadline - now) : 0;
+            if (left == 0)
+                return zc_sched_timeout(s);
         }
-        if ((dead = zc_sched_dead_peer(s)) >= 0)
-            return zc_sched_fail(s, zc_error(ZC_ERR_PEER_FAILED,
-                                             "rank %d failed or left during a collective", dead),
-                                 dead);
-        int left = zc_ms_left(deadline);
-        if (left == 0)
-            return zc_sched_timeout(s);
         progress = !zc_comm_idle(s->comm, left < ZC_SCHED_SLICE_MS ? left : ZC_SCHED_SLICE_MS);
     }
 }

@@ -114,12 +114,41 @@ zc_status_t zc_alltoallv_check_counts(const int64_t *counts, const int64_t *disp
     return ZC_OK;
 }
 
+/* The usual layout passes in one look, without sorting (the sort was 1%
+ * of a crowded rank's samples in a small alltoallv): receive blocks in rank
+ * order at rising addresses, all of them outside the span of the send
+ * blocks.  Zero means "look closer", not "overlap". */
+static int zc_a2av_apart_in_order(const zc_a2av_args_t *a)
+{
+    uintptr_t send_lo = UINTPTR_MAX, send_hi = 0, recv_lo = UINTPTR_MAX, recv_hi = 0;
+
+    for (int j = 0; j < a->comm->size; j++) {
+        uintptr_t send = (uintptr_t)zc_a2av_send_at(a, j);
+        uintptr_t recv = (uintptr_t)a->recvbuf + (size_t)a->rdispls[j] * a->elem;
+        if (a->sendcounts[j] > 0) {
+            uintptr_t end = send + zc_a2av_send_bytes(a, j);
+            send_lo = send < send_lo ? send : send_lo;
+            send_hi = end > send_hi ? end : send_hi;
+        }
+        if (a->recvcounts[j] > 0) {
+            if (recv < recv_hi)
+                return 0;
+            recv_lo = recv_lo == UINTPTR_MAX ? recv : recv_lo;
+            recv_hi = recv + zc_a2av_recv_bytes(a, j);
+        }
+    }
+    return send_hi <= recv_lo || recv_hi <= send_lo;
+}
+
 /* No two receive blocks may overlap, and no receive block may overlap a
  * send block (the blocks move in no defined order).  Send blocks may
  * overlap each other: they are only read. */
 static zc_status_t zc_a2av_check_overlap(const zc_a2av_args_t *a)
 {
     int n = a->comm->size, m = 0;
+
+    if (zc_a2av_apart_in_order(a))
+        return ZC_OK;
     zc_a2av_extent_t *ext = malloc(sizeof(*ext) * 2 * (size_t)n + 1);
     zc_status_t st = ZC_OK;
     uintptr_t send_end = 0, recv_end = 0;
