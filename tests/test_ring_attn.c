@@ -506,7 +506,7 @@ static void test_nonfinite(void)
     do {                                                                                   \
         zc_status_t st_ = (call);                                                          \
         MP_CHECK(st_ == (status) && strstr(zc_get_last_error(), (word)) != NULL,           \
-                 "rank %d: %s returned %s (%s), expected %s naming %s", rank, #call,        \
+                 "rank %d: %.50s returned %s (%s), expected %s naming %s", rank, #call,     \
                  zc_strerror(st_), zc_get_last_error(), zc_strerror(status), (word));     \
     } while (0)
 
