@@ -51,7 +51,6 @@ struct zc_sched {
     void **buffers;
     int nbuffers;
     zc_status_t error;     /* sticky: building or running failed */
-    char detail[512];      /* its message, for a wait after the pass that failed */
 };
 
 zc_status_t zc_sched_create(zc_comm_h comm, zc_sched_t **sched)
@@ -191,16 +190,7 @@ static zc_status_t zc_sched_fail(zc_sched_t *s, zc_status_t st, int rank)
         s->comm->host_ops->progress(s->comm->host);
         zc_error(st, "%s", detail);  /* what failed, not a notice's post */
     }
-    snprintf(s->detail, sizeof(s->detail), "%s", zc_get_last_error());
     return st;
-}
-
-/* The sticky failure again, with its message (zc_wait and zc_test clear the
- * last error: the pass that failed may have run in an earlier call, e.g.
- * zc_sched_start's, when every message was already in). */
-static zc_status_t zc_sched_failed(const zc_sched_t *s)
-{
-    return zc_error(s->error, "%s", s->detail);
 }
 
 zc_status_t zc_sched_notice_check(const void *msg, int from)
@@ -289,7 +279,7 @@ zc_status_t zc_sched_test(zc_sched_t *s)
     int moved = 0;
 
     if (s->error)
-        return zc_sched_failed(s);
+        return s->error;
     return zc_sched_pass(s, 1, &moved);
 }
 
@@ -324,7 +314,7 @@ zc_status_t zc_sched_wait(zc_sched_t *s)
     int64_t deadline = -1;  /* set by the first look that finds nothing moved */
 
     if (s->error)
-        return zc_sched_failed(s);
+        return s->error;
     /* Only a pass after a sleep progresses every busy lane: otherwise the
      * spin's polls progress the lanes one at a time, and a progress of
      * every lane would cost a system call per rail (perf: half of a small
@@ -397,7 +387,12 @@ zc_status_t zc_sched_start(zc_sched_t *s, zc_request_h *request)
     req->peer = -1;
     req->sched = s;
     req->driver = &zc_sched_driver;
-    (void)zc_sched_pass(s, 1, &moved);  /* post what can go now; errors surface in wait */
+    /* Post what can go now.  A failure here (the verdict of a collective
+     * whose messages are all in) surfaces in zc_wait or zc_test, which
+     * clear the last error: the request keeps its message, as a failed
+     * point-to-point request does. */
+    if (zc_sched_pass(s, 1, &moved) < 0)
+        req->detail = strdup(zc_get_last_error());
     *request = req;
     return ZC_OK;
 }
