@@ -268,7 +268,13 @@ static void zc_ucx_complete(zc_ucx_op_t *op, ucs_status_t status, size_t receive
 {
     zc_request_h req = op->req;
 
-    if (req) {
+    /* Every message's outcome comes here: a whole one that arrived or left
+     * as posted is done without the look at errors and halves below. */
+    if (req && status == UCS_OK && !op->half && !other_kind &&
+        (req->kind == ZC_REQ_SEND || received == op->bytes || req->up_to)) {
+        req->backend = NULL;
+        req->done = 1;
+    } else if (req) {
         zc_status_t st = zc_ucx_op_status(op, status, received, other_kind);
         zc_ucx_op_t *twin = op->twin;
         if (req->status == ZC_OK && st < 0) {  /* a split request keeps its first error */
