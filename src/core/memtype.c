@@ -56,6 +56,8 @@ zc_status_t zc_memtype_check_host_path(const void *buf, zc_memtype_t memtype, co
 
 zc_status_t zc_memtype_check_p2p(const void *buf, zc_memtype_t memtype, const char *arg)
 {
+    if (memtype == ZC_MEM_HOST)  /* first: every host message comes through here */
+        return zc_memtype_check_host(buf, arg);
     if (memtype == ZC_MEM_CUDA && zc_ucx_moves_cuda()) {
         ZC_CHECK(zc_memtype_check_device(buf, arg));
         return ZC_OK;
