@@ -426,21 +426,21 @@ static int zc_ucx_splits(zc_transport_t *tp, int lane, const zc_request_h req)
            zc_ucx_split_peer(tp, req->peer);
 }
 
-/* A small whole send that UCX can copy out at once (into the peer's FIFO,
- * or the socket) leaves here without an operation record or a callback:
- * with UCP_OP_ATTR_FLAG_FORCE_IMM_CMPL, UCX either sends it in place or
- * does nothing.  It then returns UCS_ERR_NO_RESOURCE (too large to go in
- * place, or no room now), or an error that the full post meets again and
- * reports.  The record, its callback and its release were a good part of
- * what libzcomm added to UCX's own 8-byte ping-pong (BENCHMARKS.md,
- * "Latency at 8-64 B"). */
+/* A small whole send (at most ZC_UCX_IN_PLACE_TRY_BYTES, not split) that
+ * UCX can copy out at once, into the peer's FIFO or the socket, leaves
+ * without an operation record or a callback: with
+ * UCP_OP_ATTR_FLAG_FORCE_IMM_CMPL, UCX either sends it in place or does
+ * nothing and returns UCS_ERR_NO_RESOURCE (too large to go in place, or no
+ * room now) or an error that the full post meets again and reports.  The
+ * record, its callback and its release were a good part of what libzcomm
+ * added to UCX's own 8-byte ping-pong (BENCHMARKS.md, "Latency at 8-64
+ * B"). */
 static int zc_ucx_send_in_place(zc_ucx_conn_t *conn, zc_request_h req, const void *buf,
                                 uint64_t tag)
 {
     const ucp_request_param_t param = {.op_attr_mask = UCP_OP_ATTR_FLAG_FORCE_IMM_CMPL};
 
-    if (req->bytes > ZC_UCX_IN_PLACE_TRY_BYTES ||
-        ucp_tag_send_nbx(conn->ep, buf, req->bytes, tag, &param) != NULL)
+    if (ucp_tag_send_nbx(conn->ep, buf, req->bytes, tag, &param) != NULL)
         return 0;
     req->done = 1;
     return 1;
@@ -455,9 +455,6 @@ static zc_status_t zc_ucx_start_request(zc_transport_t *tp, zc_request_h req, vo
     const size_t bytes = req->bytes;
 
     if (!zc_ucx_splits(tp, lane, req)) {
-        if (req->kind == ZC_REQ_SEND && zc_ucx_send_in_place(zc_ucx_conn(tp, lane, req->peer),
-                                                             req, buf, tag))
-            return ZC_OK;
         ZC_CHECK(zc_ucx_new_op(tp, lane, req, bytes, &op));
         op->conn = zc_ucx_conn(tp, lane, req->peer);
         req->backend = op;
@@ -513,6 +510,9 @@ static zc_status_t zc_ucx_isend(zc_transport_t *tp, const void *buf, size_t byte
         return zc_error(ZC_ERR_UNSUPPORTED, "rank %d has no endpoint on the %s lane", peer,
                         tp->lanes[lane].name);
     tp->sent[lane] += bytes;
+    if (bytes <= ZC_UCX_IN_PLACE_TRY_BYTES && !zc_ucx_splits(tp, lane, req) &&
+        zc_ucx_send_in_place(conn, req, buf, tag))
+        return ZC_OK;
     return zc_ucx_start_request(tp, req, (void *)buf, lane, tag);
 }
 
