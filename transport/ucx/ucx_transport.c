@@ -228,6 +228,13 @@ static zc_status_t zc_ucx_split_broken(const zc_request_h req)
                     "messages can no longer be matched", req->bytes, req->peer);
 }
 
+/* Whether `op` moved what its request posted: a send, a receive of its
+ * whole length, or one that takes up to it. */
+static int zc_ucx_length_as_posted(const zc_ucx_op_t *op, size_t received)
+{
+    return op->req->kind == ZC_REQ_SEND || received == op->bytes || op->req->up_to;
+}
+
 /* One operation's outcome as the request's status, with its detail;
  * `other_kind`: a lane 0 receive met a split message's first half where
  * it posted a whole one, or the reverse (`received` is then the sender's
@@ -257,7 +264,7 @@ static zc_status_t zc_ucx_op_status(const zc_ucx_op_t *op, ucs_status_t status, 
     if (st == ZC_ERR_PEER_FAILED)
         zc_ucx_note_peer_failure();
     if (st == ZC_ERR_MISMATCH ||
-        (st == ZC_OK && req->kind == ZC_REQ_RECV && received != op->bytes && !req->up_to))
+        (st == ZC_OK && !zc_ucx_length_as_posted(op, received)))
         return zc_error(ZC_ERR_MISMATCH, "count: rank %d sent %s than the %zu bytes posted",
                         req->peer, status == UCS_ERR_MESSAGE_TRUNCATED ? "more" : "less",
                         req->bytes);
@@ -276,7 +283,7 @@ static void zc_ucx_complete(zc_ucx_op_t *op, ucs_status_t status, size_t receive
     /* Every message's outcome comes here: a whole one that arrived or left
      * as posted is done without the look at errors and halves below. */
     if (req && status == UCS_OK && !op->half && !other_kind &&
-        (req->kind == ZC_REQ_SEND || received == op->bytes || req->up_to)) {
+        zc_ucx_length_as_posted(op, received)) {
         req->backend = NULL;
         req->done = 1;
     } else if (req) {
