@@ -635,10 +635,21 @@ typedef struct {
     double compute_seconds;  /* inside the attention kernels */
     double wait_seconds;     /* blocked on transfers that compute did not hide */
     uint64_t bytes_sent;     /* KV and dK/dV this rank sent (not what it forwarded as a proxy) */
-    int64_t kernel_calls;
+    int64_t kernel_calls;    /* attention blocks issued: blocks_cudnn + blocks_native */
+    /* Where the blocks ran (the _stream forms: ZC_ATTN_BACKEND), and why a
+     * block did not run on cuDNN; each native block counts in one native_*. */
+    int64_t blocks_cudnn;
+    int64_t blocks_native;   /* the native CUDA kernels, or the CPU kernels of the host forms */
+    int64_t native_chosen;   /* ZC_ATTN_BACKEND=native, no cuDNN built in, or the host forms */
+    int64_t native_dtype;    /* float32 tensors (cuDNN takes bfloat16 and float16) */
+    int64_t native_head_dim; /* not a multiple of 8 up to 128 */
+    int64_t native_shape;    /* a head count or block cuDNN's graphs do not express */
+    int64_t native_no_engine;/* cuDNN has no engine for the block's graph (or this version) */
+    int64_t native_failed;   /* cuDNN failed when enqueued: the block ran natively instead */
 } zc_ring_attn_stats_t;
 
-#define ZC_RING_ATTN_STATS_INITIALIZER { sizeof(zc_ring_attn_stats_t), 0.0, 0.0, 0.0, 0, 0 }
+#define ZC_RING_ATTN_STATS_INITIALIZER                                        \
+    { sizeof(zc_ring_attn_stats_t), 0.0, 0.0, 0.0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0 }
 
 typedef struct {
     size_t size;             /* sizeof(zc_ring_attn_args_t); ZC_RING_ATTN_ARGS_INITIALIZER */

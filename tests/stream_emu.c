@@ -52,6 +52,8 @@ typedef struct {
     size_t cap_allocs;
     zc_status_t race;                             /* the first ordering fault, kept */
     char why[512];
+    int what_if_native;                           /* emu_what_if's fallbacks */
+    char what_if_why[320];
 } emu_t;
 
 /* ---- the race detector ------------------------------------------------- */
@@ -256,7 +258,46 @@ static size_t emu_rows(const int32_t *cu, int batch)
     return batch > 0 ? (size_t)cu[batch] : 0;
 }
 
-static zc_status_t emu_attn(void *dev, zc_ds_pass_t pass, const zc_attn_args_t *a)
+/* Where the CUDA device would run block a with ZC_ATTN_BACKEND=cudnn: the
+ * cuDNN backend's own decision on exactly these arguments (no engine is
+ * asked: that needs cuDNN, and tests/test_attn_cudnn asks it for every
+ * graph shape). */
+static zc_attn_route_t emu_route(zc_ds_pass_t pass, const zc_attn_args_t *a, char *why,
+                                 size_t len)
+{
+    zc_cudnn_key_t key;
+    zc_attn_route_t r = zc_cudnn_attn_route((int)pass, a, &key, why, len);
+
+    return r == ZC_ATTN_ON_CUDNN && key.segments == 0 ? ZC_ATTN_NATIVE_SHAPE : r;
+}
+
+/* The same block in bfloat16 and float16 at head dims 64 and 128: the
+ * first that would not run on cuDNN is kept in the report. */
+static void emu_what_if(emu_t *e, zc_ds_pass_t pass, const zc_attn_args_t *a)
+{
+    static const zc_datatype_t dtypes[2] = {ZC_BFLOAT16, ZC_FLOAT16};
+    static const int dims[2] = {64, 128};
+
+    for (int t = 0; t < 2; t++)
+        for (int h = 0; h < 2; h++) {
+            zc_attn_args_t w = *a;
+            char why[256];
+
+            w.dtype = dtypes[t];
+            w.head_dim = dims[h];
+            if (pass == ZC_DS_BWD)
+                w.out_dtype = w.dtype;
+            if (emu_route(pass, &w, why, sizeof(why)) == ZC_ATTN_ON_CUDNN)
+                continue;
+            if (e->what_if_native++ == 0)
+                snprintf(e->what_if_why, sizeof(e->what_if_why), "%s d%d %s block of %d "
+                         "segments: %s", zc_datatype_name(w.dtype), w.head_dim,
+                         pass == ZC_DS_BWD ? "backward" : "forward", a->batch, why);
+        }
+}
+
+static zc_status_t emu_attn(void *dev, zc_ds_pass_t pass, const zc_attn_args_t *a,
+                            zc_attn_route_t *route)
 {
     emu_t *e = dev;
     size_t nq = emu_rows(a->cu_seqlens_q, a->batch), nk = emu_rows(a->cu_seqlens_kv, a->batch);
@@ -266,6 +307,7 @@ static zc_status_t emu_attn(void *dev, zc_ds_pass_t pass, const zc_attn_args_t *
     emu_range_t r[EMU_MAX_RANGES];
     int n = 0;
 
+    *route = ZC_ATTN_NATIVE_CHOSEN;
     if (pass == ZC_DS_DELTA) {
         r[n++] = (emu_range_t){a->dout, nq * rq * es, 0};
         r[n++] = (emu_range_t){a->out, nq * rq * os, 0};
@@ -273,6 +315,9 @@ static zc_status_t emu_attn(void *dev, zc_ds_pass_t pass, const zc_attn_args_t *
         emu_access(e, ZC_DS_COMPUTE, "delta", r, n);
         return zc_attn_bwd_delta(a);
     }
+    if (zc_attn_backend() == ZC_ATTN_BACKEND_CUDNN)
+        *route = emu_route(pass, a, NULL, 0);
+    emu_what_if(e, pass, a);
     r[n++] = (emu_range_t){a->q, nq * rq * es, 0};
     r[n++] = (emu_range_t){a->k, nk * rk * es, 0};
     r[n++] = (emu_range_t){a->v, nk * rk * es, 0};
@@ -280,6 +325,7 @@ static zc_status_t emu_attn(void *dev, zc_ds_pass_t pass, const zc_attn_args_t *
         r[n++] = (emu_range_t){a->out, nq * rq * os, 1};
         r[n++] = (emu_range_t){(const char *)a->lse, nq * hq * sizeof(float), 1};
     } else {
+        r[n++] = (emu_range_t){a->out, nq * rq * os, 0};
         r[n++] = (emu_range_t){(const char *)a->lse, nq * hq * sizeof(float), 0};
         r[n++] = (emu_range_t){a->dout, nq * rq * es, 0};
         r[n++] = (emu_range_t){(const char *)a->delta, nq * hq * sizeof(float), 0};
@@ -368,6 +414,8 @@ static void emu_caller(emu_t *e, const zc_ring_attn_args_t *a, int64_t tokens)
 static void emu_summary(const emu_t *e, emu_report_t *rep)
 {
     rep->kernels = e->nkernels;
+    rep->what_if_native = e->what_if_native;
+    snprintf(rep->what_if_why, sizeof(rep->what_if_why), "%s", e->what_if_why);
     rep->transfers = e->ntransfers;
     rep->events = e->nevents;
     rep->overlapped = 0;

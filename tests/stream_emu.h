@@ -15,7 +15,12 @@
  *     call;
  *   - it counts the transfers that may run while a kernel computes
  *     (neither ordered before nor after it), which ring modes need and the
- *     LLaMA CP gather does not have. */
+ *     LLaMA CP gather does not have;
+ *   - every forward and backward block goes through the cuDNN backend's
+ *     decision (zc_cudnn_attn_route): as issued, for the route the stats
+ *     count when ZC_ATTN_BACKEND=cudnn (as the CUDA device would, cuDNN
+ *     built in and its engines taking every graph), and in bfloat16 and
+ *     float16 at head dims 64 and 128, whose fallbacks the report counts. */
 #ifndef ZC_TEST_STREAM_EMU_H
 #define ZC_TEST_STREAM_EMU_H
 
@@ -26,6 +31,8 @@ typedef struct {
     int transfers;     /* groups and routed calls */
     int overlapped;    /* transfers concurrent with at least one kernel */
     int events;
+    int what_if_native;  /* bf16/fp16 d64/d128 versions of blocks that would run natively */
+    char what_if_why[320]; /* the first of them, and why */
 } emu_report_t;
 
 /* zc_ring_attn_fwd/bwd (host tensors, float32 or bfloat16) through the

@@ -1,14 +1,18 @@
 /* The cuDNN attention backend (kernels/cudnn/attn_cudnn.h) where it can be
- * tested without a GPU: the ZC_ATTN_BACKEND switch, the fallback decision
+ * tested without a GPU: the ZC_ATTN_BACKEND switch, the routing decision
  * (shape -> cudnn or native, with the reason), the graph-cache keys and
- * table, the argument checks, the cuDNN status conversion and the feature
- * bit, and every kind of graph as cuDNN's descriptors take it: tensors,
- * operations and the operation graph finalized without a handle (the
- * engine, which needs a GPU, is not asked).  With a CUDA device and cuDNN
- * built in, the forward and backward also run against the CPU kernels
- * (bf16, GQA, full and diagonal blocks, varlen), and blocks with a causal
- * offset are checked to fall back untouched; without them those cases
- * SKIP with the reason. */
+ * table (its bound), the argument checks, the cuDNN status conversion and
+ * the feature bit, and every kind of graph as cuDNN takes it: tensors,
+ * operations and the operation graph finalized without a handle, and
+ * cuDNN's engine heuristics asked, without a GPU, whether an engine takes
+ * the graph on an H100 (tests/fixtures/cudnn/h100-sxm.json, with the CUDA
+ * toolkit's stub driver where there is no driver): every direction, dtype,
+ * GQA or not, head dim 64 and 128 and mask (full, top-left, bottom-right).
+ * With a CUDA device and cuDNN built in, the forward and backward also run
+ * against the CPU kernels (bf16, GQA, full, diagonal and bottom-right
+ * blocks, segments without keys, varlen), and blocks cuDNN cannot express
+ * are checked to fall back untouched; without them those cases SKIP with
+ * the reason. */
 #include "config.h"
 
 #include <math.h>
@@ -22,6 +26,9 @@
 #include "zcomm.h"
 #ifdef HAVE_CUDNN
 #include <cuda_runtime.h>
+#include <dlfcn.h>
+#include <libgen.h>
+#include <stdio.h>
 #endif
 
 static int has(const char *needle)
@@ -77,31 +84,32 @@ static void shape_init(shape_t *s)
     s->a.dq = s->a.dk = s->a.dv = dummy;
 }
 
-static int decide(int pass, const shape_t *s, zc_cudnn_key_t *key, char *reason)
+static zc_attn_route_t decide(int pass, const shape_t *s, zc_cudnn_key_t *key, char *reason)
 {
-    return zc_cudnn_attn_decide(pass, &s->a, key, reason, 256);
+    return zc_cudnn_attn_route(pass, &s->a, key, reason, 256);
 }
 
-/* Native, with a reason naming `needle`. */
-static void native(int pass, const shape_t *s, const char *needle, const char *what)
+/* Native for `why`, with a reason naming `needle`. */
+static void native(int pass, const shape_t *s, zc_attn_route_t why, const char *needle,
+                   const char *what)
 {
     zc_cudnn_key_t key;
     char reason[256];
-    int r = decide(pass, s, &key, reason);
+    zc_attn_route_t r = decide(pass, s, &key, reason);
 
-    if (!ok(r == 0 && strstr(reason, needle) != NULL, "%s: native, reason names '%s'", what,
-            needle))
-        diag("decided %s, reason '%s'", r ? "cudnn" : "native", reason);
+    if (!ok(r == why && strstr(reason, needle) != NULL, "%s: %s, reason names '%s'", what,
+            zc_attn_route_name(why), needle))
+        diag("decided %s, reason '%s'", zc_attn_route_name(r), reason);
 }
 
 static int cudnn(int pass, const shape_t *s, zc_cudnn_key_t *key, const char *what)
 {
     char reason[256];
-    int r = decide(pass, s, key, reason);
+    zc_attn_route_t r = decide(pass, s, key, reason);
 
-    if (!ok(r == 1 && reason[0] == '\0', "%s: cuDNN", what))
+    if (!ok(r == ZC_ATTN_ON_CUDNN && reason[0] == '\0', "%s: cuDNN", what))
         diag("reason: %s", reason);
-    return r;
+    return r == ZC_ATTN_ON_CUDNN;
 }
 
 /* ---- the switch ---------------------------------------------------------- */
@@ -162,17 +170,20 @@ static void test_decide(void)
     s.a.dtype = ZC_FLOAT16;
     cudnn(ZC_CUDNN_FWD, &s, &key, "fp16 forward");
     s.a.dtype = ZC_FLOAT32;
-    native(ZC_CUDNN_FWD, &s, "dtype float32", "fp32");
+    native(ZC_CUDNN_FWD, &s, ZC_ATTN_NATIVE_DTYPE, "dtype float32", "fp32");
 
     shape_init(&s);
     s.a.head_dim = 200;
-    native(ZC_CUDNN_FWD, &s, "head_dim 200", "head dim 200");
+    native(ZC_CUDNN_FWD, &s, ZC_ATTN_NATIVE_HEAD_DIM, "head_dim 200", "head dim 200");
     s.a.head_dim = 36;
-    native(ZC_CUDNN_FWD, &s, "head_dim 36", "head dim 36 (not a multiple of 8)");
+    native(ZC_CUDNN_FWD, &s, ZC_ATTN_NATIVE_HEAD_DIM, "head_dim 36",
+           "head dim 36 (not a multiple of 8)");
     s.a.head_dim = 136;
-    native(ZC_CUDNN_BWD, &s, "head_dim 136", "head dim 136 (past 128)");
+    native(ZC_CUDNN_BWD, &s, ZC_ATTN_NATIVE_HEAD_DIM, "head_dim 136", "head dim 136 (past 128)");
     s.a.head_dim = 128;
+    s.a.out_dtype = ZC_BFLOAT16; /* the backward's O: the final output, bf16 */
     cudnn(ZC_CUDNN_BWD, &s, &key, "head dim 128 backward");
+    s.a.out_dtype = ZC_FLOAT32;
     s.a.head_dim = 8;
     cudnn(ZC_CUDNN_FWD, &s, &key, "head dim 8");
 
@@ -194,34 +205,53 @@ static void test_decide(void)
     s.kv_start[0] = 5000;
     if (cudnn(ZC_CUDNN_FWD, &s, &key, "not causal"))
         ok(key.mask == ZC_CUDNN_MASK_FULL, "  ... a full graph");
-    /* cuDNN's causal mask is top-left only: a causal segment whose queries
-     * start after its keys, or a full one beside a causal one, would need
-     * an offset (it ran with wrong results on an H100) */
     shape_init(&s);
     s.q_start[0] = s.kv_start[0] = 300;
     if (cudnn(ZC_CUDNN_FWD, &s, &key, "diagonal blocks elsewhere in their sequences"))
-        ok(key.mask == ZC_CUDNN_MASK_CAUSAL, "  ... a causal graph");
+        ok(key.mask == ZC_CUDNN_MASK_CAUSAL, "  ... a top-left causal graph");
+    /* bottom-right: queries 0..59 of keys 0..99 at offset 40, queries
+     * 0..99 of 128 keys at offset 28 (LLaMA CP's blocks) */
+    shape_init(&s);
+    s.cu_q[1] = 60;
+    s.cu_q[2] = 160;
+    s.q_start[0] = 40;
+    s.q_start[1] = 4096 + 28;
+    if (cudnn(ZC_CUDNN_FWD, &s, &key, "bottom-right aligned segments (offsets 40 and 28)"))
+        ok(key.mask == ZC_CUDNN_MASK_BOTTOM_RIGHT && key.segments == 2,
+           "  ... a bottom-right causal graph");
+    s.a.out_dtype = ZC_BFLOAT16;
+    cudnn(ZC_CUDNN_BWD, &s, &key, "  ... its backward");
+    /* what the ring engine splits: an offset that is neither */
     shape_init(&s);
     s.q_start[1] += 32;
-    native(ZC_CUDNN_FWD, &s, "segment 1: causal with q_start - kv_start = 32",
-           "causal sliced block (offset 32)");
-    native(ZC_CUDNN_BWD, &s, "takes no offset", "  ... its backward");
+    native(ZC_CUDNN_FWD, &s, ZC_ATTN_NATIVE_SHAPE, "segment 1: 128 queries from position 4128",
+           "causal block at offset 32 with as many keys as queries");
+    s.a.out_dtype = ZC_BFLOAT16;
+    native(ZC_CUDNN_BWD, &s, ZC_ATTN_NATIVE_SHAPE, "neither top-left nor bottom-right",
+           "  ... its backward");
     shape_init(&s);
     s.q_start[0] = 1000;
-    native(ZC_CUDNN_FWD, &s, "segment 0 sees every key (q_start - kv_start = 1000) and segment 1",
+    native(ZC_CUDNN_FWD, &s, ZC_ATTN_NATIVE_SHAPE, "segment 0 sees every key and segment 1",
            "one full, one diagonal segment");
     shape_init(&s);
+    s.cu_q[1] = 60;
+    s.cu_q[2] = 160;
+    s.q_start[0] = 40;
+    native(ZC_CUDNN_FWD, &s, ZC_ATTN_NATIVE_SHAPE, "alignment differs",
+           "one bottom-right, one top-left-only segment");
+    shape_init(&s);
     s.kv_start[1] += 1;
-    native(ZC_CUDNN_FWD, &s, "see no key", "a segment whose first query sees no key");
+    native(ZC_CUDNN_FWD, &s, ZC_ATTN_NATIVE_SHAPE, "neither",
+           "a segment whose first query sees no key");
     shape_init(&s);
     s.q_start[0] = 0;
     s.kv_start[0] = 100;
-    native(ZC_CUDNN_FWD, &s, "segment 0", "a segment masked out entirely");
+    native(ZC_CUDNN_FWD, &s, ZC_ATTN_NATIVE_SHAPE, "segment 0", "a segment masked out entirely");
 
-    /* varlen */
+    /* varlen: segments without queries, or without keys, are left out */
     shape_init(&s);
     s.a.batch = 3;
-    s.cu_q[1] = 0;    /* segment 0: no queries, left out */
+    s.cu_q[1] = 0;    /* segment 0: no queries */
     s.cu_q[2] = 128;
     s.cu_q[3] = 200;
     s.cu_kv[3] = 300;
@@ -230,10 +260,23 @@ static void test_decide(void)
         ok(key.segments == 2 && key.max_q == 128 && key.max_kv == 128,
            "  ... left out of the graph (2 segments, q<=128, kv<=128)");
     shape_init(&s);
-    s.cu_kv[1] = 0;
+    s.a.batch = 3;
+    s.cu_kv[1] = 0;   /* segment 0: 100 queries and no key */
     s.cu_kv[2] = 128;
-    s.kv_start[0] = 0;
-    native(ZC_CUDNN_FWD, &s, "no key", "queries with no key");
+    s.cu_q[3] = 300;
+    s.cu_kv[3] = 200;
+    s.q_start[2] = s.kv_start[2] = 9000;
+    if (cudnn(ZC_CUDNN_FWD, &s, &key, "queries with no key (a ring step's rows that see nothing)"))
+        ok(key.segments == 2 && key.mask == ZC_CUDNN_MASK_CAUSAL,
+           "  ... left out of the graph (2 segments of 3)");
+    s.a.out_dtype = ZC_BFLOAT16;
+    cudnn(ZC_CUDNN_BWD, &s, &key, "  ... its backward");
+    shape_init(&s);
+    s.a.batch = 3;
+    s.cu_q[3] = s.cu_kv[3] = 300;
+    s.q_start[2] = s.kv_start[2] = 9000;
+    if (cudnn(ZC_CUDNN_FWD, &s, &key, "3 segments"))
+        ok(key.segments == 4, "  ... the graph's segment count bucketed to 4");
     shape_init(&s);
     s.a.batch = 0;
     if (cudnn(ZC_CUDNN_FWD, &s, &key, "empty batch"))
@@ -242,24 +285,32 @@ static void test_decide(void)
     /* storage types */
     shape_init(&s);
     s.a.out_dtype = ZC_BFLOAT16;
-    native(ZC_CUDNN_FWD, &s, "ZC_ATTN_ACCUMULATE", "accumulating into a bf16 out");
+    native(ZC_CUDNN_FWD, &s, ZC_ATTN_NATIVE_DTYPE, "ZC_ATTN_ACCUMULATE",
+           "accumulating into a bf16 out");
     s.a.flags = 0;
     cudnn(ZC_CUDNN_FWD, &s, &key, "bf16 out, not accumulating");
     s.a.out_dtype = ZC_FLOAT16;
-    native(ZC_CUDNN_FWD, &s, "out_dtype float16", "fp16 out of bf16 inputs");
+    native(ZC_CUDNN_FWD, &s, ZC_ATTN_NATIVE_DTYPE, "out_dtype float16", "fp16 out of bf16 inputs");
     shape_init(&s);
-    s.a.out = NULL;
-    s.a.out_dtype = ZC_FLOAT32;
-    cudnn(ZC_CUDNN_BWD, &s, &key, "backward with delta, no out (the ring engine's)");
+    s.a.out_dtype = ZC_BFLOAT16;
     s.a.delta = NULL;
-    native(ZC_CUDNN_BWD, &s, "delta", "backward without delta");
+    cudnn(ZC_CUDNN_BWD, &s, &key, "backward with the final O, no delta (the ring engine's)");
+    s.a.out = NULL;
+    s.a.delta = &s.delta_dummy;
+    native(ZC_CUDNN_BWD, &s, ZC_ATTN_NATIVE_SHAPE, "out: NULL", "backward without O");
     shape_init(&s);
+    s.a.out_dtype = ZC_FLOAT32;
+    native(ZC_CUDNN_BWD, &s, ZC_ATTN_NATIVE_SHAPE, "out: float32",
+           "backward with O in another dtype");
+    shape_init(&s);
+    s.a.out_dtype = ZC_BFLOAT16;
     s.a.grad_dtype = ZC_BFLOAT16;
-    native(ZC_CUDNN_BWD, &s, "grad_dtype bfloat16", "accumulating into bf16 gradients");
+    native(ZC_CUDNN_BWD, &s, ZC_ATTN_NATIVE_DTYPE, "grad_dtype bfloat16",
+           "accumulating into bf16 gradients");
     s.a.flags = 0;
     cudnn(ZC_CUDNN_BWD, &s, &key, "bf16 gradients, not accumulating");
     shape_init(&s);
-    native(ZC_CUDNN_DELTA, &s, "pass 2", "the delta pass");
+    native(ZC_CUDNN_DELTA, &s, ZC_ATTN_NATIVE_SHAPE, "pass 2", "the delta pass");
 }
 
 /* ---- the graph cache ----------------------------------------------------- */
@@ -277,7 +328,9 @@ static void test_keys(void)
     decide(ZC_CUDNN_FWD, &s, &base, buf);
     keys[nkeys++] = base;
     /* every field changed alone, through a shape */
+    s.a.out_dtype = ZC_BFLOAT16; /* the backward's O */
     decide(ZC_CUDNN_BWD, &s, &keys[nkeys++], buf);
+    s.a.out_dtype = ZC_FLOAT32;
     s.a.dtype = ZC_FLOAT16;
     decide(ZC_CUDNN_FWD, &s, &keys[nkeys++], buf);
     shape_init(&s);
@@ -351,6 +404,33 @@ static void test_keys(void)
     k = base;
     k.head_dim = 96;
     ok(zc_cudnn_cache_find(&cache, &k) == NULL, "cache: find does not create");
+    /* the bound: the least recently used goes first, the rest stay found */
+    {
+        size_t before = cache.count;
+        int found = 1;
+
+        zc_cudnn_cache_get(&cache, &base); /* base: the most recent now */
+        for (int i = 0; i < 5; i++)
+            ok(zc_cudnn_cache_evict(&cache, NULL) == 1, "cache: eviction %d", i + 1);
+        ok(cache.count == before - 5 && zc_cudnn_cache_find(&cache, &base) == e0,
+           "cache: 5 evicted, the most recently used kept in place");
+        /* keys[0] is base; keys[1..5] were the least recently used */
+        for (int i = 1; i < nkeys; i++)
+            found &= (zc_cudnn_cache_find(&cache, &keys[i]) != NULL) == (i > 5);
+        for (int i = 0; i < 200; i++) {
+            zc_cudnn_key_t m = base;
+
+            m.max_q = 64 << (i % 8);
+            m.segments = 100 + i;
+            found &= zc_cudnn_cache_find(&cache, &m) != NULL;
+        }
+        ok(found, "cache: the 5 least recently used gone, every other entry still found after "
+           "the holes were closed");
+        while (zc_cudnn_cache_evict(&cache, NULL))
+            ;
+        ok(cache.count == 0 && zc_cudnn_cache_evict(&cache, NULL) == 0,
+           "cache: evicted to empty, then nothing to evict");
+    }
     zc_cudnn_cache_clear(&cache, NULL);
     ok(cache.count == 0 && cache.slots == NULL, "cache: cleared");
     ok(strcmp(zc_cudnn_key_str(&base, buf, sizeof(buf)),
@@ -360,12 +440,52 @@ static void test_keys(void)
 
 /* ---- the graphs, as cuDNN sees them without a GPU ------------------------- */
 
-#define GRAPH_CASES 32
+#define GRAPH_CASES 48
+
+#ifdef HAVE_CUDNN
+/* cuDNN's runtime-compiled engines load libcuda.so.1 even to say whether
+ * they take a graph; without a driver, the CUDA toolkit's stub (next to
+ * libcudart, in stubs/) stands in: its soname is libcuda.so.1, so cuDNN's
+ * dlopen finds it loaded.  Returns what was loaded, or NULL. */
+static const char *load_driver(char *path, size_t len)
+{
+    Dl_info info;
+    char dir[1024];
+
+    if (dlopen("libcuda.so.1", RTLD_NOW | RTLD_GLOBAL))
+        return "libcuda.so.1 (the driver)";
+    if (!dladdr((void *)cudaGetDeviceCount, &info) || !info.dli_fname)
+        return NULL;
+    snprintf(dir, sizeof(dir), "%s", info.dli_fname);
+    snprintf(path, len, "%s/stubs/libcuda.so", dirname(dir));
+    return dlopen(path, RTLD_NOW | RTLD_GLOBAL) ? path : NULL;
+}
+
+/* The file's text (static buffer), or NULL. */
+static const char *read_text(const char *path)
+{
+    static char buf[8192];
+    FILE *f = fopen(path, "r");
+    size_t n;
+
+    if (!f)
+        return NULL;
+    n = fread(buf, 1, sizeof(buf) - 1, f);
+    fclose(f);
+    buf[n] = '\0';
+    return n ? buf : NULL;
+}
+#endif
 
 static void test_graphs(void)
 {
 #ifdef HAVE_CUDNN
-    /* every direction, mask, dtype, GQA or not, two head dims, two buckets */
+    const char *srcdir = getenv("ZC_TEST_SRCDIR");
+    char path[1024], stub[1024];
+    const char *device, *driver;
+
+    /* every direction, mask, dtype, GQA or not, two head dims, odd
+     * segment counts and buckets: cuDNN's descriptors take the graph */
     for (int i = 0; i < GRAPH_CASES; i++) {
         zc_cudnn_key_t k = {
             .direction = i & 1 ? ZC_CUDNN_BWD : ZC_CUDNN_FWD,
@@ -373,7 +493,7 @@ static void test_graphs(void)
             .heads_q = 8,
             .heads_kv = i & 4 ? 8 : 2,
             .head_dim = i & 8 ? 128 : 64,
-            .mask = i & 16 ? ZC_CUDNN_MASK_CAUSAL : ZC_CUDNN_MASK_FULL,
+            .mask = (i >> 4) % 3,
             .segments = 1 + i % 3,
             .max_q = 64 << (i % 2),
             .max_kv = 64 << (i % 3),
@@ -386,11 +506,45 @@ static void test_graphs(void)
                 zc_cudnn_key_str(&k, buf, sizeof(buf)), nops))
             diag("%s", zc_get_last_error());
     }
+    /* and an engine takes it on an H100, asked without a GPU */
+    snprintf(path, sizeof(path), "%s/fixtures/cudnn/h100-sxm.json", srcdir ? srcdir : "tests");
+    device = read_text(path);
+    driver = load_driver(stub, sizeof(stub));
+    if (!device || !driver || zc_cudnn_version() < 90800) {
+        tap_skip(GRAPH_CASES, !device ? "no tests/fixtures/cudnn/h100-sxm.json (ZC_TEST_SRCDIR)"
+                              : !driver ? "neither libcuda.so.1 nor the toolkit's stub driver"
+                                        : "cuDNN before 9.8 has no device descriptions");
+        return;
+    }
+    diag("engine checks on an H100's description, driver: %s", driver);
+    for (int i = 0; i < GRAPH_CASES; i++) {
+        zc_cudnn_key_t k = {
+            .direction = i & 1 ? ZC_CUDNN_BWD : ZC_CUDNN_FWD,
+            .dtype = i & 2 ? ZC_FLOAT16 : ZC_BFLOAT16,
+            .heads_q = 16,
+            .heads_kv = i & 4 ? 16 : 4,
+            .head_dim = i & 8 ? 128 : 64,
+            .mask = (i >> 4) % 3,
+            .segments = 4,
+            .max_q = 4096,
+            .max_kv = 8192,
+        };
+        char buf[160];
+        int engines = 0;
+        zc_status_t st = zc_cudnn_engine_check(&k, device, &engines);
+
+        if (!ok(st == ZC_OK && engines > 0, "an engine takes the graph %s on an H100 (%d)",
+                zc_cudnn_key_str(&k, buf, sizeof(buf)), engines))
+            diag("%s", zc_get_last_error());
+    }
 #else
     zc_cudnn_key_t k = {0};
+    int engines;
 
-    ok(zc_cudnn_ops_check(&k, NULL) == ZC_ERR_UNSUPPORTED, "no graphs without cuDNN");
-    tap_skip(GRAPH_CASES - 1, "libzcomm built without cuDNN");
+    ok(zc_cudnn_ops_check(&k, NULL) == ZC_ERR_UNSUPPORTED &&
+           zc_cudnn_engine_check(&k, "{}", &engines) == ZC_ERR_UNSUPPORTED,
+       "no graphs without cuDNN");
+    tap_skip(2 * GRAPH_CASES - 1, "libzcomm built without cuDNN");
 #endif
 }
 
@@ -406,7 +560,7 @@ static void bad(zc_status_t st, const char *name, const char *what)
 static void test_checks(void)
 {
     shape_t s;
-    int fallback = -1;
+    zc_attn_route_t route = ZC_ATTN_ON_CUDNN;
     zc_status_t st;
 
     shape_init(&s);
@@ -443,14 +597,15 @@ static void test_checks(void)
     /* a launch that falls back touches nothing: host stand-ins are safe */
     shape_init(&s);
     s.a.head_dim = 200;
-    st = zc_cudnn_attn_launch(ZC_CUDNN_FWD, &s.a, NULL, &fallback);
+    st = zc_cudnn_attn_launch(ZC_CUDNN_FWD, &s.a, NULL, &route);
 #ifdef HAVE_CUDNN
-    ok(st == ZC_OK && fallback == 1, "launch of an unsupported shape: fallback, nothing enqueued");
+    ok(st == ZC_OK && route == ZC_ATTN_NATIVE_HEAD_DIM,
+       "launch of an unsupported shape: native for its head dim, nothing enqueued");
 #else
-    ok(st == ZC_ERR_UNSUPPORTED && has("without cuDNN"),
-       "launch without cuDNN built in: ZC_ERR_UNSUPPORTED");
+    ok(st == ZC_ERR_UNSUPPORTED && has("without cuDNN") && route == ZC_ATTN_NATIVE_CHOSEN,
+       "launch without cuDNN built in: ZC_ERR_UNSUPPORTED, native");
 #endif
-    bad(zc_cudnn_attn_launch(ZC_CUDNN_FWD, NULL, NULL, &fallback), "args", "launch, NULL args");
+    bad(zc_cudnn_attn_launch(ZC_CUDNN_FWD, NULL, NULL, &route), "args", "launch, NULL args");
 
     ok(zc_cudnn_status(0, "x") == ZC_OK, "cuDNN success: ZC_OK");
 #ifdef HAVE_CUDNN
@@ -511,15 +666,11 @@ static double max_err(const float *x, const float *ref, size_t n)
     return e / m;
 }
 
-/* Why the backward falls back on the hardware seen so far. */
-#define ZC_TEST_CUDNN_BWD_TODO \
-    "cuDNN 9.19 on an H100 finds no engine for libzcomm's backward graph (native kernels run)"
-
 /* One forward and backward of shape s (its lengths, starts and heads) in
  * bf16 on cuDNN and on the CPU kernels; errors relative to max |ref|.
- * fwd_cudnn: whether the forward is to run on cuDNN, or to fall back to
- * the native kernels (zc_cudnn_attn_decide's shapes) with nothing done. */
-static void gpu_case(const shape_t *shape, const char *name, int fwd_cudnn)
+ * on_cudnn: whether both are to run on cuDNN, or to fall back to the native
+ * kernels (zc_cudnn_attn_route's shapes) with nothing done. */
+static void gpu_case(const shape_t *shape, const char *name, int on_cudnn)
 {
     zc_attn_args_t a = shape->a;
     int64_t tq = a.cu_seqlens_q[a.batch], tk = a.cu_seqlens_kv[a.batch];
@@ -534,7 +685,7 @@ static void gpu_case(const shape_t *shape, const char *name, int fwd_cudnn)
           *g_dk = malloc(kn * 4), *g_dv = malloc(kn * 4);
     uint16_t *out16 = malloc(qn * 2);
     void *d_in, *d_out, *d_lse, *d_delta, *d_dq, *d_dk, *d_dv, *d_out16;
-    int fallback = 0;
+    zc_attn_route_t route = ZC_ATTN_NATIVE_CHOSEN;
     zc_status_t st;
     double e_out, e_lse = 0, e_dq, e_dk, e_dv;
 
@@ -579,24 +730,24 @@ static void gpu_case(const shape_t *shape, const char *name, int fwd_cudnn)
     a.out_dtype = ZC_FLOAT32;
     a.lse = d_lse;
     cudaMemset(d_out, 0, qn * 4);
-    st = zc_cudnn_attn_launch(ZC_CUDNN_FWD, &a, NULL, &fallback);
+    st = zc_cudnn_attn_launch(ZC_CUDNN_FWD, &a, NULL, &route);
     cudaDeviceSynchronize();
     cudaMemcpy(g_out, d_out, qn * 4, cudaMemcpyDeviceToHost);
     cudaMemcpy(g_lse, d_lse, rows * 4, cudaMemcpyDeviceToHost);
     e_out = max_err(g_out, out, qn);
     for (size_t i = 0; i < rows; i++)
         e_lse = fmax(e_lse, fabs((double)g_lse[i] - lse[i]));
-    if (!fwd_cudnn) {
+    if (!on_cudnn) {
         int untouched = 1;
 
         for (size_t i = 0; i < qn; i++)
             untouched &= g_out[i] == 0.0f;
-        ok(st == ZC_OK && fallback && untouched,
+        ok(st == ZC_OK && route != ZC_ATTN_ON_CUDNN && untouched,
            "%s: forward falls back to the native kernels, out untouched (%s)", name,
            zc_strerror(st));
-    } else if (st != ZC_OK || fallback) {
-        ok(0, "%s: cuDNN forward ran (%s%s)", name, zc_strerror(st),
-           fallback ? ", fell back" : "");
+    } else if (st != ZC_OK || route != ZC_ATTN_ON_CUDNN) {
+        ok(0, "%s: cuDNN forward ran (%s, %s)", name, zc_strerror(st),
+           zc_attn_route_name(route));
         diag("%s", zc_get_last_error());
     } else {
         ok(e_out < 1e-2 && e_lse < 2e-3, "%s: cuDNN forward vs CPU: out %.2e, lse %.2e", name,
@@ -614,8 +765,7 @@ static void gpu_case(const shape_t *shape, const char *name, int fwd_cudnn)
     a.dk = d_dk;
     a.dv = d_dv;
     a.flags = ZC_ATTN_ACCUMULATE;
-    fallback = 0;
-    st = zc_cudnn_attn_launch(ZC_CUDNN_BWD, &a, NULL, &fallback);
+    st = zc_cudnn_attn_launch(ZC_CUDNN_BWD, &a, NULL, &route);
     cudaDeviceSynchronize();
     cudaMemcpy(g_dq, d_dq, qn * 4, cudaMemcpyDeviceToHost);
     cudaMemcpy(g_dk, d_dk, kn * 4, cudaMemcpyDeviceToHost);
@@ -623,16 +773,12 @@ static void gpu_case(const shape_t *shape, const char *name, int fwd_cudnn)
     e_dq = max_err(g_dq, dq, qn);
     e_dk = max_err(g_dk, dk, kn);
     e_dv = max_err(g_dv, dv, kn);
-    if (!fwd_cudnn) {
-        ok(st == ZC_OK && fallback, "%s: backward falls back to the native kernels (%s)", name,
-           zc_strerror(st));
-    } else if (st == ZC_OK && fallback) {
-        char what[256];
-
-        snprintf(what, sizeof(what), "%s: cuDNN backward ran", name);
-        tap_todo(0, ZC_TEST_CUDNN_BWD_TODO, what);
-    } else if (st != ZC_OK) {
-        ok(0, "%s: cuDNN backward ran (%s)", name, zc_strerror(st));
+    if (!on_cudnn) {
+        ok(st == ZC_OK && route != ZC_ATTN_ON_CUDNN,
+           "%s: backward falls back to the native kernels (%s)", name, zc_strerror(st));
+    } else if (st != ZC_OK || route != ZC_ATTN_ON_CUDNN) {
+        ok(0, "%s: cuDNN backward ran (%s, %s)", name, zc_strerror(st),
+           zc_attn_route_name(route));
         diag("%s", zc_get_last_error());
     } else {
         ok(e_dq < 2.5e-2 && e_dk < 2.5e-2 && e_dv < 2.5e-2,
@@ -663,7 +809,7 @@ static void gpu_case(const shape_t *shape, const char *name, int fwd_cudnn)
 }
 #endif
 
-#define GPU_CASES 12
+#define GPU_CASES 16
 
 static void test_gpu(void)
 {
@@ -678,7 +824,7 @@ static void test_gpu(void)
     gpu_case(&s, "bf16 GQA 8/2 d64 causal diagonal, 100+128 tokens", 1);
     shape_init(&s);
     s.q_start[1] += 40;
-    gpu_case(&s, "causal sliced block (offset 40)", 0);
+    gpu_case(&s, "causal block at offset 40 with as many keys as queries", 0);
     shape_init(&s);
     s.a.causal = 0;
     s.a.num_heads_kv = 8;
@@ -696,6 +842,20 @@ static void test_gpu(void)
     shape_init(&s);
     s.q_start[0] = s.kv_start[0] = 300;
     gpu_case(&s, "causal diagonal blocks elsewhere in their sequences", 1);
+    shape_init(&s);
+    s.cu_q[1] = 60;
+    s.cu_q[2] = 160;
+    s.q_start[0] = 40;
+    s.q_start[1] = 4096 + 28;
+    gpu_case(&s, "bottom-right aligned segments (60 of 100 keys, 100 of 128)", 1);
+    shape_init(&s);
+    s.a.batch = 3;
+    s.cu_kv[1] = 0;
+    s.cu_kv[2] = 128;
+    s.cu_q[3] = 300;
+    s.cu_kv[3] = 200;
+    s.q_start[2] = s.kv_start[2] = 9000;
+    gpu_case(&s, "100 queries without keys between two diagonal segments", 1);
     zc_cudnn_attn_release();
 #else
     tap_skip(GPU_CASES, "libzcomm built without cuDNN");

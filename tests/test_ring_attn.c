@@ -95,6 +95,11 @@ typedef struct {
     double worst[RAD_NRESULTS];
     char why[160];
     int kernels, transfers, overlapped; /* stream engine, forward */
+    /* stream engine, both passes: blocks whose bf16/fp16 d64/d128 form
+     * would not run on cuDNN, and the stats' routes (ZC_ATTN_BACKEND=cudnn) */
+    int what_if_native;
+    char what_if_why[320];
+    int64_t calls, on_cudnn, native, native_dtype;
 } result_t;
 
 static int have_rails;
@@ -302,15 +307,26 @@ static void run_case(zc_comm_h comm, int rank, int nranks, int bi, int si, int m
         args = empty; /* a rank without rows needs no buffer */
     }
     if (stream_engine) {
-        emu_report_t rep;
+        emu_report_t rep, brep;
+        zc_ring_attn_stats_t fst = ZC_RING_ATTN_STATS_INITIALIZER, bst = fst;
 
+        args.stats = &fst;
         if ((st = emu_ring_attn(comm, plan, &args, 0, &rep)) != ZC_OK)
             CASE_FAIL("stream forward: %s: %s", zc_strerror(st), zc_get_last_error());
         r->kernels = rep.kernels;
         r->transfers = rep.transfers;
         r->overlapped = rep.overlapped;
-        if ((st = emu_ring_attn(comm, plan, &args, 1, NULL)) != ZC_OK)
+        args.stats = &bst;
+        if ((st = emu_ring_attn(comm, plan, &args, 1, &brep)) != ZC_OK)
             CASE_FAIL("stream backward: %s: %s", zc_strerror(st), zc_get_last_error());
+        args.stats = NULL;
+        r->what_if_native = rep.what_if_native + brep.what_if_native;
+        snprintf(r->what_if_why, sizeof(r->what_if_why), "%s",
+                 rep.what_if_native ? rep.what_if_why : brep.what_if_why);
+        r->calls = fst.kernel_calls + bst.kernel_calls;
+        r->on_cudnn = fst.blocks_cudnn + bst.blocks_cudnn;
+        r->native = fst.blocks_native + bst.blocks_native;
+        r->native_dtype = fst.native_dtype + bst.native_dtype;
     } else {
         if ((st = zc_ring_attn_fwd(comm, plan, &args)) != ZC_OK)
             CASE_FAIL("zc_ring_attn_fwd: %s: %s", zc_strerror(st), zc_get_last_error());
@@ -376,6 +392,18 @@ static int overlap_ok(zc_ring_attn_mode_t mode, const result_t *res)
     return res->kernels == 0 || res->transfers == 0 || res->overlapped > 0;
 }
 
+/* The stream engine's blocks with ZC_ATTN_BACKEND=cudnn, as the stats
+ * count them: each on cuDNN or native; every bf16 one on cuDNN (head dim
+ * 40 is a multiple of 8), every fp32 one native for its dtype. */
+static int routes_ok(zc_datatype_t dtype, const result_t *res)
+{
+    if (res->on_cudnn + res->native != res->calls)
+        return 0;
+    if (dtype == ZC_FLOAT32)
+        return res->on_cudnn == 0 && res->native_dtype == res->calls;
+    return res->native == 0;
+}
+
 /* Print one TAP line per case from every rank's result. */
 static void report(int nranks, int ranks_failed, const char *prefix)
 {
@@ -388,13 +416,26 @@ static void report(int nranks, int ranks_failed, const char *prefix)
                 double worst[RAD_NRESULTS] = {0};
                 const char *why = ranks_failed ? "a rank crashed or timed out" : "";
 
-                static char overlap_why[160];
+                static char overlap_why[320];
 
                 for (int r = 0; r < nranks; r++) {
                     const result_t *res = &results[c * MAX_RANKS + r];
                     if (!res->ran || res->failed) {
                         bad = 1;
                         why = res->ran ? res->why : "not run";
+                    } else if (stream_engine && res->what_if_native > 0) {
+                        bad = 1;
+                        snprintf(overlap_why, sizeof(overlap_why), "rank %d: %d bf16/fp16 d64/d128 "
+                                 "blocks would run natively, first: %.200s", r,
+                                 res->what_if_native, res->what_if_why);
+                        why = overlap_why;
+                    } else if (stream_engine && !routes_ok(shapes[si].dtype, res)) {
+                        bad = 1;
+                        snprintf(overlap_why, sizeof(overlap_why), "rank %d: %lld blocks, %lld on "
+                                 "cuDNN, %lld native (%lld for the dtype)", r,
+                                 (long long)res->calls, (long long)res->on_cudnn,
+                                 (long long)res->native, (long long)res->native_dtype);
+                        why = overlap_why;
                     } else if (stream_engine && !overlap_ok(modes[mi].mode, res)) {
                         bad = 1;
                         snprintf(overlap_why, sizeof(overlap_why), "rank %d: %d of %d transfers "
@@ -422,7 +463,8 @@ static void report(int nranks, int ranks_failed, const char *prefix)
                    prefix, nranks, batches[bi].name, zc_datatype_name(shapes[si].dtype),
                    modes[mi].name, stream_engine ? "" : ", bwd ",
                    stream_engine ? "" : bwd_order(bi, si, mi), all,
-                   stream_engine ? "; no stream race, transfers overlap as the mode wants" : "",
+                   stream_engine ? "; no stream race, transfers overlap as the mode wants, every "
+                                   "block on cuDNN's decision as bf16/fp16 d64/d128" : "",
                    bad ? ": " : "", bad ? why : "");
             }
 }
@@ -605,6 +647,9 @@ int main(void)
     dist_t probe[1];
 
     setenv("ZC_SOCKET_IFNAME", "lo", 0);
+    /* the emulated device routes every block as a CUDA device with cuDNN
+     * would (tests/stream_emu.h); the host engine ignores it */
+    setenv("ZC_ATTN_BACKEND", "cudnn", 1);
     setenv("ZC_ROUTED_MIN_BYTES", "1024", 1); /* the test's hops are small: route them anyway */
     have_rails = rails_on_loopback(topo, sizeof(topo));
     if (!have_rails)

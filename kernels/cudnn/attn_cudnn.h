@@ -1,53 +1,48 @@
 /* The cuDNN backend of the per-block attention (kernels/cudnn): cuDNN's
- * fused flash attention (SDPA) through the C backend API (cudnn_graph.h),
- * one operation graph per shape, for the stream ring engine.
+ * fused flash attention through the C backend API (cudnn_graph.h), one
+ * operation graph per shape (attn_cudnn_graph.h says why the C API and
+ * not cudnn-frontend), for the stream ring engine.
  *
- * What runs on cuDNN, and what falls back to the native CUDA kernels
- * (kernels/cuda), is decided by a pure function of the call's shape
- * (zc_cudnn_attn_decide), so that it is tested without a GPU:
- *   - forward and backward passes; the delta pass (rowsum(dO * O)) is
- *     always native, and the backward takes that delta instead of O (the
- *     ring engine's backward calls carry no O);
- *   - bfloat16 and float16 q, k, v (float32 falls back);
+ * What runs on cuDNN, and what on the native CUDA kernels (kernels/cuda),
+ * is decided by a pure function of the call's shape (zc_cudnn_attn_route),
+ * so that it is tested without a GPU:
+ *   - forward and backward passes; the backward takes the final output O
+ *     and LSE of its rows and computes rowsum(dO * O) in the graph;
+ *   - bfloat16 and float16 q, k, v (float32 runs natively);
  *   - head dims that are multiples of 8 up to 128;
  *   - GQA/MQA (num_heads_kv divides num_heads_q);
- *   - masks: full (no mask, or causal with every key of every segment at
- *     or before its first query: a ring's full blocks), or cuDNN's
- *     top-left causal mask (query i sees key j <= i) where every segment's
- *     queries and keys start together (q_start == kv_start: a ring's
- *     diagonal blocks).  A causal segment with another offset, or a full
- *     one beside a causal one, falls back: cuDNN 9.19 ran a graph that
- *     added the offset to the row index on an H100, with wrong results;
- *   - variable lengths: one graph call over every segment with queries,
- *     packed as they are (THD), through ragged offsets (cu_seqlens * heads
- *     * head_dim) and padding masks (per-segment lengths), under maximum
- *     lengths bucketed to powers of two (at least 64).
+ *   - one mask per call: full (no mask, or causal with every key of every
+ *     segment at or before its first query), top-left causal (every
+ *     segment's queries and keys start together) or bottom-right causal
+ *     (every segment's q_start - kv_start equals its key length minus its
+ *     query length, LLaMA CP's blocks); the ring engine issues only such
+ *     calls (src/coll/ring_attn/compute.c);
+ *   - variable lengths: one graph call over every segment with queries and
+ *     keys, packed as they are (THD), through ragged offsets (first token
+ *     times heads times head dim) and per-segment lengths, under maximum
+ *     lengths bucketed to powers of two (at least 64) and a segment count
+ *     bucketed to a power of two, so that a new batch finds its graph.
  * The logsumexp the ring merge needs is cuDNN's softmax stats (natural
- * log, fp32), moved between cuDNN's [segment, head, row] layout and
- * libzcomm's [token, head] by two small kernels (cudnn_stats.cu).
+ * log, fp32), read and written in libzcomm's own [token, head] layout
+ * through ragged offsets of its own.
  *
- * Results: the forward writes a block's output in the input type and its
- * stats, then merges them into out/lse (ZC_ATTN_ACCUMULATE) exactly as the
- * native kernels' partial results are merged; the backward's dq, dk, dv
- * come out of cuDNN in the input type and are added (or converted) into
- * the caller's gradients.  cuDNN's per-block gradients are thus rounded
- * to bf16/fp16 before the fp32 accumulation, as TransformerEngine's ring
- * attention does; the native kernels accumulate in fp32 throughout.
+ * Results (errors against the CPU reference in zc_ring_attn_fwd_stream(3)):
+ * the forward writes the block's output in fp32 and its stats, merged into
+ * out/lse (ZC_ATTN_ACCUMULATE) as the native kernels' partial results are;
+ * the backward's dQ comes from cuDNN's fp32 dQ_accum, dK and dV in fp32
+ * (with GQA in the input type: cuDNN sums a group's heads in it), added
+ * into the caller's fp32 gradients.
  *
  * The graph cache is keyed by zc_cudnn_key_t (direction, dtype, heads, kv
- * heads, head dim, mask, segments, bucketed lengths): the scale is a
+ * heads, head dim, mask, bucketed segments and lengths): the scale is a
  * by-value scalar of each call, the lengths and ragged offsets device
- * tensors.
- * A graph that cuDNN cannot build (no engine for this GPU or shape) is
- * remembered as such, and its calls fall back to the native kernels with
- * one INFO line per shape.
+ * tensors.  A graph that cuDNN cannot build (no engine for this GPU or
+ * shape) is remembered as such, and its calls fall back to the native
+ * kernels with one INFO line per shape.
  *
  * Built in (HAVE_CUDNN) when configure finds cuDNN (--with-cudnn, default
  * on when found with CUDA); without it zc_cudnn_attn_launch returns
- * ZC_ERR_UNSUPPORTED and the decision and cache key functions still work.
- * On an H100 with cuDNN 9.19 (2026-11-27) the forward matched the CPU
- * kernels; cuDNN found no engine for the backward graph, whose blocks so
- * run on the native kernels (BENCHMARKS.md, "GPU path on an H100"). */
+ * ZC_ERR_UNSUPPORTED and the decision and cache key functions still work. */
 #ifndef ZC_KERNELS_CUDNN_ATTN_CUDNN_H
 #define ZC_KERNELS_CUDNN_ATTN_CUDNN_H
 
@@ -74,7 +69,8 @@ const char *zc_attn_backend_name(zc_attn_backend_t backend);
 
 /* zc_cudnn_key_t.mask */
 #define ZC_CUDNN_MASK_FULL 0
-#define ZC_CUDNN_MASK_CAUSAL 1 /* query i sees keys 0..i + q_start[b] - kv_start[b] */
+#define ZC_CUDNN_MASK_CAUSAL 1       /* top-left: query i sees keys 0..i */
+#define ZC_CUDNN_MASK_BOTTOM_RIGHT 2 /* query i sees keys 0..i + seq_len_kv - seq_len_q */
 
 /* Largest head dim, and its granularity, cuDNN's SDPA takes here. */
 #define ZC_CUDNN_MAX_HEAD_DIM 128
@@ -95,17 +91,42 @@ typedef struct {
     int max_kv;      /* bucketed maximum key length */
 } zc_cudnn_key_t;
 
+/* The dtype of the graph's dK and dV: fp32 without GQA; with GQA the
+ * io type, which cuDNN's fused backward wants for the sum over a group. */
+static inline int zc_cudnn_kv_grad_fp32(const zc_cudnn_key_t *key)
+{
+    return key->heads_q == key->heads_kv;
+}
+
 /* The length bucket of n: the next power of two, at least
  * ZC_CUDNN_MIN_BUCKET; 0 above INT32_MAX / 2. */
 int zc_cudnn_bucket(int64_t n);
 
-/* Decide where a call of pass `pass` runs: 1 on cuDNN (*key filled, the
- * graph's shape), 0 on the native kernels (`reason`, when not NULL, gets
- * why, e.g. "head_dim 200: cuDNN takes multiples of 8 up to 128").  Pure:
- * reads only args and the host arrays it points to (cu_seqlens, starts);
- * args must have passed the kernels' argument checks. */
-int zc_cudnn_attn_decide(int pass, const zc_attn_args_t *args, zc_cudnn_key_t *key,
-                         char *reason, size_t len);
+/* Where a block of attention runs, and why not on cuDNN
+ * (zc_ring_attn_stats_t counts them). */
+typedef enum {
+    ZC_ATTN_ON_CUDNN = 0,
+    ZC_ATTN_NATIVE_CHOSEN,    /* ZC_ATTN_BACKEND=native, no cuDNN built in, the host engine */
+    ZC_ATTN_NATIVE_DTYPE,     /* float32 inputs, or an out/grad dtype cuDNN does not write */
+    ZC_ATTN_NATIVE_HEAD_DIM,  /* not a multiple of 8 up to 128 */
+    ZC_ATTN_NATIVE_SHAPE,     /* heads, a mask no graph expresses, int32 offsets, no O */
+    ZC_ATTN_NATIVE_NO_ENGINE, /* cuDNN has no engine for the graph (or this cuDNN version) */
+    ZC_ATTN_NATIVE_FAILED,    /* cuDNN failed when enqueued: the block re-ran natively */
+    ZC_ATTN_NROUTES
+} zc_attn_route_t;
+
+const char *zc_attn_route_name(zc_attn_route_t route);
+
+/* Where a call of pass `pass` runs: ZC_ATTN_ON_CUDNN (*key filled, the
+ * graph's shape) or why not (`reason`, when not NULL, gets the detail,
+ * e.g. "head_dim 200: cuDNN takes multiples of 8 up to 128").  Segments
+ * without queries or without keys are left out of the graph; the others
+ * of a causal call must all be top-left aligned (queries and keys start
+ * together) or all bottom-right aligned (q_start - kv_start = kv length -
+ * q length), or all see every key.  Pure: reads only args and the host
+ * arrays it points to; args must have passed the kernels' checks. */
+zc_attn_route_t zc_cudnn_attn_route(int pass, const zc_attn_args_t *args, zc_cudnn_key_t *key,
+                                    char *reason, size_t len);
 
 /* The key as bytes for the cache: a hash, and equality. */
 uint64_t zc_cudnn_key_hash(const zc_cudnn_key_t *key);
@@ -113,15 +134,18 @@ int zc_cudnn_key_equal(const zc_cudnn_key_t *a, const zc_cudnn_key_t *b);
 /* "fwd bf16 hq=8 hkv=2 d=64 causal seg=2 q<=128 kv<=128" into buf. */
 const char *zc_cudnn_key_str(const zc_cudnn_key_t *key, char *buf, size_t len);
 
-/* The graph cache: a growing open hash table from key to an entry, whose
- * `graph` the backend owns (NULL until built) and `state` says whether it
- * was built (1), could not be (-1: fall back), or not yet (0).  Entries
- * never move or go away before zc_cudnn_cache_clear; not locked (the
- * backend holds its lock around it). */
+/* The graph cache: an open hash table from key to an entry, whose `graph`
+ * the backend owns (NULL until built) and `state` says whether it was
+ * built (1), could not be (-1: fall back), or not yet (0).  Entries never
+ * move; one goes away only through zc_cudnn_cache_evict (the least
+ * recently used, to keep the cache bounded) or zc_cudnn_cache_clear.  Not
+ * locked (the backend holds its lock around it). */
+#define ZC_CUDNN_MAX_GRAPHS 64  /* per device; past it the least recently used goes */
+
 typedef struct {
     zc_cudnn_key_t key;
     uint64_t hash;
-    int used;
+    uint64_t last_use;          /* the cache's clock at the latest get */
     int state;
     void *graph;
 } zc_cudnn_entry_t;
@@ -130,6 +154,7 @@ typedef struct {
     zc_cudnn_entry_t **slots;   /* pointers: entries stay put when it grows */
     size_t nslots;
     size_t count;
+    uint64_t clock;             /* counts gets */
 } zc_cudnn_cache_t;
 
 /* The entry of `key`, created (state 0, graph NULL) if absent; NULL only
@@ -137,6 +162,9 @@ typedef struct {
 zc_cudnn_entry_t *zc_cudnn_cache_get(zc_cudnn_cache_t *cache, const zc_cudnn_key_t *key);
 /* The entry of `key` or NULL, without creating it. */
 zc_cudnn_entry_t *zc_cudnn_cache_find(const zc_cudnn_cache_t *cache, const zc_cudnn_key_t *key);
+/* Remove the least recently used entry (none when empty), calling
+ * destroy(entry->graph) when it was built; returns 1 if one went. */
+int zc_cudnn_cache_evict(zc_cudnn_cache_t *cache, void (*destroy)(void *graph));
 /* Free every entry, calling destroy(entry->graph) on the built ones. */
 void zc_cudnn_cache_clear(zc_cudnn_cache_t *cache, void (*destroy)(void *graph));
 
@@ -145,14 +173,17 @@ void zc_cudnn_cache_clear(zc_cudnn_cache_t *cache, void (*destroy)(void *graph))
  * naming what is wrong. */
 zc_status_t zc_cudnn_attn_check(int pass, const zc_attn_args_t *args);
 
-/* Enqueue pass `pass` of `args` on `stream` through cuDNN when
- * zc_cudnn_attn_decide says so: ZC_OK.  Where it says native, or cuDNN
- * has no engine for the graph, *fallback is set to 1 (one INFO line per
- * shape) and nothing is enqueued: the caller runs the native kernels.
- * Any cuDNN error is a zc_status_t carrying cudnnGetErrorString's text.
- * Without cuDNN built in: ZC_ERR_UNSUPPORTED. */
+/* Enqueue pass `pass` of `args` on `stream` through cuDNN: ZC_OK and
+ * *route ZC_ATTN_ON_CUDNN.  Where zc_cudnn_attn_route says native, or
+ * cuDNN has no engine for the graph, *route says why (one INFO line per
+ * reason) and nothing is enqueued: the caller runs the native kernels.
+ * A cuDNN failure (building the plan or enqueueing it) is a zc_status_t
+ * carrying cuDNN's text with *route ZC_ATTN_NATIVE_FAILED: nothing of the
+ * call was written, so that the caller may run the native kernels
+ * instead.  Any other error (*route ZC_ATTN_ON_CUDNN) left the call half
+ * done.  Without cuDNN built in: ZC_ERR_UNSUPPORTED. */
 zc_status_t zc_cudnn_attn_launch(int pass, const zc_attn_args_t *args, void *stream,
-                                 int *fallback);
+                                 zc_attn_route_t *route);
 
 /* A cuDNN status (cudnnStatus_t as int) as a zc_status_t, with the
  * error's text in the last error: "cuDNN <what>: <cudnnGetErrorString>".
@@ -171,6 +202,17 @@ size_t zc_cudnn_version(void);
  * operation to its inputs; *nops (may be NULL) gets the operation count.
  * For tests.  Without cuDNN: ZC_ERR_UNSUPPORTED. */
 zc_status_t zc_cudnn_ops_check(const zc_cudnn_key_t *key, int *nops);
+
+/* Ask cuDNN's engine heuristics, without a GPU, whether an engine takes
+ * key's graph on the GPU that `device_json` describes (cuDNN's device
+ * properties JSON, CUDNN_ATTR_DEVICEPROP_JSON_REPRESENTATION; cuDNN 9.8+):
+ * ZC_OK and *nengines > 0 when one does; ZC_ERR_UNSUPPORTED with cuDNN's
+ * reasons (the op each engine could not place) when none does.  The
+ * runtime-compiled engines load libcuda.so.1: without a driver, the
+ * caller loads the CUDA toolkit's stub first (tests/test_attn_cudnn).
+ * Without cuDNN: ZC_ERR_UNSUPPORTED. */
+zc_status_t zc_cudnn_engine_check(const zc_cudnn_key_t *key, const char *device_json,
+                                  int *nengines);
 
 /* Free the cached graphs and the cuDNN handles (tests, leak checks). */
 void zc_cudnn_attn_release(void);

@@ -69,8 +69,9 @@ int zc_cudnn_bucket(int64_t n)
     return (int)b;
 }
 
-__attribute__((format(printf, 3, 4)))
-static int zc_cudnn_native(char *reason, size_t len, const char *fmt, ...)
+__attribute__((format(printf, 4, 5)))
+static zc_attn_route_t zc_cudnn_native(zc_attn_route_t why, char *reason, size_t len,
+                                       const char *fmt, ...)
 {
     if (reason && len) {
         va_list ap;
@@ -79,46 +80,82 @@ static int zc_cudnn_native(char *reason, size_t len, const char *fmt, ...)
         vsnprintf(reason, len, fmt, ap);
         va_end(ap);
     }
-    return 0;
+    return why;
 }
 
-int zc_cudnn_attn_decide(int pass, const zc_attn_args_t *a, zc_cudnn_key_t *key, char *reason,
-                         size_t len)
+const char *zc_attn_route_name(zc_attn_route_t route)
+{
+    static const char *names[ZC_ATTN_NROUTES] = {
+        "cuDNN", "native: chosen", "native: dtype", "native: head dim", "native: shape",
+        "native: no engine", "native: cuDNN failed"};
+
+    return route >= 0 && route < ZC_ATTN_NROUTES ? names[route] : "?";
+}
+
+/* The masks that give segment (qs, lq) x (ks, lk) of a causal call its
+ * visibility: bit 0 top-left (queries and keys start together: query i
+ * sees keys 0..i), bit 1 bottom-right (the last query sees the last key:
+ * query i sees 0..i + lk - lq), bit 2 none (every key at or before every
+ * query).  A single query of a single key is all three. */
+static int zc_cudnn_masks(int64_t qs, int64_t lq, int64_t ks, int64_t lk)
+{
+    return (qs == ks ? 1 : 0) | (qs >= ks && qs - ks == lk - lq ? 2 : 0) |
+           (ks + lk - 1 <= qs ? 4 : 0);
+}
+
+/* The segment count a graph is built for: the next power of two, so that
+ * a new batch with a few more or fewer segments finds its graph built
+ * (the extra entries get length 0). */
+static int zc_cudnn_segments_bucket(int n)
+{
+    int b = 1;
+
+    while (b < n)
+        b *= 2;
+    return b;
+}
+
+zc_attn_route_t zc_cudnn_attn_route(int pass, const zc_attn_args_t *a, zc_cudnn_key_t *key,
+                                    char *reason, size_t len)
 {
     int backward = pass == ZC_CUDNN_BWD;
     int acc = (a->flags & ZC_ATTN_ACCUMULATE) != 0;
-    int segments = 0, causal_seg = -1, offset_seg = -1;
-    int64_t max_q = 0, max_kv = 0, offset = 0;
+    int segments = 0, masks = a->causal ? 7 : 4, full_seg = -1, causal_seg = -1;
+    int64_t max_q = 0, max_kv = 0;
 
     if (reason && len)
         reason[0] = '\0';
     if (pass != ZC_CUDNN_FWD && pass != ZC_CUDNN_BWD)
-        return zc_cudnn_native(reason, len, "pass %d: only the forward and backward run on "
-                               "cuDNN (cuDNN computes its own delta)", pass);
+        return zc_cudnn_native(ZC_ATTN_NATIVE_SHAPE, reason, len, "pass %d: only the forward "
+                               "and backward run on cuDNN (cuDNN computes its own delta)", pass);
     if (a->dtype != ZC_BFLOAT16 && a->dtype != ZC_FLOAT16)
-        return zc_cudnn_native(reason, len, "dtype %s: cuDNN SDPA takes bfloat16 or float16",
-                               zc_datatype_name(a->dtype));
+        return zc_cudnn_native(ZC_ATTN_NATIVE_DTYPE, reason, len, "dtype %s: cuDNN SDPA takes "
+                               "bfloat16 or float16", zc_datatype_name(a->dtype));
     if (a->head_dim % ZC_CUDNN_HEAD_DIM_STEP != 0 || a->head_dim > ZC_CUDNN_MAX_HEAD_DIM)
-        return zc_cudnn_native(reason, len, "head_dim %d: cuDNN SDPA takes multiples of %d up "
-                               "to %d", a->head_dim, ZC_CUDNN_HEAD_DIM_STEP,
-                               ZC_CUDNN_MAX_HEAD_DIM);
+        return zc_cudnn_native(ZC_ATTN_NATIVE_HEAD_DIM, reason, len, "head_dim %d: cuDNN SDPA "
+                               "takes multiples of %d up to %d", a->head_dim,
+                               ZC_CUDNN_HEAD_DIM_STEP, ZC_CUDNN_MAX_HEAD_DIM);
     if (a->num_heads_kv <= 0 || a->num_heads_q % a->num_heads_kv != 0)
-        return zc_cudnn_native(reason, len, "num_heads_q %d, num_heads_kv %d: not a GQA shape",
-                               a->num_heads_q, a->num_heads_kv);
+        return zc_cudnn_native(ZC_ATTN_NATIVE_SHAPE, reason, len, "num_heads_q %d, num_heads_kv "
+                               "%d: not a GQA shape", a->num_heads_q, a->num_heads_kv);
     if (!backward) {
         if (acc ? a->out_dtype != ZC_FLOAT32
                 : a->out_dtype != ZC_FLOAT32 && a->out_dtype != a->dtype)
-            return zc_cudnn_native(reason, len, "out_dtype %s with dtype %s%s",
-                                   zc_datatype_name(a->out_dtype), zc_datatype_name(a->dtype),
+            return zc_cudnn_native(ZC_ATTN_NATIVE_DTYPE, reason, len, "out_dtype %s with dtype "
+                                   "%s%s", zc_datatype_name(a->out_dtype),
+                                   zc_datatype_name(a->dtype),
                                    acc ? " and ZC_ATTN_ACCUMULATE (fp32 expected)" : "");
     } else {
-        if (a->delta == NULL)
-            return zc_cudnn_native(reason, len, "delta: NULL; the cuDNN backward takes "
-                                   "rowsum(dout * out) from zc_attn_bwd_delta");
+        if (a->out == NULL || a->out_dtype != a->dtype)
+            return zc_cudnn_native(ZC_ATTN_NATIVE_SHAPE, reason, len, "out: %s; the cuDNN "
+                                   "backward takes the final output O in the input dtype (it "
+                                   "computes rowsum(dO * O) itself)",
+                                   a->out ? zc_datatype_name(a->out_dtype) : "NULL");
         if (acc ? a->grad_dtype != ZC_FLOAT32
                 : a->grad_dtype != ZC_FLOAT32 && a->grad_dtype != a->dtype)
-            return zc_cudnn_native(reason, len, "grad_dtype %s with dtype %s%s",
-                                   zc_datatype_name(a->grad_dtype), zc_datatype_name(a->dtype),
+            return zc_cudnn_native(ZC_ATTN_NATIVE_DTYPE, reason, len, "grad_dtype %s with dtype "
+                                   "%s%s", zc_datatype_name(a->grad_dtype),
+                                   zc_datatype_name(a->dtype),
                                    acc ? " and ZC_ATTN_ACCUMULATE (fp32 expected)" : "");
     }
     for (int b = 0; b < a->batch; b++) {
@@ -127,40 +164,39 @@ int zc_cudnn_attn_decide(int pass, const zc_attn_args_t *a, zc_cudnn_key_t *key,
         int64_t qs = a->q_start ? a->q_start[b] : 0;
         int64_t ks = a->kv_start ? a->kv_start[b] : 0;
 
-        if (lq == 0)
-            continue; /* left out of the graph */
-        if (lk == 0)
-            return zc_cudnn_native(reason, len, "segment %d: %" PRId64 " queries and no key",
-                                   b, lq);
-        /* cuDNN's causal mask is its top-left diagonal (row >= col): a
-         * pointwise offset added to the row index built a graph that cuDNN
-         * 9.19 ran on an H100 with wrong results, so only segments whose
-         * queries and keys start together are causal on cuDNN (a ring's
-         * diagonal blocks), and a full block (every key before every query)
-         * goes in a graph without the causal mask. */
-        if (a->causal && ks + lk - 1 > qs) { /* some query does not see every key */
-            if (qs > ks)
-                return zc_cudnn_native(reason, len, "segment %d: causal with q_start - kv_start "
-                                       "= %" PRId64 ": cuDNN's causal mask takes no offset", b,
-                                       qs - ks);
-            if (qs < ks)
-                return zc_cudnn_native(reason, len, "segment %d: causal with q_start - kv_start "
-                                       "= %" PRId64 ": its first queries see no key", b, qs - ks);
-            if (causal_seg < 0)
+        /* rows without keys, or keys without rows, change nothing: left
+         * out of the graph (their stats stay -inf, their gradients 0) */
+        if (lq == 0 || lk == 0)
+            continue;
+        if (a->causal) {
+            int m = zc_cudnn_masks(qs, lq, ks, lk);
+
+            if (m == 0)
+                return zc_cudnn_native(ZC_ATTN_NATIVE_SHAPE, reason, len, "segment %d: %" PRId64
+                                       " queries from position %" PRId64 ", %" PRId64 " keys "
+                                       "from %" PRId64 ": neither top-left nor bottom-right "
+                                       "aligned (the ring engine splits such blocks)", b, lq, qs,
+                                       lk, ks);
+            if (m == 4 && full_seg < 0)
+                full_seg = b;
+            if (!(m & 4) && causal_seg < 0)
                 causal_seg = b;
+            if ((masks & m) == 0)
+                return full_seg >= 0 && causal_seg >= 0
+                           ? zc_cudnn_native(ZC_ATTN_NATIVE_SHAPE, reason, len, "segment %d "
+                                             "sees every key and segment %d is causal: one "
+                                             "call takes one mask", full_seg, causal_seg)
+                           : zc_cudnn_native(ZC_ATTN_NATIVE_SHAPE, reason, len, "segment %d: "
+                                             "its causal alignment differs from the segments' "
+                                             "before it (one top-left, one bottom-right)", b);
+            masks &= m;
         }
-        if (qs != ks && offset_seg < 0)
-            offset_seg = b, offset = qs - ks;
         segments++;
         if (lq > max_q)
             max_q = lq;
         if (lk > max_kv)
             max_kv = lk;
     }
-    if (causal_seg >= 0 && offset_seg >= 0)
-        return zc_cudnn_native(reason, len, "segment %d sees every key (q_start - kv_start = "
-                               "%" PRId64 ") and segment %d is causal: cuDNN's causal mask "
-                               "takes no offset", offset_seg, offset, causal_seg);
     {
         int64_t tq = a->batch ? a->cu_seqlens_q[a->batch] : 0;
         int64_t tk = a->batch ? a->cu_seqlens_kv[a->batch] : 0;
@@ -168,8 +204,8 @@ int zc_cudnn_attn_decide(int pass, const zc_attn_args_t *a, zc_cudnn_key_t *key,
 
         /* the ragged offsets are int32 element counts */
         if (tq * hd > INT32_MAX || tk * (int64_t)a->num_heads_kv * a->head_dim > INT32_MAX)
-            return zc_cudnn_native(reason, len, "%" PRId64 " query and %" PRId64 " key tokens: "
-                                   "offsets past int32", tq, tk);
+            return zc_cudnn_native(ZC_ATTN_NATIVE_SHAPE, reason, len, "%" PRId64 " query and %"
+                                   PRId64 " key tokens: offsets past int32", tq, tk);
     }
     memset(key, 0, sizeof(*key));
     key->direction = pass;
@@ -177,13 +213,16 @@ int zc_cudnn_attn_decide(int pass, const zc_attn_args_t *a, zc_cudnn_key_t *key,
     key->heads_q = a->num_heads_q;
     key->heads_kv = a->num_heads_kv;
     key->head_dim = a->head_dim;
-    key->mask = causal_seg >= 0 ? ZC_CUDNN_MASK_CAUSAL : ZC_CUDNN_MASK_FULL;
-    key->segments = segments;
+    key->mask = masks & 4 ? ZC_CUDNN_MASK_FULL
+                : masks & 1 ? ZC_CUDNN_MASK_CAUSAL
+                            : ZC_CUDNN_MASK_BOTTOM_RIGHT;
+    key->segments = segments ? zc_cudnn_segments_bucket(segments) : 0;
     key->max_q = segments ? zc_cudnn_bucket(max_q) : 0;
     key->max_kv = segments ? zc_cudnn_bucket(max_kv) : 0;
     if (segments && (!key->max_q || !key->max_kv))
-        return zc_cudnn_native(reason, len, "segments longer than %d tokens", INT32_MAX / 4);
-    return 1;
+        return zc_cudnn_native(ZC_ATTN_NATIVE_SHAPE, reason, len, "segments longer than %d "
+                               "tokens", INT32_MAX / 4);
+    return ZC_ATTN_ON_CUDNN;
 }
 
 /* ---- the graph cache ---------------------------------------------------- */
@@ -212,10 +251,12 @@ int zc_cudnn_key_equal(const zc_cudnn_key_t *a, const zc_cudnn_key_t *b)
 
 const char *zc_cudnn_key_str(const zc_cudnn_key_t *key, char *buf, size_t len)
 {
+    static const char *masks[] = {"full", "causal", "bottom-right"};
+
     snprintf(buf, len, "%s %s hq=%d hkv=%d d=%d %s seg=%d q<=%d kv<=%d",
              key->direction == ZC_CUDNN_BWD ? "bwd" : "fwd",
              zc_datatype_name((zc_datatype_t)key->dtype), key->heads_q, key->heads_kv,
-             key->head_dim, key->mask == ZC_CUDNN_MASK_CAUSAL ? "causal" : "full",
+             key->head_dim, key->mask >= 0 && key->mask <= 2 ? masks[key->mask] : "?",
              key->segments, key->max_q, key->max_kv);
     return buf;
 }
@@ -264,8 +305,11 @@ zc_cudnn_entry_t *zc_cudnn_cache_get(zc_cudnn_cache_t *cache, const zc_cudnn_key
     zc_cudnn_entry_t *e = zc_cudnn_cache_find(cache, key);
     size_t i;
 
-    if (e)
+    cache->clock++;
+    if (e) {
+        e->last_use = cache->clock;
         return e;
+    }
     if ((cache->count + 1) * 2 > cache->nslots && zc_cudnn_cache_grow(cache) != 0)
         return NULL;
     e = calloc(1, sizeof(*e));
@@ -273,12 +317,46 @@ zc_cudnn_entry_t *zc_cudnn_cache_get(zc_cudnn_cache_t *cache, const zc_cudnn_key
         return NULL;
     e->key = *key;
     e->hash = zc_cudnn_key_hash(key);
-    e->used = 1;
+    e->last_use = cache->clock;
     for (i = e->hash & (cache->nslots - 1); cache->slots[i]; i = (i + 1) & (cache->nslots - 1))
         ;
     cache->slots[i] = e;
     cache->count++;
     return e;
+}
+
+int zc_cudnn_cache_evict(zc_cudnn_cache_t *cache, void (*destroy)(void *graph))
+{
+    size_t mask = cache->nslots - 1, victim = 0, hole;
+    int found = 0;
+
+    for (size_t i = 0; i < cache->nslots; i++)
+        if (cache->slots[i] && (!found || cache->slots[i]->last_use <
+                                              cache->slots[victim]->last_use)) {
+            victim = i;
+            found = 1;
+        }
+    if (!found)
+        return 0;
+    if (cache->slots[victim]->graph && destroy)
+        destroy(cache->slots[victim]->graph);
+    free(cache->slots[victim]);
+    cache->slots[victim] = NULL;
+    cache->count--;
+    /* linear probing: move back every entry of the run after the hole
+     * that may not stay behind it */
+    hole = victim;
+    for (size_t i = (victim + 1) & mask; cache->slots[i]; i = (i + 1) & mask) {
+        size_t home = cache->slots[i]->hash & mask;
+
+        /* the entry at i may fill the hole when its home is not in (hole, i] */
+        if ((i > hole && (home <= hole || home > i)) || (i < hole && home <= hole && home > i)) {
+            cache->slots[hole] = cache->slots[i];
+            cache->slots[i] = NULL;
+            hole = i;
+        }
+    }
+    return 1;
 }
 
 void zc_cudnn_cache_clear(zc_cudnn_cache_t *cache, void (*destroy)(void *graph))
@@ -331,11 +409,10 @@ zc_status_t zc_cudnn_attn_check(int pass, const zc_attn_args_t *a)
 /* ---- without cuDNN ------------------------------------------------------ */
 
 zc_status_t zc_cudnn_attn_launch(int pass, const zc_attn_args_t *args, void *stream,
-                                 int *fallback)
+                                 zc_attn_route_t *route)
 {
     (void)stream;
-    if (fallback)
-        *fallback = 0;
+    *route = ZC_ATTN_NATIVE_CHOSEN;
     ZC_CHECK(zc_cudnn_attn_check(pass, args));
     return zc_error(ZC_ERR_UNSUPPORTED, "cuDNN backend: libzcomm was built without cuDNN");
 }
@@ -358,6 +435,14 @@ zc_status_t zc_cudnn_ops_check(const zc_cudnn_key_t *key, int *nops)
     (void)key;
     if (nops)
         *nops = 0;
+    return zc_error(ZC_ERR_UNSUPPORTED, "cuDNN backend: libzcomm was built without cuDNN");
+}
+
+zc_status_t zc_cudnn_engine_check(const zc_cudnn_key_t *key, const char *device_json,
+                                  int *nengines)
+{
+    (void)key, (void)device_json;
+    *nengines = 0;
     return zc_error(ZC_ERR_UNSUPPORTED, "cuDNN backend: libzcomm was built without cuDNN");
 }
 

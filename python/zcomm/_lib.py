@@ -127,7 +127,11 @@ class RingAttnStats(_Sized):
     _fields_ = [("size", ctypes.c_size_t),
                 ("total_seconds", ctypes.c_double), ("compute_seconds", ctypes.c_double),
                 ("wait_seconds", ctypes.c_double), ("bytes_sent", ctypes.c_uint64),
-                ("kernel_calls", ctypes.c_int64)]
+                ("kernel_calls", ctypes.c_int64),
+                ("blocks_cudnn", ctypes.c_int64), ("blocks_native", ctypes.c_int64),
+                ("native_chosen", ctypes.c_int64), ("native_dtype", ctypes.c_int64),
+                ("native_head_dim", ctypes.c_int64), ("native_shape", ctypes.c_int64),
+                ("native_no_engine", ctypes.c_int64), ("native_failed", ctypes.c_int64)]
 
 
 class RingAttnArgs(ctypes.Structure):

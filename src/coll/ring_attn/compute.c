@@ -1,29 +1,47 @@
-/* One block of ring attention: this rank's query pieces against the key
- * pieces it holds at this step, turned into calls of the CPU kernels.
+/* One step of ring attention: this rank's query pieces against the key
+ * pieces it holds at this step, turned into blocks, and the blocks into
+ * kernel calls.
  *
- * The kernels take packed segments, each a run of query rows and a run of
- * key rows whose causal mask follows from two global positions (q_start,
- * kv_start).  A sequence's pieces on either side are contiguous rows in
+ * Units.  A sequence's pieces on either side are contiguous rows in
  * position order but not contiguous positions (zigzag chunks i and
- * 2G-1-i), so each sequence is first tried as one segment with virtual
+ * 2G-1-i), so each sequence is first tried as one unit with virtual
  * positions: query t sees c(t) keys (those at or before its position), and
  * when c(t) = min(c(t0) + t - t0, c(last)) from the first query t0 that
  * sees any key, positions q_start = c(t0) - 1, kv_start = 0 reproduce that
  * mask exactly.  That holds for every zigzag ring step (the diagonal block
  * of the own chunks, and the full blocks of the other steps).  Otherwise
  * (the gathered whole sequences of LLaMA CP mode) every query piece against
- * every key piece is its own segment with its true positions.
+ * every key piece is its own unit with its true positions.  Queries that
+ * see no key are in no unit.
  *
- * Within one kernel call a query row and a key row can belong to one
- * segment only, so a sequence's segments go into successive rounds, one
- * call each; rows between the segments of a round become empty segments
- * (queries without keys or keys without queries, which change nothing).
+ * Blocks (zc_ra_blocks, the one place that decides what a kernel call is).
+ * A unit whose row i sees min(d + i + 1, K) of its K keys (d = q_start -
+ * kv_start >= 0) is split where its rows start to see every key: the rows
+ * before are bottom-right aligned against the keys they see (K' - rows =
+ * d; top-left with equal lengths when d = 0), the rows after fully
+ * visible.  A block is one kernel call of one mask: FULL, CAUSAL (every
+ * segment top-left with equal lengths) or BOTTOM_RIGHT; full and causal
+ * segments never share one.  Within a call a query row and a key row
+ * belong to one segment only, so a sequence's units go into successive
+ * rounds.  A block is given as varlen arrays: segment b's query rows start
+ * at q_row0 + cu_q[b] and its first used_q[b] of them are in it (the rest
+ * up to cu_q[b + 1] are not: rows of other units, or rows that see
+ * nothing), the same for keys; flash-attention 3's cu_seqlens + seqused,
+ * TransformerEngine's cu_seqlens_padded + cu_seqlens, and cuDNN's ragged
+ * offsets + sequence lengths.  The kernels of zc_attn_args_t take packed
+ * segments: the unused rows become segments of queries without keys or
+ * keys without queries, which change nothing there and which cuDNN leaves
+ * out of its graph.
+ *
  * A call is cut into slices of ZC_RING_ATTN_SLICE_MFLOP while transfers
- * are in flight, and they progress between slices.  The stream engine
- * (ctx->ds) enqueues each round as one call: its transfers need no help. */
+ * are in flight (host engine), and they progress between slices; a
+ * slice's causal segments keep only the keys its rows see, so that it is
+ * still bottom-right aligned.  The stream engine (ctx->ds) enqueues each
+ * block as one call: its transfers need no help. */
 #include "config.h"
 
 #include <stdlib.h>
+#include <string.h>
 
 #include "src/common/clock.h"
 #include "src/coll/ring_attn/ring_attn.h"
@@ -193,32 +211,132 @@ static zc_status_t zc_ra_units(zc_ra_segs_t *units, const zc_plan_piece_t *qp, s
     return ZC_OK;
 }
 
-/* Segments of one round: its units with the rows between them as empty
- * segments, so that query and key rows both tile the call. */
-static zc_status_t zc_ra_round_segs(const zc_ra_segs_t *units, int round, zc_ra_segs_t *segs)
-{
-    int64_t qcur = -1, kcur = -1;
+/* ---- blocks ---------------------------------------------------------- */
 
-    segs->n = 0;
+/* Append one block of `n` parts (segments as spans, in row order). */
+static zc_status_t zc_ra_block_add(zc_ra_blocks_t *out, zc_ra_mask_t mask,
+                                   const zc_ra_seg_t *parts, int n)
+{
+    zc_ra_block_t *bl;
+    int32_t *ints;
+
+    if (n == 0)
+        return ZC_OK;
+    if (out->n == out->cap) {
+        int cap = out->cap ? 2 * out->cap : 8;
+        zc_ra_block_t *v = realloc(out->v, (size_t)cap * sizeof(*v));
+
+        if (!v)
+            return zc_error(ZC_ERR_NO_MEMORY, "ring attention: cannot allocate %d blocks", cap);
+        out->v = v;
+        out->cap = cap;
+    }
+    ints = malloc((4 * (size_t)n + 2) * sizeof(int32_t));
+    if (!ints)
+        return zc_error(ZC_ERR_NO_MEMORY, "ring attention: cannot allocate a block of %d", n);
+    bl = &out->v[out->n++];
+    *bl = (zc_ra_block_t){.mask = mask, .batch = n, .q_row0 = parts[0].q_off,
+                          .kv_row0 = parts[0].kv_off, .cu_q = ints, .cu_kv = ints + n + 1,
+                          .used_q = ints + 2 * n + 2, .used_kv = ints + 3 * n + 2};
+    for (int i = 0; i < n; i++) {
+        bl->cu_q[i] = (int32_t)(parts[i].q_off - bl->q_row0);
+        bl->cu_kv[i] = (int32_t)(parts[i].kv_off - bl->kv_row0);
+        bl->used_q[i] = (int32_t)parts[i].q_len;
+        bl->used_kv[i] = (int32_t)parts[i].kv_len;
+    }
+    bl->cu_q[n] = bl->cu_q[n - 1] + bl->used_q[n - 1];
+    bl->cu_kv[n] = bl->cu_kv[n - 1] + bl->used_kv[n - 1];
+    return ZC_OK;
+}
+
+void zc_ra_blocks_free(zc_ra_blocks_t *blocks)
+{
+    for (int i = 0; i < blocks->n; i++)
+        free(blocks->v[i].cu_q);
+    free(blocks->v);
+    memset(blocks, 0, sizeof(*blocks));
+}
+
+/* The parts of the units of round r: each unit's bottom-right (or
+ * top-left) rows into causal, its fully visible rows into full. */
+static zc_status_t zc_ra_split_round(const zc_ra_segs_t *units, int r, zc_ra_segs_t *causal,
+                                     zc_ra_segs_t *full, int *top_left)
+{
+    causal->n = full->n = 0;
+    *top_left = 1;
     for (int u = 0; u < units->n; u++) {
         const zc_ra_seg_t *s = &units->v[u];
+        /* row i sees min(d + i + 1, K) keys */
+        int64_t d = s->q_pos - s->kv_pos, K = s->kv_len, rc;
 
-        if (s->round != round)
+        if (s->round != r)
             continue;
-        if (qcur < 0) {
-            qcur = s->q_off;
-            kcur = s->kv_off;
+        rc = K - d < s->q_len ? K - d : s->q_len; /* rows that do not see every key */
+        if (rc > 0) {
+            ZC_CHECK(zc_ra_segs_add(causal, &(zc_ra_seg_t){.q_off = s->q_off, .q_len = rc,
+                                                           .kv_off = s->kv_off,
+                                                           .kv_len = d + rc}));
+            *top_left &= d == 0;
+        } else {
+            rc = 0;
         }
-        if (s->q_off > qcur)
-            ZC_CHECK(zc_ra_segs_add(segs, &(zc_ra_seg_t){.q_off = qcur,
-                                                         .q_len = s->q_off - qcur,
-                                                         .kv_off = kcur}));
-        if (s->kv_off > kcur)
-            ZC_CHECK(zc_ra_segs_add(segs, &(zc_ra_seg_t){.q_off = s->q_off, .kv_off = kcur,
-                                                         .kv_len = s->kv_off - kcur}));
-        ZC_CHECK(zc_ra_segs_add(segs, s));
-        qcur = s->q_off + s->q_len;
-        kcur = s->kv_off + s->kv_len;
+        if (rc < s->q_len)
+            ZC_CHECK(zc_ra_segs_add(full, &(zc_ra_seg_t){.q_off = s->q_off + rc,
+                                                         .q_len = s->q_len - rc,
+                                                         .kv_off = s->kv_off, .kv_len = K}));
+    }
+    return ZC_OK;
+}
+
+zc_status_t zc_ra_blocks(const zc_plan_piece_t *qp, size_t nq, int64_t q_row0,
+                         const zc_ra_kv_t *kv, zc_ra_blocks_t *out)
+{
+    zc_ra_segs_t units = {0}, causal = {0}, full = {0};
+    zc_status_t st = ZC_OK;
+    int rounds, top_left;
+
+    memset(out, 0, sizeof(*out));
+    ZC_CHECK_GOTO(zc_ra_units(&units, qp, nq, q_row0, kv, &rounds), st, out);
+    for (int r = 0; r < rounds; r++) {
+        ZC_CHECK_GOTO(zc_ra_split_round(&units, r, &causal, &full, &top_left), st, out);
+        ZC_CHECK_GOTO(zc_ra_block_add(out, top_left ? ZC_RA_CAUSAL : ZC_RA_BOTTOM_RIGHT,
+                                      causal.v, causal.n), st, out);
+        ZC_CHECK_GOTO(zc_ra_block_add(out, ZC_RA_FULL, full.v, full.n), st, out);
+    }
+out:
+    free(units.v);
+    free(causal.v);
+    free(full.v);
+    if (st != ZC_OK)
+        zc_ra_blocks_free(out);
+    return st;
+}
+
+/* ---- kernel calls ------------------------------------------------------ */
+
+/* Block bl as packed segments for the kernels: each segment with the
+ * positions of its mask, then its unused rows as a segment of queries
+ * without keys and one of keys without queries. */
+static zc_status_t zc_ra_block_segs(const zc_ra_block_t *bl, zc_ra_segs_t *segs)
+{
+    segs->n = 0;
+    for (int b = 0; b < bl->batch; b++) {
+        int64_t q0 = bl->q_row0 + bl->cu_q[b], k0 = bl->kv_row0 + bl->cu_kv[b];
+        int64_t lq = bl->used_q[b], lk = bl->used_kv[b];
+        int64_t pad_q = bl->cu_q[b + 1] - bl->cu_q[b] - lq;
+        int64_t pad_kv = bl->cu_kv[b + 1] - bl->cu_kv[b] - lk;
+
+        /* causal: row i sees i + lk - lq + 1 keys; full: all lk */
+        ZC_CHECK(zc_ra_segs_add(segs, &(zc_ra_seg_t){.q_off = q0, .q_len = lq, .kv_off = k0,
+                                                     .kv_len = lk,
+                                                     .q_pos = bl->mask == ZC_RA_FULL ? lk - 1
+                                                                                     : lk - lq}));
+        if (pad_q > 0)
+            ZC_CHECK(zc_ra_segs_add(segs, &(zc_ra_seg_t){.q_off = q0 + lq, .q_len = pad_q,
+                                                         .kv_off = k0 + lk}));
+        if (pad_kv > 0)
+            ZC_CHECK(zc_ra_segs_add(segs, &(zc_ra_seg_t){.q_off = q0 + lq + pad_q,
+                                                         .kv_off = k0 + lk, .kv_len = pad_kv}));
     }
     return ZC_OK;
 }
@@ -248,27 +366,59 @@ typedef struct {
     int cap;
 } zc_ra_call_arrays_t;
 
+/* Count where a block ran, and why not on cuDNN. */
+static void zc_ra_count(zc_ring_attn_stats_t *st, zc_attn_route_t route)
+{
+    int64_t *why[ZC_ATTN_NROUTES] = {
+        [ZC_ATTN_NATIVE_CHOSEN] = &st->native_chosen, [ZC_ATTN_NATIVE_DTYPE] = &st->native_dtype,
+        [ZC_ATTN_NATIVE_HEAD_DIM] = &st->native_head_dim,
+        [ZC_ATTN_NATIVE_SHAPE] = &st->native_shape,
+        [ZC_ATTN_NATIVE_NO_ENGINE] = &st->native_no_engine,
+        [ZC_ATTN_NATIVE_FAILED] = &st->native_failed};
+
+    st->kernel_calls++;
+    if (route == ZC_ATTN_ON_CUDNN) {
+        st->blocks_cudnn++;
+        return;
+    }
+    st->blocks_native++;
+    if (route > 0 && route < ZC_ATTN_NROUTES)
+        (*why[route])++;
+}
+
 /* One kernel call over segments [i0, i1], rows [r0, ...) of i0 and
- * [..., r1) of i1. */
+ * [..., r1) of i1; a causal segment cut short keeps the keys its rows
+ * see, the rest of its keys going into a segment without queries. */
 static zc_status_t zc_ra_kernel(zc_ra_ctx_t *ctx, const zc_ra_kv_t *kv, const zc_ra_segs_t *segs,
-                                int i0, int64_t r0, int i1, int64_t r1, zc_ra_call_arrays_t *arr)
+                                int causal, int i0, int64_t r0, int i1, int64_t r1,
+                                zc_ra_call_arrays_t *arr)
 {
     const zc_ring_attn_args_t *args = ctx->args;
     int64_t base_q = segs->v[i0].q_off + r0, base_kv = segs->v[i0].kv_off;
-    int n = i1 - i0 + 1;
     zc_attn_args_t a = ZC_ATTN_ARGS_INITIALIZER;
+    zc_attn_route_t route = ZC_ATTN_NATIVE_CHOSEN;
     zc_status_t st;
     double t0;
+    int n = 0;
 
     arr->cu_q[0] = arr->cu_kv[0] = 0;
-    for (int b = 0; b < n; b++) {
-        const zc_ra_seg_t *s = &segs->v[i0 + b];
-        int64_t qs = b == 0 ? r0 : 0, qe = i0 + b == i1 ? r1 : s->q_len;
+    for (int b = i0; b <= i1; b++) {
+        const zc_ra_seg_t *s = &segs->v[b];
+        int64_t qs = b == i0 ? r0 : 0, qe = b == i1 ? r1 : s->q_len, keys = s->kv_len;
 
-        arr->cu_q[b + 1] = arr->cu_q[b] + (int32_t)(qe - qs);
-        arr->cu_kv[b + 1] = arr->cu_kv[b] + (int32_t)s->kv_len;
-        arr->q_start[b] = (int32_t)(s->q_pos + qs);
-        arr->kv_start[b] = (int32_t)s->kv_pos;
+        if (causal && s->q_len > 0 && s->q_pos - s->kv_pos + qe < keys)
+            keys = s->q_pos - s->kv_pos + qe;
+        arr->cu_q[n + 1] = arr->cu_q[n] + (int32_t)(qe - qs);
+        arr->cu_kv[n + 1] = arr->cu_kv[n] + (int32_t)keys;
+        arr->q_start[n] = (int32_t)(s->q_pos + qs);
+        arr->kv_start[n] = (int32_t)s->kv_pos;
+        n++;
+        if (keys < s->kv_len) {
+            arr->cu_q[n + 1] = arr->cu_q[n];
+            arr->cu_kv[n + 1] = arr->cu_kv[n] + (int32_t)(s->kv_len - keys);
+            arr->q_start[n] = arr->kv_start[n] = 0;
+            n++;
+        }
     }
     a.batch = n;
     a.num_heads_q = args->num_heads_q;
@@ -278,7 +428,7 @@ static zc_status_t zc_ra_kernel(zc_ra_ctx_t *ctx, const zc_ra_kv_t *kv, const zc
     a.cu_seqlens_kv = arr->cu_kv;
     a.q_start = arr->q_start;
     a.kv_start = arr->kv_start;
-    a.causal = 1;
+    a.causal = causal;
     a.scale = ctx->scale;
     a.flags = ZC_ATTN_ACCUMULATE;
     a.dtype = args->dtype;
@@ -291,6 +441,11 @@ static zc_status_t zc_ra_kernel(zc_ra_ctx_t *ctx, const zc_ra_kv_t *kv, const zc
     if (!ctx->backward) {
         a.out = ctx->out_acc + base_q * ctx->row_q;
     } else {
+        /* the final output and lse of these rows: cuDNN's backward takes
+         * O and computes rowsum(dO * O) itself; the native kernels take
+         * the delta computed once per call */
+        a.out = (char *)args->out + (size_t)(base_q * ctx->row_q) * ctx->elem;
+        a.out_dtype = args->dtype;
         a.dout = (const char *)args->dout + (size_t)(base_q * ctx->row_q) * ctx->elem;
         a.delta = ctx->delta + base_q * args->num_heads_q;
         a.dq = ctx->dq_acc + base_q * ctx->row_q;
@@ -299,19 +454,19 @@ static zc_status_t zc_ra_kernel(zc_ra_ctx_t *ctx, const zc_ra_kv_t *kv, const zc
     }
     t0 = zc_now_sec();
     if (ctx->ds)
-        st = ctx->ds->attn(ctx->ds_dev, ctx->backward ? ZC_DS_BWD : ZC_DS_FWD, &a);
+        st = ctx->ds->attn(ctx->ds_dev, ctx->backward ? ZC_DS_BWD : ZC_DS_FWD, &a, &route);
     else
         st = ctx->backward ? zc_attn_bwd(&a) : zc_attn_fwd(&a);
     ctx->stats.compute_seconds += zc_now_sec() - t0;
-    ctx->stats.kernel_calls++;
+    zc_ra_count(&ctx->stats, route);
     return st;
 }
 
-/* Run one round's segments as kernel calls of about `budget` pairs each,
+/* Run one block's segments as kernel calls of about `budget` pairs each,
  * cutting a segment between ZC_RA_SLICE_ROWS-row blocks when it does not
  * fit. */
-static zc_status_t zc_ra_run_round(zc_ra_ctx_t *ctx, const zc_ra_kv_t *kv,
-                                   const zc_ra_segs_t *segs, double pair_flops)
+static zc_status_t zc_ra_run_block(zc_ra_ctx_t *ctx, const zc_ra_kv_t *kv,
+                                   const zc_ra_segs_t *segs, int causal, double pair_flops)
 {
     zc_ra_call_arrays_t arr = {0};
     int i0 = 0;
@@ -320,7 +475,7 @@ static zc_status_t zc_ra_run_round(zc_ra_ctx_t *ctx, const zc_ra_kv_t *kv,
     /* the stream engine's transfers run on their own stream: no progress here */
     int host_xfers = ctx->ds == NULL;
 
-    arr.cap = segs->n + 1;
+    arr.cap = 2 * segs->n + 1;
     arr.cu_q = malloc((size_t)arr.cap * sizeof(int32_t));
     arr.cu_kv = malloc((size_t)arr.cap * sizeof(int32_t));
     arr.q_start = malloc((size_t)arr.cap * sizeof(int32_t));
@@ -363,7 +518,7 @@ static zc_status_t zc_ra_run_round(zc_ra_ctx_t *ctx, const zc_ra_kv_t *kv,
             if (i1 + 1 == segs->n)
                 break;
         }
-        ZC_CHECK_GOTO(zc_ra_kernel(ctx, kv, segs, i0, r0, i1, r1, &arr), st, out);
+        ZC_CHECK_GOTO(zc_ra_kernel(ctx, kv, segs, causal, i0, r0, i1, r1, &arr), st, out);
         if (r1 < segs->v[i1].q_len) {
             i0 = i1;
             r0 = r1;
@@ -387,18 +542,19 @@ zc_status_t zc_ra_compute(zc_ra_ctx_t *ctx, const zc_plan_piece_t *qp, size_t nq
 {
     const zc_ring_attn_args_t *args = ctx->args;
     double pair_flops = (ctx->backward ? 10.0 : 4.0) * args->head_dim * args->num_heads_q;
-    zc_ra_segs_t units = {0}, segs = {0};
-    zc_status_t st = ZC_OK;
-    int rounds;
+    zc_ra_blocks_t blocks;
+    zc_ra_segs_t segs = {0};
+    zc_status_t st;
 
-    ZC_CHECK_GOTO(zc_ra_units(&units, qp, nq, q_row0, kv, &rounds), st, out);
-    for (int r = 0; r < rounds; r++) {
-        ZC_CHECK_GOTO(zc_ra_round_segs(&units, r, &segs), st, out);
-        if (segs.n > 0)
-            ZC_CHECK_GOTO(zc_ra_run_round(ctx, kv, &segs, pair_flops), st, out);
+    ZC_CHECK(zc_ra_blocks(qp, nq, q_row0, kv, &blocks));
+    for (int i = 0; i < blocks.n; i++) {
+        ZC_CHECK_GOTO(zc_ra_block_segs(&blocks.v[i], &segs), st, out);
+        ZC_CHECK_GOTO(zc_ra_run_block(ctx, kv, &segs, blocks.v[i].mask != ZC_RA_FULL,
+                                      pair_flops), st, out);
     }
+    st = ZC_OK;
 out:
-    free(units.v);
+    zc_ra_blocks_free(&blocks);
     free(segs.v);
     return st;
 }

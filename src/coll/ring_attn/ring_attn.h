@@ -195,6 +195,37 @@ zc_status_t zc_ra_drain(zc_ra_ctx_t *ctx);
 void zc_ra_abandon(zc_ra_ctx_t *ctx);
 
 /* ---- src/coll/ring_attn/compute.c ---- */
+/* The mask of one block: every segment fully visible, every segment
+ * top-left causal with as many keys as queries, or every segment
+ * bottom-right causal (its last query sees its last key). */
+typedef enum { ZC_RA_FULL, ZC_RA_CAUSAL, ZC_RA_BOTTOM_RIGHT } zc_ra_mask_t;
+
+/* One kernel call of a step, in varlen form: segment b's query rows start
+ * at q_row0 + cu_q[b] (rows of this rank's buffer) and the first used_q[b]
+ * of them are in the block, its keys at kv_row0 + cu_kv[b] (rows of the
+ * step's keys) and used_kv[b] of them; a causal segment's offset is
+ * used_kv[b] - used_q[b] >= 0.  The rows up to cu[b + 1] past the used
+ * ones are not in the block. */
+typedef struct {
+    zc_ra_mask_t mask;
+    int batch;
+    int64_t q_row0, kv_row0;
+    int32_t *cu_q, *cu_kv;     /* [batch + 1], from 0, non-decreasing */
+    int32_t *used_q, *used_kv; /* [batch], at least 1 each */
+} zc_ra_block_t;
+
+typedef struct {
+    zc_ra_block_t *v;
+    int n, cap;
+} zc_ra_blocks_t;
+
+/* The blocks of a step: this rank's query pieces (rows from q_row0)
+ * against the key pieces of kv, causal by global positions; every query
+ * row that sees a key is in exactly one segment per key range it sees
+ * (see the top of compute.c).  zc_ra_blocks_free frees them. */
+zc_status_t zc_ra_blocks(const zc_plan_piece_t *qp, size_t nq, int64_t q_row0,
+                         const zc_ra_kv_t *kv, zc_ra_blocks_t *blocks);
+void zc_ra_blocks_free(zc_ra_blocks_t *blocks);
 /* Attention of this rank's query pieces (rows from q_row0 of its buffer)
  * against the pieces of kv, causal by global positions, accumulated into
  * the fp32 out/lse (forward) or dq and kv's dK/dV (backward). */

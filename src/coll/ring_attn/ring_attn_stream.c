@@ -117,19 +117,30 @@ static zc_status_t zc_ras_cuda_routed(void *dev, const zc_transfer_t *transfers,
  * zc_ds_pass_t does). */
 _Static_assert(ZC_DS_FWD == 0 && ZC_DS_BWD == 1 && ZC_DS_DELTA == 2, "pass numbers");
 
-static zc_status_t zc_ras_cuda_attn(void *dev, zc_ds_pass_t pass, const zc_attn_args_t *args)
+static zc_status_t zc_ras_cuda_attn(void *dev, zc_ds_pass_t pass, const zc_attn_args_t *args,
+                                    zc_attn_route_t *route)
 {
     zc_ras_cuda_t *d = dev;
 
+    *route = ZC_ATTN_NATIVE_CHOSEN;
     /* ZC_ATTN_BACKEND=cudnn: the forward and backward blocks on cuDNN's
      * SDPA where it takes their shape (kernels/cudnn/attn_cudnn.h), the
-     * native kernels otherwise and for the delta pass */
+     * native kernels otherwise and for the delta pass.  A cuDNN failure
+     * before it wrote anything runs the block natively: the call goes on,
+     * every hop its peers enqueued still matched, the NCCL communicator
+     * untouched. */
     if (d->backend == ZC_ATTN_BACKEND_CUDNN && pass != ZC_DS_DELTA) {
-        int fallback = 0;
+        zc_status_t st = zc_cudnn_attn_launch((int)pass, args, d->streams[ZC_DS_COMPUTE], route);
 
-        ZC_CHECK(zc_cudnn_attn_launch((int)pass, args, d->streams[ZC_DS_COMPUTE], &fallback));
-        if (!fallback)
+        if (st == ZC_OK && *route == ZC_ATTN_ON_CUDNN)
             return ZC_OK;
+        if (st != ZC_OK) {
+            if (*route != ZC_ATTN_NATIVE_FAILED)
+                return st;
+            zc_log_warn("ring attention: cuDNN failed (%s: %s); the block runs on the native "
+                        "kernels", zc_strerror(st), zc_get_last_error());
+            zc_error_clear();
+        }
     }
     return zc_attn_gpu_launch((int)pass, args, d->streams[ZC_DS_COMPUTE]);
 }

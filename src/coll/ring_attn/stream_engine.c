@@ -460,8 +460,9 @@ static zc_status_t zc_ras_accumulators(zc_ras_t *s)
     if (ra->tokens > 0) {
         int32_t cu_q[2], cu_kv[2];
         zc_attn_args_t d = zc_ra_delta_args(ra, cu_q, cu_kv);
+        zc_attn_route_t route;
 
-        ZC_CHECK(s->ops->attn(s->dev, ZC_DS_DELTA, &d));
+        ZC_CHECK(s->ops->attn(s->dev, ZC_DS_DELTA, &d, &route));
     }
     return ZC_OK;
 }

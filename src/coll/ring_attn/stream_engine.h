@@ -18,6 +18,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "kernels/cudnn/attn_cudnn.h"
 #include "src/core/device.h"
 #include "src/coll/ring_attn/ring_attn.h"
 #include "zcomm.h"
@@ -44,8 +45,10 @@ typedef struct zc_ds_ops {
     zc_status_t (*routed)(void *dev, const zc_transfer_t *transfers, int ntransfers,
                           const void *sendbuf, void *recvbuf);
     /* Compute stream: the attention kernels (zc_attn_fwd/bwd/bwd_delta) and
-     * element-wise work. */
-    zc_status_t (*attn)(void *dev, zc_ds_pass_t pass, const zc_attn_args_t *args);
+     * element-wise work.  *route gets where a forward or backward block
+     * ran (cuDNN, or the native kernels and why: attn_cudnn.h). */
+    zc_status_t (*attn)(void *dev, zc_ds_pass_t pass, const zc_attn_args_t *args,
+                        zc_attn_route_t *route);
     zc_status_t (*copy)(void *dev, void *dst, const void *src, size_t bytes);
     zc_status_t (*fill)(void *dev, float *dst, size_t count, float value);
     zc_status_t (*add)(void *dev, float *dst, const float *src, size_t count);
