@@ -345,6 +345,16 @@ static void test_ring_attn(void)
            stats->kernel_calls > 0 && guard_intact(&s, STATS_V1, sizeof(s)),
        "ring attention args of the first layout accepted; stats filled to their size only (%s)",
        zc_get_last_error());
+    memset(&s, GUARD, sizeof(s));
+    stats->size = sizeof(zc_ring_attn_stats_t);
+    ok(zc_ring_attn_fwd(comm, plan, a) == ZC_OK && stats->size == sizeof(zc_ring_attn_stats_t) &&
+           stats->kernel_calls > 0 && stats->blocks_native == stats->kernel_calls &&
+           stats->native_chosen == stats->kernel_calls && stats->blocks_cudnn == 0 &&
+           stats->native_dtype + stats->native_head_dim + stats->native_shape +
+                   stats->native_no_engine + stats->native_failed == 0 &&
+           guard_intact(&s, sizeof(zc_ring_attn_stats_t), sizeof(s)),
+       "stats of this layout: the block counters written (host path: every block native by "
+       "choice), nothing past them");
     a->size = 0;
     ok(refused(zc_ring_attn_fwd(comm, plan, a), ZC_ERR_INVALID_ARG, "args"),
        "ring attention args size 0: ZC_ERR_INVALID_ARG naming args (%s)", zc_get_last_error());

@@ -12,6 +12,7 @@ import torch
 import ranks
 import tap
 import zcomm
+from zcomm.torch_ops import ring_attention
 from zcomm._lib import lib
 
 torch.manual_seed(1)
@@ -101,6 +102,30 @@ tap.raises(lambda: comm.ring_attn_fwd(p1, q, q, q, torch.empty_like(q), lse.doub
 tap.raises(lambda: comm.ring_attn_fwd(p1, q.transpose(1, 2).contiguous().transpose(1, 2), q, q,
                                       torch.empty_like(q), lse),
            "a non-contiguous q is refused", "ZC_ERR_INVALID_ARG", "q: tensor is not contiguous")
+
+
+class _Recorder:
+    """A stand-in communicator: what zcomm.torch_ops.RingAttention hands the
+    library, and on which device."""
+
+    def ring_attn_fwd(self, plan, q, k, v, out, lse, mode="zeppelin", scale=0.0):
+        self.fwd = (out.device, lse.device, lse.dtype, tuple(lse.shape))
+
+    def ring_attn_bwd(self, plan, q, k, v, out, lse, dout, dq, dk, dv, mode="zeppelin",
+                      scale=0.0):
+        self.bwd = (lse.device, dq.device, dk.device)
+
+
+# The device plumbing of RingAttention without a device: tensors on torch's
+# "meta" device stand for CUDA ones (test_cuda.py runs the real thing).
+rec = _Recorder()
+mq = torch.empty(16, 2, 4, device="meta", requires_grad=True)
+mo = ring_attention(mq, mq, mq, rec, p1)
+mo.backward(torch.empty_like(mo))
+tap.ok(rec.fwd == (mq.device, mq.device, torch.float32, (16, 2)) and
+       rec.bwd == (mq.device,) * 3,
+       "RingAttention makes out, lse and the gradients on q's device (lse float32 [tokens, "
+       "heads]), as the stream forms need: %s %s" % (rec.fwd, rec.bwd))
 comm.close()
 
 

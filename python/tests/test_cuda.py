@@ -35,6 +35,7 @@ import common  # noqa: E402
 import ranks  # noqa: E402
 import zcomm  # noqa: E402
 import zcomm.torch as zt  # noqa: E402
+import zcomm.torch_ops as zops  # noqa: E402
 from zcomm import _lib  # noqa: E402
 
 if not _lib.lib.zc_get_features() & _lib.FEATURE_NCCL:
@@ -98,8 +99,42 @@ def attn(dtype, hq, hkv, d=64, tol=None):
     return run
 
 
+def ring_ops(dtype, hq=8, hkv=2, d=64, tol=None):
+    """zcomm.torch_ops.ring_attention on CUDA tensors of the plan's
+    attention layout (the stream forms, lse on the GPU) against PyTorch."""
+    tol = tol or (2e-5 if dtype == torch.float32 else 3e-2)
+
+    def run(comm):
+        total = sum(LENGTHS)
+        plan = zcomm.Plan(LENGTHS, comm.node_count, comm.size // comm.node_count,
+                          common.capacity(total, comm.size))
+        torch.manual_seed(7)
+        q, k, v = (torch.randn(total, h, d) for h in (hq, hkv, hkv))
+        w = torch.randn(total, hq, d)
+        ref = [t.double().requires_grad_() for t in (q, k, v)]
+        out_ref = common.attention(*ref, LENGTHS)
+        (out_ref * w.double()).sum().backward()
+        pieces = plan.rank_pieces(comm.rank)
+
+        def mine(t):
+            return common.rows(common.split(t, LENGTHS), pieces)
+        lq, lk, lv = (mine(t).to("cuda", dtype).requires_grad_() for t in (q, k, v))
+        out = zops.ring_attention(lq, lk, lv, comm, plan)
+        (out * mine(w).to("cuda", dtype)).sum().backward()
+        torch.cuda.synchronize()
+        errs = [common.rel_error(out.cpu(), mine(out_ref.detach()))]
+        errs += [common.rel_error(g.cpu(), mine(r.grad)) for g, r in
+                 zip((lq.grad, lk.grad, lv.grad), ref)]
+        name = ("torch_ops.ring_attention on CUDA tensors, %s, GQA %d/%d, head dim %d: out, "
+                "dq, dk, dv match PyTorch" % (str(dtype)[6:], hq, hkv, d))
+        return [(name, out.is_cuda and max(errs) <= tol,
+                 "rank %d: relative errors %s" % (comm.rank, errs))]
+    return run
+
+
 def run_all(comm):
     res = sendrecv(comm) + moves(comm)
+    res += ring_ops(torch.bfloat16)(comm)
     res += attn(torch.float32, 4, 2)(comm)
     res += attn(torch.bfloat16, 8, 2)(comm)
     return res

@@ -9,13 +9,17 @@ from .plan import FORWARD, INVERSE
 class RingAttention(torch.autograd.Function):
     """out = RingAttention.apply(q, k, v, comm, plan, mode, scale): causal
     attention of this rank's rows [tokens, heads, head_dim] in the plan's
-    attention layout; every rank of comm calls it together."""
+    attention layout; every rank of comm calls it together.  CPU tensors
+    run the host forms, CUDA tensors the stream forms on the current
+    stream (out and lse are made on q's device)."""
 
     @staticmethod
     def forward(ctx, q, k, v, comm, plan, mode="zeppelin", scale=0.0):
         q, k, v = q.contiguous(), k.contiguous(), v.contiguous()
         out = torch.empty_like(q)
-        lse = torch.empty(q.shape[0], q.shape[1], dtype=torch.float32)
+        # beside q: device tensors go to the stream forms, which take every
+        # tensor, lse included, in device memory
+        lse = torch.empty(q.shape[0], q.shape[1], dtype=torch.float32, device=q.device)
         comm.ring_attn_fwd(plan, q, k, v, out, lse, mode=mode, scale=scale)
         ctx.save_for_backward(q, k, v, out, lse)
         ctx.comm, ctx.plan, ctx.mode, ctx.scale = comm, plan, mode, scale
