@@ -2,7 +2,13 @@
  * style: one row per sequence length from -b to -e (times -f), forward and
  * backward time and rate, and #wrong from sampled rows checked against a
  * double-precision reference (-c 1).  Causal FLOPs count the visible half:
- * forward 2*S^2*D*H per sequence (4*S^2*D*H without the mask), backward 2.5x. */
+ * forward 2*S^2*D*H per sequence (4*S^2*D*H without the mask), backward 2.5x.
+ *
+ * -G: the GPU instead (zc_attn_gpu_bench.h), on the same shapes in one run:
+ * one cuDNN SDPA call over the whole batch (the baseline), libzcomm's cuDNN
+ * backend as a ring block calls it, the native CUDA kernels; TFLOP/s and
+ * the ratio to the baseline; -T adds THD batches drawn from the paper's
+ * length distributions (the same total tokens as a fixed-length row). */
 #include "config.h"
 
 #include <getopt.h>
@@ -13,7 +19,11 @@
 #include <string.h>
 
 #include "kernels/attn_math.h"
+#include "kernels/cudnn/attn_cudnn.h"
 #include "perf_common.h"
+#include "zc_attn_gpu_bench.h"
+#include "zc_plan_dataset.h"
+#include "zc_ring_attn_data.h"
 #include "zcomm.h"
 
 typedef struct {
@@ -22,6 +32,8 @@ typedef struct {
     int batch, heads, kv_heads, dim, causal, iters, warmup, check;
     zc_datatype_t dtype;
     int run_fwd, run_bwd;
+    int gpu;                 /* -G */
+    char datasets[64];       /* -T: THD batches from these distributions ("" none) */
 } opts_t;
 
 static void usage(const char *prog)
@@ -40,6 +52,10 @@ static void usage(const char *prog)
            "  -n iters    timed iterations (default 5)\n"
            "  -w iters    warmup iterations (default 1)\n"
            "  -c 0|1      check sampled rows against a double reference (default 1)\n"
+           "  -G          the GPU: one cuDNN SDPA call, libzcomm's cuDNN backend, the native\n"
+           "              CUDA kernels (-d bfloat16 or float16)\n"
+           "  -T LIST     with -G, also THD batches drawn from these length distributions\n"
+           "              (arxiv, github, prolong64k, or all), as many tokens as -N x length\n"
            "Threads: ZC_NUM_THREADS; SIMD path: ZC_CPU_ISA (auto, avx512, avx2, scalar).\n",
            prog);
 }
@@ -53,7 +69,8 @@ static int parse(int argc, char **argv, opts_t *o)
                   .dtype = ZC_FLOAT32, .run_fwd = 1, .run_bwd = 1};
     static const struct option longopts[] = {{"help", no_argument, NULL, 'h'}, {NULL, 0, NULL, 0}};
 
-    while ((c = getopt_long(argc, argv, "b:e:f:N:H:K:D:d:C:m:n:w:c:h", longopts, NULL)) != -1) {
+    while ((c = getopt_long(argc, argv, "b:e:f:N:H:K:D:d:C:m:n:w:c:GT:h", longopts, NULL)) !=
+           -1) {
         switch (c) {
         case 'b': o->min_len = atoll(optarg); break;
         case 'e': o->max_len = atoll(optarg); break;
@@ -66,11 +83,15 @@ static int parse(int argc, char **argv, opts_t *o)
         case 'n': o->iters = atoi(optarg); break;
         case 'w': o->warmup = atoi(optarg); break;
         case 'c': o->check = atoi(optarg); break;
+        case 'G': o->gpu = 1; break;
+        case 'T': snprintf(o->datasets, sizeof(o->datasets), "%s", optarg); break;
         case 'd':
             if (strcmp(optarg, "float") == 0)
                 o->dtype = ZC_FLOAT32;
             else if (strcmp(optarg, "bfloat16") == 0 || strcmp(optarg, "bf16") == 0)
                 o->dtype = ZC_BFLOAT16;
+            else if (strcmp(optarg, "float16") == 0 || strcmp(optarg, "fp16") == 0)
+                o->dtype = ZC_FLOAT16;
             else
                 return -1;
             break;
@@ -90,6 +111,11 @@ static int parse(int argc, char **argv, opts_t *o)
     if (o->kv_heads <= 0)
         o->kv_heads = o->heads;
     if (o->min_len < 1 || o->factor <= 1 || o->batch < 1 || o->iters < 1 || o->warmup < 0)
+        return -1;
+    /* fp16 on the GPU only; the GPU takes bf16 and fp16 (cuDNN's types) */
+    if (o->gpu ? o->dtype == ZC_FLOAT32 : o->dtype == ZC_FLOAT16)
+        return -1;
+    if (o->datasets[0] && !o->gpu)
         return -1;
     return 0;
 }
@@ -277,6 +303,105 @@ static int run_len(const opts_t *o, int64_t len, double *fwd_rate, double *bwd_r
     return wrong;
 }
 
+/* ---- -G ------------------------------------------------------------- */
+
+static int listed(const char *list, const char *name)
+{
+    size_t n = strlen(name);
+
+    if (strcmp(list, "all") == 0)
+        return 1;
+    for (const char *p = list; (p = strstr(p, name)) != NULL; p += n)
+        if ((p == list || p[-1] == ',') && (p[n] == '\0' || p[n] == ','))
+            return 1;
+    return 0;
+}
+
+/* One row: the batch cu[batch + 1] on every way; returns its #wrong (the
+ * cuDNN backend off the native kernels by more than the dtype allows). */
+static int gpu_row(const opts_t *o, const char *name, const int32_t *cu, int batch)
+{
+    static const char *ways[ZAB_NWAYS] = {"cudnn_sdpa", "zc_cudnn", "zc_native"};
+    double flops = zab_flops(cu, batch, o->heads, o->dim), tol = 3e-2;
+    zab_result_t r;
+    zc_status_t st = zab_time(cu, batch, o->heads, o->kv_heads, o->dim, o->dtype, o->warmup,
+                              o->iters, &r);
+    int wrong = 0;
+
+    if (st != ZC_OK) {
+        fprintf(stderr, "zc_attn_perf: %s: %s\n", name, zc_strerror(st));
+        return 1;
+    }
+    printf("  %-12s %8d %5d %5d/%-3d %4d %-8s", name, cu[batch], batch, o->heads, o->kv_heads,
+           o->dim, zc_datatype_name(o->dtype));
+    for (int pass = 0; pass < 2; pass++)
+        for (int w = 0; w < ZAB_NWAYS; w++) {
+            double ms = pass ? r.bwd_ms[w] : r.fwd_ms[w];
+            double base = pass ? r.bwd_ms[ZAB_GRAPH] : r.fwd_ms[ZAB_GRAPH];
+            double tf = ms > 0 ? (pass ? 2.5 : 1.0) * flops / (ms * 1e-3) / 1e12 : 0;
+
+            if (ms > 0)
+                printf(" %8.3f %7.1f %5.2f", ms, tf, base > 0 ? base / ms : 0);
+            else
+                printf(" %8s %7s %5s", "-", "-", "-");
+        }
+    if (r.err_out >= 0 && r.err_dq >= 0)
+        wrong = r.err_out > tol || r.err_dq > tol;
+    printf(" %8.1e %8.1e\n", r.err_out, r.err_dq);
+    for (int w = 0; w < ZAB_NWAYS; w++)
+        if (r.why[w][0])
+            printf("#   %s did not run: %s\n", ways[w], r.why[w]);
+    fflush(stdout);
+    return wrong;
+}
+
+static int gpu_main(const opts_t *o)
+{
+    int wrong = 0;
+
+    if (zab_device(0) != ZC_OK) {
+        printf("zc_attn_perf -G: no CUDA device: skipped\n");
+        return 0;
+    }
+    printf("# zc_attn_perf -G: libzcomm %s, cuDNN %zu, %d timed + %d warmup iterations\n",
+           ZC_VERSION_STRING, zc_cudnn_version(), o->iters, o->warmup);
+    printf("# causal; TFLOP/s: forward 4 s^2 d h / 2, backward 2.5x; x: the ratio of the "
+           "cuDNN SDPA call's time to the way's\n");
+    printf("# %-12s %8s %5s %9s %4s %-8s", "batch", "tokens", "seqs", "heads", "dim", "type");
+    for (int pass = 0; pass < 2; pass++)
+        printf(" %8s %7s %5s %8s %7s %5s %8s %7s %5s", pass ? "bwd:sdpa" : "fwd:sdpa",
+               "TFLOP/s", "x", "zc_cudnn", "TFLOP/s", "x", "native", "TFLOP/s", "x");
+    printf(" %8s %8s\n", "err_out", "err_dq");
+    for (double len = (double)o->min_len; len <= (double)o->max_len; len *= o->factor) {
+        int64_t total = (int64_t)len * o->batch;
+        int32_t *cu = malloc(sizeof(int32_t) * (size_t)(o->batch + 1));
+        char name[32];
+
+        for (int b = 0; b <= o->batch; b++)
+            cu[b] = (int32_t)(b * (int64_t)len);
+        snprintf(name, sizeof(name), "fixed %lldk", (long long)len / 1024);
+        wrong += gpu_row(o, name, cu, o->batch);
+        free(cu);
+        for (int d = 0; o->datasets[0] && d < zc_dataset_count(); d++) {
+            int64_t *lengths;
+            size_t n;
+
+            if (!listed(o->datasets, zc_dataset_name(d)))
+                continue;
+            n = rad_sample(d, total, 1, 7 + (uint64_t)d, &lengths);
+            cu = malloc(sizeof(int32_t) * (n + 1));
+            cu[0] = 0;
+            for (size_t i = 0; i < n; i++)
+                cu[i + 1] = cu[i] + (int32_t)lengths[i];
+            wrong += gpu_row(o, zc_dataset_name(d), cu, (int)n);
+            free(cu);
+            free(lengths);
+        }
+    }
+    printf("# Out of bounds values : %d %s\n", wrong, wrong ? "ERROR" : "OK");
+    return wrong ? 1 : 0;
+}
+
 int main(int argc, char **argv)
 {
     opts_t o;
@@ -288,6 +413,8 @@ int main(int argc, char **argv)
         usage(argv[0]);
         return 1;
     }
+    if (o.gpu)
+        return gpu_main(&o);
     printf("# zc_attn_perf: CPU flash attention, libzcomm %d.%d.%d\n",
            zc_get_version() / 10000, zc_get_version() / 100 % 100, zc_get_version() % 100);
     printf("# threads %s, SIMD path %s, %d timed + %d warmup iterations\n",

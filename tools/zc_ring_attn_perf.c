@@ -13,7 +13,11 @@
  * -G runs the device forms (zc_ring_attn_fwd_stream/bwd_stream) on GPU
  * memory instead, one device per rank, each pass timed up to
  * zc_stream_synchronize; "exposed" is then not known (the stream engine
- * overlaps on the device) and printed as 0. */
+ * overlaps on the device) and printed as 0.  Each row is followed by where
+ * its blocks ran (ZC_ATTN_BACKEND: on cuDNN, natively and why), and, in
+ * bf16, "vs_sdpa" gives one cuDNN SDPA call over the whole batch on rank
+ * 0's GPU (forward + backward, zc_attn_gpu_bench.h) divided by the mode's
+ * time: 1.0 is a ring as fast as one attention call on one GPU. */
 #include "config.h"
 
 #include <math.h>
@@ -22,6 +26,7 @@
 #include <string.h>
 
 #include "perf_common.h"
+#include "zc_attn_gpu_bench.h"
 #include "zc_plan_dataset.h"
 #include "zc_ring_attn_data.h"
 #include "zc_ring_attn_device.h"
@@ -112,6 +117,7 @@ typedef struct {
     zc_ring_attn_stats_t stats;
     double *fwd, *bwd;      /* [iters] */
     double exposed, sent, compute, wait, total;
+    int64_t blocks[8];      /* this rank's blocks: on cuDNN, native, and native_* */
 } mode_run_t;
 
 static void plan_line(zc_comm_h comm, zc_plan_h plan, const char *mode)
@@ -205,7 +211,33 @@ static void mode_iter(zc_comm_h comm, mode_run_t *run, int device, int it)
         run->compute += run->stats.compute_seconds;
         run->wait += run->stats.wait_seconds;
         run->total += run->stats.total_seconds;
+        {
+            const int64_t counts[8] = {
+                run->stats.blocks_cudnn, run->stats.blocks_native, run->stats.native_chosen,
+                run->stats.native_dtype, run->stats.native_head_dim, run->stats.native_shape,
+                run->stats.native_no_engine, run->stats.native_failed};
+
+            for (int i = 0; i < 8; i++)
+                run->blocks[i] += counts[i];
+        }
     }
+}
+
+/* Where the blocks of one iteration ran, summed over the ranks. */
+static void blocks_line(zc_comm_h comm, const mode_run_t *run, int iters, const char *mode)
+{
+    int64_t all[8];
+    int rank;
+
+    for (int i = 0; i < 8; i++)
+        all[i] = zc_perf_sum(comm, run->blocks[i]) / iters;
+    zc_comm_rank(comm, &rank);
+    if (rank == 0)
+        printf("#   %s blocks per iteration (all ranks, fwd + bwd): %lld on cuDNN, %lld native "
+               "(chosen %lld, dtype %lld, head dim %lld, shape %lld, no engine %lld, cuDNN "
+               "failed %lld)\n", mode, (long long)all[0], (long long)all[1], (long long)all[2],
+               (long long)all[3], (long long)all[4], (long long)all[5], (long long)all[6],
+               (long long)all[7]);
 }
 
 static int cmp_double(const void *a, const void *b)
@@ -235,6 +267,7 @@ static result_t mode_finish(zc_comm_h comm, const zc_perf_opts_t *po, const ra_o
                 rank, modes[m].name, run->total / po->iters * 1e3, run->compute / po->iters * 1e3,
                 run->wait / po->iters * 1e3);
     }
+    blocks_line(comm, run, po->iters, modes[m].name);
     res.fwd = median(run->fwd, po->iters);
     res.bwd = median(run->bwd, po->iters);
     /* means over this rank's passes, then over the ranks */
@@ -255,6 +288,31 @@ static result_t mode_finish(zc_comm_h comm, const zc_perf_opts_t *po, const ra_o
     free(run->bwd);
     memset(run, 0, sizeof(*run));
     return res;
+}
+
+/* One cuDNN SDPA call over the whole batch on this GPU, forward +
+ * backward, seconds; 0 where it cannot run (fp32, no cuDNN), said why. */
+static double sdpa_seconds(const ra_opts_t *o, const zc_perf_opts_t *po, const int64_t *lengths,
+                           size_t count)
+{
+    int32_t *cu = malloc((count + 1) * sizeof(int32_t));
+    zab_result_t r;
+    double s = 0;
+
+    if (!cu || po->dtype == ZC_FLOAT32) {
+        free(cu);
+        return 0;
+    }
+    cu[0] = 0;
+    for (size_t i = 0; i < count; i++)
+        cu[i + 1] = cu[i] + (int32_t)lengths[i];
+    if (zab_time(cu, (int)count, o->hq, o->hkv, o->head_dim, po->dtype, po->warmup, po->iters,
+                 &r) == ZC_OK && r.fwd_ms[ZAB_GRAPH] > 0 && r.bwd_ms[ZAB_GRAPH] > 0)
+        s = (r.fwd_ms[ZAB_GRAPH] + r.bwd_ms[ZAB_GRAPH]) * 1e-3;
+    else
+        printf("#   one cuDNN SDPA call over the batch did not run: %s\n", r.why[ZAB_GRAPH]);
+    free(cu);
+    return s;
 }
 
 int main(int argc, char **argv)
@@ -313,9 +371,9 @@ int main(int argc, char **argv)
                "warmup %d, check %d, %s\n", o.hq, o.hkv, o.head_dim, zc_datatype_name(po.dtype),
                o.scale, o.capacity, po.iters, po.warmup, po.check,
                o.device ? "GPU (stream forms)" : "CPU");
-        printf("#\n# %-10s %8s %5s %-9s %9s %9s %10s %8s %8s %9s %7s %6s\n", "dataset",
+        printf("#\n# %-10s %8s %5s %-9s %9s %9s %10s %8s %8s %9s %7s %6s %7s\n", "dataset",
                "tokens", "seqs", "mode", "fwd(ms)", "bwd(ms)", "tokens/s", "TFLOP/s", "exposed",
-               "MB/rank", "#wrong", "vs_te");
+               "MB/rank", "#wrong", "vs_te", "vs_sdpa");
         fflush(stdout);
     }
     for (size_t total = po.min_bytes; total <= po.max_bytes; total = zc_perf_next_size(&po, total))
@@ -350,6 +408,8 @@ int main(int argc, char **argv)
                 for (int m = 0; m < NMODES; m++)
                     if (runs[m].on)
                         mode_iter(comm, &runs[m], o.device, it);
+            double sdpa = o.device && rank == 0 ? sdpa_seconds(&o, &po, lengths, count) : 0;
+            zc_barrier(comm);
             for (int m = 0; m < NMODES; m++) {
                 if (!runs[m].on)
                     continue;
@@ -360,13 +420,16 @@ int main(int argc, char **argv)
                 wrong_total += r.wrong;
                 if (rank != 0)
                     continue;
-                char vs[16] = "-";
+                char vs[16] = "-", vs_sdpa[16] = "-";
                 if (base > 0)
                     snprintf(vs, sizeof(vs), "%.2f", base / times[m]);
-                printf("  %-10s %8zu %5zu %-9s %9.2f %9.2f %10.0f %8.4f %7.1f%% %9.2f %7lld %6s\n",
-                       zc_dataset_name(d), total, count, modes[m].name, r.fwd * 1e3, r.bwd * 1e3,
-                       (double)total / times[m], flops / times[m] / 1e12, r.exposed * 100,
-                       r.sent / 1e6, po.check ? (long long)r.wrong : -1LL, vs);
+                if (sdpa > 0)
+                    snprintf(vs_sdpa, sizeof(vs_sdpa), "%.2f", sdpa / times[m]);
+                printf("  %-10s %8zu %5zu %-9s %9.2f %9.2f %10.0f %8.4f %7.1f%% %9.2f %7lld %6s "
+                       "%7s\n", zc_dataset_name(d), total, count, modes[m].name, r.fwd * 1e3,
+                       r.bwd * 1e3, (double)total / times[m], flops / times[m] / 1e12,
+                       r.exposed * 100, r.sent / 1e6, po.check ? (long long)r.wrong : -1LL, vs,
+                       vs_sdpa);
                 fflush(stdout);
             }
             if (base > 0) {

@@ -23,6 +23,7 @@
 
 #include <math.h>
 #include <pthread.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -35,41 +36,6 @@
 #include "kernels/cudnn/attn_cudnn_graph.h"
 #include "src/common/log.h"
 #include "src/common/status.h"
-
-/* ---- status ------------------------------------------------------------- */
-
-zc_status_t zc_cudnn_status(int status, const char *what)
-{
-    zc_status_t st;
-
-    if (status == CUDNN_STATUS_SUCCESS)
-        return ZC_OK;
-    switch (CUDNN_STATUS_CATEGORY(status)) {
-    case CUDNN_STATUS_NOT_SUPPORTED:
-        st = ZC_ERR_UNSUPPORTED;
-        break;
-    case CUDNN_STATUS_INTERNAL_ERROR:
-        st = status == CUDNN_STATUS_INTERNAL_ERROR_HOST_ALLOCATION_FAILED ||
-                     status == CUDNN_STATUS_INTERNAL_ERROR_DEVICE_ALLOCATION_FAILED
-                 ? ZC_ERR_NO_MEMORY
-                 : ZC_ERR_INTERNAL;
-        break;
-    case CUDNN_STATUS_EXECUTION_FAILED:
-    case 1000: /* not initialized, library loading, version mismatch */
-        st = ZC_ERR_SYSTEM;
-        break;
-    default: /* bad parameters: a graph libzcomm built wrong */
-        st = ZC_ERR_INTERNAL;
-        break;
-    }
-    return zc_error(st, "cuDNN %s: %s (status %d)", what,
-                    cudnnGetErrorString((cudnnStatus_t)status), status);
-}
-
-size_t zc_cudnn_version(void)
-{
-    return cudnnGetVersion();
-}
 
 /* ---- per device ------------------------------------------------------- */
 
@@ -343,10 +309,15 @@ static size_t zc_cudnn_segment_arrays(const zc_attn_args_t *a, const zc_cudnn_ke
 
 #define ZC_CUDNN_LAUNCH(call, what) zc_cuda_status((call), (what))
 
+/* What a call does with cuDNN's results: fold them into args' tensors, or
+ * leave them in the scratch (the graph alone, for benchmarks). */
+typedef enum { ZC_CUDNN_FOLD, ZC_CUDNN_GRAPH_ONLY } zc_cudnn_fold_t;
+
 static zc_status_t zc_cudnn_forward(const zc_attn_args_t *a, const zc_cudnn_key_t *key,
                                     cudnnHandle_t handle, const zc_cd_graph_t *g, char *base,
                                     const zc_cudnn_layout_t *l, int64_t *uids, void **ptrs,
-                                    int n, void *stream, zc_attn_route_t *route)
+                                    int n, void *stream, zc_cudnn_fold_t fold,
+                                    zc_attn_route_t *route)
 {
     int acc = (a->flags & ZC_ATTN_ACCUMULATE) != 0;
     int64_t tq = a->cu_seqlens_q[a->batch], rows = tq * a->num_heads_q;
@@ -356,6 +327,9 @@ static zc_status_t zc_cudnn_forward(const zc_attn_args_t *a, const zc_cudnn_key_
     (void)key;
     uids[n] = ZC_CD_O, ptrs[n++] = o;
     uids[n] = ZC_CD_STATS, ptrs[n++] = stats;
+    if (fold == ZC_CUDNN_GRAPH_ONLY)
+        return zc_cudnn_execute(handle, g, uids, ptrs, n, g->workspace ? base + l->ws : NULL,
+                                stream);
     /* rows the graph leaves out: empty (lse -inf, output 0) */
     ZC_CHECK(ZC_CUDNN_LAUNCH(zc_cuda_fill_f32(stats, rows, -INFINITY, stream), "zk_fill"));
     if (!acc)
@@ -391,7 +365,8 @@ static zc_status_t zc_cudnn_fold(const zc_attn_args_t *a, void *grad, const void
 static zc_status_t zc_cudnn_backward(const zc_attn_args_t *a, const zc_cudnn_key_t *key,
                                      cudnnHandle_t handle, const zc_cd_graph_t *g, char *base,
                                      const zc_cudnn_layout_t *l, int64_t *uids, void **ptrs,
-                                     int n, void *stream, zc_attn_route_t *route)
+                                     int n, void *stream, zc_cudnn_fold_t fold,
+                                     zc_attn_route_t *route)
 {
     int64_t tq = a->cu_seqlens_q[a->batch], tk = a->cu_seqlens_kv[a->batch];
     int64_t qn = tq * a->num_heads_q * a->head_dim, kn = tk * a->num_heads_kv * a->head_dim;
@@ -408,6 +383,9 @@ static zc_status_t zc_cudnn_backward(const zc_attn_args_t *a, const zc_cudnn_key
     uids[n] = ZC_CD_DQ, ptrs[n++] = base + l->dq;
     uids[n] = ZC_CD_DK, ptrs[n++] = base + l->dk;
     uids[n] = ZC_CD_DV, ptrs[n++] = base + l->dv;
+    if (fold == ZC_CUDNN_GRAPH_ONLY)
+        return zc_cudnn_execute(handle, g, uids, ptrs, n, g->workspace ? base + l->ws : NULL,
+                                stream);
     /* keys and rows the graph leaves out add 0; dQ_accum starts at 0 */
     ZC_CHECK(zc_cuda_zero_async(dqacc, (size_t)qn * sizeof(float), stream));
     ZC_CHECK(zc_cuda_zero_async(base + l->dk, kvbytes, stream));
@@ -424,7 +402,7 @@ static zc_status_t zc_cudnn_backward(const zc_attn_args_t *a, const zc_cudnn_key
  * error leaves the call half done), ZC_ATTN_NATIVE_FAILED before. */
 static zc_status_t zc_cudnn_run(int pass, const zc_attn_args_t *a, const zc_cudnn_key_t *key,
                                 zc_cudnn_device_t *d, const zc_cd_graph_t *g, void *stream,
-                                zc_attn_route_t *route)
+                                zc_cudnn_fold_t fold, zc_attn_route_t *route)
 {
     int64_t tq = a->cu_seqlens_q[a->batch], tk = a->cu_seqlens_kv[a->batch];
     size_t n1 = (size_t)key->segments + 1, nint = 5 * n1;
@@ -461,9 +439,10 @@ static zc_status_t zc_cudnn_run(int pass, const zc_attn_args_t *a, const zc_cudn
     ZC_CUDNN_BIND(ZC_CD_SEQ_Q, dints + 3 * n1);
     ZC_CUDNN_BIND(ZC_CD_SEQ_KV, dints + 3 * n1 + (n1 - 1));
 #undef ZC_CUDNN_BIND
-    st = pass == ZC_CUDNN_FWD
-             ? zc_cudnn_forward(a, key, d->handle, g, base, &l, uids, ptrs, n, stream, route)
-             : zc_cudnn_backward(a, key, d->handle, g, base, &l, uids, ptrs, n, stream, route);
+    st = pass == ZC_CUDNN_FWD ? zc_cudnn_forward(a, key, d->handle, g, base, &l, uids, ptrs, n,
+                                                 stream, fold, route)
+                              : zc_cudnn_backward(a, key, d->handle, g, base, &l, uids, ptrs,
+                                                  n, stream, fold, route);
     /* after everything that reads the slot and the scratch is enqueued,
      * error paths too */
     if (st == ZC_OK)
@@ -488,8 +467,9 @@ static const char *zc_cudnn_version_gap(const zc_cudnn_key_t *key)
     return NULL;
 }
 
-zc_status_t zc_cudnn_attn_launch(int pass, const zc_attn_args_t *args, void *stream,
-                                 zc_attn_route_t *route)
+/* pass of args on cuDNN, its results folded or not. */
+static zc_status_t zc_cudnn_call(int pass, const zc_attn_args_t *args, void *stream,
+                                 zc_cudnn_fold_t fold, zc_attn_route_t *route)
 {
     zc_cudnn_key_t key;
     zc_cudnn_device_t *d = NULL;
@@ -501,27 +481,44 @@ zc_status_t zc_cudnn_attn_launch(int pass, const zc_attn_args_t *args, void *str
     *route = ZC_ATTN_NATIVE_CHOSEN;
     ZC_CHECK(zc_cudnn_attn_check(pass, args));
     *route = zc_cudnn_attn_route(pass, args, &key, reason, sizeof(reason));
-    if (*route != ZC_ATTN_ON_CUDNN) {
-        zc_cudnn_log_once(ZC_LOG_INFO, "falling back to the native kernels", reason);
-        return ZC_OK;
-    }
-    if (key.segments == 0) {
+    if (*route == ZC_ATTN_ON_CUDNN && key.segments == 0) {
         /* nothing for cuDNN: the native kernels write the empty outputs */
         *route = ZC_ATTN_NATIVE_SHAPE;
-        return ZC_OK;
+        snprintf(reason, sizeof(reason), "no segment with queries and keys");
     }
-    if ((gap = zc_cudnn_version_gap(&key)) != NULL) {
+    if (*route == ZC_ATTN_ON_CUDNN && (gap = zc_cudnn_version_gap(&key)) != NULL) {
         *route = ZC_ATTN_NATIVE_NO_ENGINE;
-        zc_cudnn_log_once(ZC_LOG_INFO, "falling back to the native kernels", gap);
+        snprintf(reason, sizeof(reason), "%s", gap);
+    }
+    if (*route != ZC_ATTN_ON_CUDNN) {
+        if (fold == ZC_CUDNN_GRAPH_ONLY)
+            return zc_error(ZC_ERR_UNSUPPORTED, "cuDNN backend: %s", reason);
+        zc_cudnn_log_once(ZC_LOG_INFO, "falling back to the native kernels", reason);
         return ZC_OK;
     }
     *route = ZC_ATTN_NATIVE_FAILED;
     ZC_CHECK(zc_cudnn_device_lock(&d));
     st = zc_cudnn_graph(d, &key, &g);
-    if (st == ZC_OK && !g)
+    if (st == ZC_OK && !g) {
         *route = ZC_ATTN_NATIVE_NO_ENGINE;
-    else if (st == ZC_OK)
-        st = zc_cudnn_run(pass, args, &key, d, g, stream, route);
+        if (fold == ZC_CUDNN_GRAPH_ONLY)
+            st = zc_error(ZC_ERR_UNSUPPORTED, "cuDNN backend: no engine for the graph");
+    } else if (st == ZC_OK) {
+        st = zc_cudnn_run(pass, args, &key, d, g, stream, fold, route);
+    }
     pthread_mutex_unlock(&d->lock);
     return st;
+}
+
+zc_status_t zc_cudnn_attn_launch(int pass, const zc_attn_args_t *args, void *stream,
+                                 zc_attn_route_t *route)
+{
+    return zc_cudnn_call(pass, args, stream, ZC_CUDNN_FOLD, route);
+}
+
+zc_status_t zc_cudnn_attn_graph_only(int pass, const zc_attn_args_t *args, void *stream)
+{
+    zc_attn_route_t route;
+
+    return zc_cudnn_call(pass, args, stream, ZC_CUDNN_GRAPH_ONLY, &route);
 }

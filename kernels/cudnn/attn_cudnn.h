@@ -185,6 +185,14 @@ zc_status_t zc_cudnn_attn_check(int pass, const zc_attn_args_t *args);
 zc_status_t zc_cudnn_attn_launch(int pass, const zc_attn_args_t *args, void *stream,
                                  zc_attn_route_t *route);
 
+/* The cuDNN graph of pass `pass` of args alone, on `stream`: its results
+ * stay in the backend's scratch (nothing of args is written but what the
+ * graph reads), nothing merged or added.  For benchmarks: one cuDNN SDPA
+ * call, the baseline a block on cuDNN is measured against (zc_attn_perf
+ * -G).  ZC_ERR_UNSUPPORTED naming the reason where the backend would not
+ * run args on cuDNN, or without cuDNN. */
+zc_status_t zc_cudnn_attn_graph_only(int pass, const zc_attn_args_t *args, void *stream);
+
 /* A cuDNN status (cudnnStatus_t as int) as a zc_status_t, with the
  * error's text in the last error: "cuDNN <what>: <cudnnGetErrorString>".
  * ZC_OK for 0.  Not-supported statuses are ZC_ERR_UNSUPPORTED, allocation

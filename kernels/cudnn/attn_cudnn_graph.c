@@ -27,6 +27,41 @@
     ZC_CUDNN(cudnnBackendSetAttribute((desc), (name), (type), (n), (ptr)),    \
              "cudnnBackendSetAttribute(" #name ")")
 
+/* ---- status ------------------------------------------------------------- */
+
+zc_status_t zc_cudnn_status(int status, const char *what)
+{
+    zc_status_t st;
+
+    if (status == CUDNN_STATUS_SUCCESS)
+        return ZC_OK;
+    switch (CUDNN_STATUS_CATEGORY(status)) {
+    case CUDNN_STATUS_NOT_SUPPORTED:
+        st = ZC_ERR_UNSUPPORTED;
+        break;
+    case CUDNN_STATUS_INTERNAL_ERROR:
+        st = status == CUDNN_STATUS_INTERNAL_ERROR_HOST_ALLOCATION_FAILED ||
+                     status == CUDNN_STATUS_INTERNAL_ERROR_DEVICE_ALLOCATION_FAILED
+                 ? ZC_ERR_NO_MEMORY
+                 : ZC_ERR_INTERNAL;
+        break;
+    case CUDNN_STATUS_EXECUTION_FAILED:
+    case 1000: /* not initialized, library loading, version mismatch */
+        st = ZC_ERR_SYSTEM;
+        break;
+    default: /* bad parameters: a graph libzcomm built wrong */
+        st = ZC_ERR_INTERNAL;
+        break;
+    }
+    return zc_error(st, "cuDNN %s: %s (status %d)", what,
+                    cudnnGetErrorString((cudnnStatus_t)status), status);
+}
+
+size_t zc_cudnn_version(void)
+{
+    return cudnnGetVersion();
+}
+
 void zc_cd_graph_destroy(void *graph)
 {
     zc_cd_graph_t *g = graph;

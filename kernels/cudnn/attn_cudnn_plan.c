@@ -417,6 +417,12 @@ zc_status_t zc_cudnn_attn_launch(int pass, const zc_attn_args_t *args, void *str
     return zc_error(ZC_ERR_UNSUPPORTED, "cuDNN backend: libzcomm was built without cuDNN");
 }
 
+zc_status_t zc_cudnn_attn_graph_only(int pass, const zc_attn_args_t *args, void *stream)
+{
+    (void)pass, (void)args, (void)stream;
+    return zc_error(ZC_ERR_UNSUPPORTED, "cuDNN backend: libzcomm was built without cuDNN");
+}
+
 zc_status_t zc_cudnn_status(int status, const char *what)
 {
     if (status == 0)

@@ -1,0 +1,84 @@
+#!/bin/sh
+# The GPU measurement, ready for a GPU: what of it can run without one.
+# tests/gpu/validate.sh parses (bash -n) and, with no GPU here, says
+# "no CUDA device: skipped" and exits 0; zc_attn_perf takes -G and -T
+# (and refuses float32 on the GPU, -T without -G), and without a device
+# says "no CUDA device: skipped" and exits 0; zc_ring_attn_perf -G on one
+# rank without a device exits 2 saying so; the PyTorch baseline compiles
+# and, where torch is, says the same with --device cuda.  On a machine
+# with a GPU the skips are SKIPs (validate.sh runs the real thing).
+set -u
+srcdir=${ZC_TEST_SRCDIR:-$(cd "$(dirname "$0")" && pwd)}
+top=$(cd "$srcdir/.." && pwd)
+tmp=${TMPDIR:-/tmp}/zc_test_gpu_tools.$$
+mkdir -p "$tmp" || exit 1
+trap 'rm -rf "$tmp"' EXIT
+n=0
+result() { # status description
+    n=$((n + 1))
+    if [ "$1" -eq 0 ]; then echo "ok $n - $2"; else echo "not ok $n - $2"; fi
+}
+skip() {
+    n=$((n + 1))
+    echo "ok $n # SKIP $1"
+}
+gpu=0
+if [ -d /proc/driver/nvidia/gpus ] && [ -n "$(ls /proc/driver/nvidia/gpus 2>/dev/null)" ]; then
+    gpu=1
+fi
+
+bash -n "$top/tests/gpu/validate.sh"
+result $? "tests/gpu/validate.sh parses (bash -n)"
+if [ $gpu -eq 0 ]; then
+    out=$(ZC_GPU_BUILD="$tmp/build-gpu" bash "$top/tests/gpu/validate.sh" "$tmp/report" 2>&1)
+    rc=$?
+    [ $rc -eq 0 ] && [ "$out" = "validate: no CUDA device: skipped" ] && [ ! -e "$tmp/build-gpu" ]
+    result $? "validate.sh without a GPU: 'no CUDA device: skipped', exit 0, nothing built ($rc: $out)"
+else
+    skip "a GPU is here: validate.sh would build and run everything"
+fi
+
+./tools/zc_attn_perf -h >"$tmp/help" 2>&1
+grep -q -- "-G " "$tmp/help" && grep -q -- "-T LIST" "$tmp/help"
+result $? "zc_attn_perf -h names -G and -T"
+./tools/zc_attn_perf -G -d float >/dev/null 2>&1
+rc=$?
+[ $rc -eq 1 ]
+result $? "zc_attn_perf -G -d float: refused (the GPU ways take bf16 and fp16), exit 1 ($rc)"
+./tools/zc_attn_perf -T all >/dev/null 2>&1
+rc=$?
+[ $rc -eq 1 ]
+result $? "zc_attn_perf -T without -G: refused, exit 1 ($rc)"
+if [ $gpu -eq 0 ]; then
+    out=$(./tools/zc_attn_perf -G -d bfloat16 -H 16 -K 4 -D 128 -b 4096 -N 4 -n 5 -w 2 -T all 2>&1)
+    rc=$?
+    [ $rc -eq 0 ] && [ "$out" = "zc_attn_perf -G: no CUDA device: skipped" ]
+    result $? "zc_attn_perf -G with validate.sh's options, no device: skipped, exit 0 ($rc: $out)"
+    ZC_RANK=0 ZC_SIZE=1 ZC_LOCAL_RANK=0 ZC_MASTER_ADDR=127.0.0.1 ZC_MASTER_PORT=$((29500 + $$ % 1000)) \
+        timeout 60 ./tools/zc_ring_attn_perf -G -d bfloat16 -H 16 -K 4 -A 128 -s 4 -b 16K -e 16K \
+        -n 3 -w 1 >"$tmp/ring" 2>&1
+    rc=$?
+    [ $rc -eq 2 ] && grep -q "no CUDA device" "$tmp/ring"
+    result $? "zc_ring_attn_perf -G with validate.sh's options, one rank, no device: says so, exit 2 ($rc)"
+else
+    skip "a GPU is here: zc_attn_perf -G would run"
+    skip "a GPU is here: zc_ring_attn_perf -G would run"
+fi
+python=${ZC_PYTHON3:-/usr/bin/python3}
+if "$python" -c 'import torch' 2>/dev/null; then
+    "$python" -c 'import ast, sys; ast.parse(open(sys.argv[1]).read())' \
+        "$top/tools/zc_attn_torch_baseline.py" 2>/dev/null
+    result $? "tools/zc_attn_torch_baseline.py parses"
+    if [ $gpu -eq 0 ]; then
+        out=$("$python" "$top/tools/zc_attn_torch_baseline.py" --device cuda --backend cudnn \
+            -d bfloat16 -H 16 -D 128 -b 4096 -N 4 -n 5 -w 2 2>&1)
+        [ "$out" = "zc_attn_torch_baseline: no CUDA device: skipped" ]
+        result $? "the PyTorch SDPA baseline with validate.sh's options, no device: skipped ($out)"
+    else
+        skip "a GPU is here: the PyTorch baseline would run"
+    fi
+else
+    skip "no torch for $python: the PyTorch baseline is not checked"
+    skip "no torch for $python: the PyTorch baseline is not checked"
+fi
+echo "1..$n"
