@@ -477,6 +477,22 @@ static const char *read_text(const char *path)
 }
 #endif
 
+/* Graph shape i of GRAPH_CASES: every direction, dtype, GQA (hq over hq
+ * / 4) or not, head dim 64 and 128, and mask (full, top-left,
+ * bottom-right), at the given segments and buckets. */
+static zc_cudnn_key_t graph_case(int i, int hq, int segments, int max_q, int max_kv)
+{
+    return (zc_cudnn_key_t){.direction = i & 1 ? ZC_CUDNN_BWD : ZC_CUDNN_FWD,
+                            .dtype = i & 2 ? ZC_FLOAT16 : ZC_BFLOAT16,
+                            .heads_q = hq,
+                            .heads_kv = i & 4 ? hq : hq / 4,
+                            .head_dim = i & 8 ? 128 : 64,
+                            .mask = (i >> 4) % 3,
+                            .segments = segments,
+                            .max_q = max_q,
+                            .max_kv = max_kv};
+}
+
 static void test_graphs(void)
 {
 #ifdef HAVE_CUDNN
@@ -487,17 +503,8 @@ static void test_graphs(void)
     /* every direction, mask, dtype, GQA or not, two head dims, odd
      * segment counts and buckets: cuDNN's descriptors take the graph */
     for (int i = 0; i < GRAPH_CASES; i++) {
-        zc_cudnn_key_t k = {
-            .direction = i & 1 ? ZC_CUDNN_BWD : ZC_CUDNN_FWD,
-            .dtype = i & 2 ? ZC_FLOAT16 : ZC_BFLOAT16,
-            .heads_q = 8,
-            .heads_kv = i & 4 ? 8 : 2,
-            .head_dim = i & 8 ? 128 : 64,
-            .mask = (i >> 4) % 3,
-            .segments = 1 + i % 3,
-            .max_q = 64 << (i % 2),
-            .max_kv = 64 << (i % 3),
-        };
+        /* small, odd segment counts and buckets */
+        zc_cudnn_key_t k = graph_case(i, 8, 1 + i % 3, 64 << (i % 2), 64 << (i % 3));
         char buf[160];
         int nops = 0;
         zc_status_t st = zc_cudnn_ops_check(&k, &nops);
@@ -518,17 +525,8 @@ static void test_graphs(void)
     }
     diag("engine checks on an H100's description, driver: %s", driver);
     for (int i = 0; i < GRAPH_CASES; i++) {
-        zc_cudnn_key_t k = {
-            .direction = i & 1 ? ZC_CUDNN_BWD : ZC_CUDNN_FWD,
-            .dtype = i & 2 ? ZC_FLOAT16 : ZC_BFLOAT16,
-            .heads_q = 16,
-            .heads_kv = i & 4 ? 16 : 4,
-            .head_dim = i & 8 ? 128 : 64,
-            .mask = (i >> 4) % 3,
-            .segments = 4,
-            .max_q = 4096,
-            .max_kv = 8192,
-        };
+        /* a ring's sizes: 4 segments of up to 4k queries and 8k keys */
+        zc_cudnn_key_t k = graph_case(i, 16, 4, 4096, 8192);
         char buf[160];
         int engines = 0;
         zc_status_t st = zc_cudnn_engine_check(&k, device, &engines);

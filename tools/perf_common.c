@@ -277,3 +277,15 @@ int64_t zc_perf_check(const void *buf, size_t bytes, size_t elem, int src, int s
     }
     return wrong;
 }
+
+int zc_perf_listed(const char *list, const char *name)
+{
+    size_t n = strlen(name);
+
+    if (strcmp(list, "all") == 0)
+        return 1;
+    for (const char *p = list; (p = strstr(p, name)) != NULL; p += n)
+        if ((p == list || p[-1] == ',') && (p[n] == '\0' || p[n] == ','))
+            return 1;
+    return 0;
+}

@@ -45,6 +45,9 @@ int zc_perf_print_summary(zc_comm_h comm);
 
 /* Monotonic seconds. */
 double zc_perf_now(void);
+/* Non-zero when `name` is one of the comma-separated names of `list`, or
+ * list is "all". */
+int zc_perf_listed(const char *list, const char *name);
 /* Print "TOOL: WHAT failed: status: detail" and exit 1. */
 void zc_perf_die(const char *tool, const char *what, zc_status_t st) __attribute__((noreturn));
 

@@ -305,18 +305,6 @@ static int run_len(const opts_t *o, int64_t len, double *fwd_rate, double *bwd_r
 
 /* ---- -G ------------------------------------------------------------- */
 
-static int listed(const char *list, const char *name)
-{
-    size_t n = strlen(name);
-
-    if (strcmp(list, "all") == 0)
-        return 1;
-    for (const char *p = list; (p = strstr(p, name)) != NULL; p += n)
-        if ((p == list || p[-1] == ',') && (p[n] == '\0' || p[n] == ','))
-            return 1;
-    return 0;
-}
-
 /* One row: the batch cu[batch + 1] on every way; returns its #wrong (the
  * cuDNN backend off the native kernels by more than the dtype allows). */
 static int gpu_row(const opts_t *o, const char *name, const int32_t *cu, int batch)
@@ -386,7 +374,7 @@ static int gpu_main(const opts_t *o)
             int64_t *lengths;
             size_t n;
 
-            if (!listed(o->datasets, zc_dataset_name(d)))
+            if (!zc_perf_listed(o->datasets, zc_dataset_name(d)))
                 continue;
             n = rad_sample(d, total, 1, 7 + (uint64_t)d, &lengths);
             cu = malloc(sizeof(int32_t) * (n + 1));

@@ -76,17 +76,6 @@ static int parse_extra(int opt, const char *arg, void *ctx)
     return 1;
 }
 
-static int listed(const char *list, const char *name)
-{
-    size_t n = strlen(name);
-
-    if (strcmp(list, "all") == 0)
-        return 1;
-    for (const char *p = list; (p = strstr(p, name)) != NULL; p += n)
-        if ((p == list || p[-1] == ',') && (p[n] == '\0' || p[n] == ','))
-            return 1;
-    return 0;
-}
 
 /* Causal attention FLOPs of the batch, forward: 2 S^2 D H per sequence. */
 static double batch_flops(const rad_batch_t *b)
@@ -383,7 +372,7 @@ int main(int argc, char **argv)
             size_t count;
             rad_batch_t b;
 
-            if (!listed(o.datasets, zc_dataset_name(d)))
+            if (!zc_perf_listed(o.datasets, zc_dataset_name(d)))
                 continue;
             count = rad_sample(d, (int64_t)total, o.scale, o.seed + (uint64_t)d * 7919 + total,
                                &lengths);
@@ -397,7 +386,7 @@ int main(int argc, char **argv)
             mode_run_t runs[NMODES] = {{0}};
 
             for (int m = 0; m < NMODES; m++)
-                if (listed(o.modes, modes[m].name)) {
+                if (zc_perf_listed(o.modes, modes[m].name)) {
                     mode_setup(comm, &o, &b, lengths, count, capacity, m, po.iters, &runs[m]);
                     if (m == MODE_ZEPPELIN)
                         plan_line(comm, runs[m].plan, modes[m].name);
@@ -446,7 +435,7 @@ int main(int argc, char **argv)
         if (speedup_rows > 0) {
             printf("# Avg speedup over te_cp:");
             for (int m = 1; m < NMODES; m++)
-                if (listed(o.modes, modes[m].name))
+                if (zc_perf_listed(o.modes, modes[m].name))
                     printf(" %s %.2fx", modes[m].name, speedup_sum[m] / speedup_rows);
             printf("\n");
         }

@@ -61,6 +61,16 @@ def rel_error(got, want):
     return ((got - want).abs().max() / want.abs().max().clamp_min(1e-30)).item()
 
 
+def piece_errors(out, grads, pieces, lengths, out_ref, ref):
+    """Relative errors of this rank's out and (dq, dk, dv) grads, rows of
+    the plan's `pieces`, against varlen_reference's out_ref and ref."""
+    def mine(t):
+        return rows(split(t, lengths), pieces)
+    errs = [rel_error(out.detach().cpu(), mine(out_ref.detach()))]
+    errs += [rel_error(g.cpu(), mine(r.grad)) for g, r in zip(grads, ref)]
+    return errs
+
+
 def capacity(total, size):
     """Tokens per device as tests/mn_ring_attn.c gives them: 25% headroom."""
     return (total * 5 // 4 + size - 1) // size + 8

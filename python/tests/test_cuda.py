@@ -108,12 +108,7 @@ def ring_ops(dtype, hq=8, hkv=2, d=64, tol=None):
         total = sum(LENGTHS)
         plan = zcomm.Plan(LENGTHS, comm.node_count, comm.size // comm.node_count,
                           common.capacity(total, comm.size))
-        torch.manual_seed(7)
-        q, k, v = (torch.randn(total, h, d) for h in (hq, hkv, hkv))
-        w = torch.randn(total, hq, d)
-        ref = [t.double().requires_grad_() for t in (q, k, v)]
-        out_ref = common.attention(*ref, LENGTHS)
-        (out_ref * w.double()).sum().backward()
+        q, k, v, w, ref, out_ref = common.varlen_reference(LENGTHS, hq, hkv, d)
         pieces = plan.rank_pieces(comm.rank)
 
         def mine(t):
@@ -122,9 +117,8 @@ def ring_ops(dtype, hq=8, hkv=2, d=64, tol=None):
         out = zops.ring_attention(lq, lk, lv, comm, plan)
         (out * mine(w).to("cuda", dtype)).sum().backward()
         torch.cuda.synchronize()
-        errs = [common.rel_error(out.cpu(), mine(out_ref.detach()))]
-        errs += [common.rel_error(g.cpu(), mine(r.grad)) for g, r in
-                 zip((lq.grad, lk.grad, lv.grad), ref)]
+        errs = common.piece_errors(out, (lq.grad, lk.grad, lv.grad), pieces, LENGTHS, out_ref,
+                                   ref)
         name = ("torch_ops.ring_attention on CUDA tensors, %s, GQA %d/%d, head dim %d: out, "
                 "dq, dk, dv match PyTorch" % (str(dtype)[6:], hq, hkv, d))
         return [(name, out.is_cuda and max(errs) <= tol,

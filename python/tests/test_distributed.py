@@ -93,13 +93,7 @@ def attn_case(dtype, mode, hq=4, hkv=2, d=16):
 
     def run(comm):
         plan = plan_for(comm, even_split=mode != "zeppelin")
-        torch.manual_seed(11)
-        total = sum(LENGTHS)
-        q, k, v = (torch.randn(total, h, d) for h in (hq, hkv, hkv))
-        w = torch.randn(total, hq, d)
-        ref = [t.double().requires_grad_() for t in (q, k, v)]
-        out_ref = common.attention(*ref, LENGTHS)
-        (out_ref * w.double()).sum().backward()
+        q, k, v, w, ref, out_ref = common.varlen_reference(LENGTHS, hq, hkv, d)
         pieces = plan.rank_pieces(comm.rank)
 
         def mine(t):
@@ -107,9 +101,8 @@ def attn_case(dtype, mode, hq=4, hkv=2, d=16):
         lq, lk, lv = (mine(t).to(dtype).requires_grad_() for t in (q, k, v))
         out = ring_attention(lq, lk, lv, comm, plan, mode)
         (out * mine(w).to(dtype)).sum().backward()
-        errs = [common.rel_error(out, mine(out_ref.detach()))]
-        errs += [common.rel_error(g, mine(r.grad)) for g, r in
-                 zip((lq.grad, lk.grad, lv.grad), ref)]
+        errs = common.piece_errors(out, (lq.grad, lk.grad, lv.grad), pieces, LENGTHS, out_ref,
+                                   ref)
         name = "ring attention (%s, %s, GQA %d/%d): out, dq, dk, dv match PyTorch" % (
             mode, str(dtype)[6:], hq, hkv)
         return [(name, max(errs) <= tol, "relative errors %s" % errs)]
