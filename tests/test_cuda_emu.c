@@ -843,6 +843,20 @@ static void test_selftest(void)
     ok(err == 0, "launch limits: 65536 blocks in y, 1025 threads and 64 KiB of shared memory "
                  "without the attribute are refused (%s)", why);
     ok(zc_emu_selftest_shuffles() == 0, "__shfl_sync and __shfl_xor_sync move the right lanes");
+    err = zc_emu_selftest_mma(&why);
+    ok(err == 0, "mma.sync m16n8k16 bf16/fp16: A B + C for the PTX ISA's fragment layouts, "
+                 "and from shared memory through ldmatrix x4 and x2.trans %s", why);
+    err = zc_emu_selftest_ldmatrix(&why);
+    ok(err == 0, "ldmatrix x1, x2, x4, plain and .trans: every lane gets the PTX ISA's elements "
+                 "%s", why);
+    ok(zc_emu_selftest_cp_async() == 0,
+       "cp.async: NaN until the wait_group that covers it, then the bytes, zero-filled past "
+       "src_bytes; wait_group 1 leaves the newest group in flight");
+    uint64_t plain = 0, swizzled = 1;
+    err = zc_emu_selftest_bank_conflicts(&plain, &swizzled);
+    ok(err == 0 && plain == 28 && swizzled == 0,
+       "ldmatrix bank conflicts: 28 for 4 matrices of rows 128 bytes apart, 0 swizzled "
+       "(%llu, %llu)", (unsigned long long)plain, (unsigned long long)swizzled);
 }
 
 int main(void)

@@ -22,7 +22,7 @@ namespace zc_emu_kernels {
 
 /* The kernels' dynamic shared array, as large as the largest block asks
  * for (the backward at head dim 256: zc_attn_cuda_smem). */
-alignas(16) float zk_smem[(160 << 10) / sizeof(float)];
+alignas(128) float zk_smem[(160 << 10) / sizeof(float)];
 
 static const struct shared_init {
     shared_init() { zc_emu_set_shared(zk_smem, sizeof zk_smem); }
