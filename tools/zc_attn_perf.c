@@ -2,7 +2,8 @@
  * style: one row per sequence length from -b to -e (times -f), forward and
  * backward time and rate, and #wrong from sampled rows checked against a
  * double-precision reference (-c 1).  Causal FLOPs count the visible half:
- * forward 2*S^2*D*H per sequence (4*S^2*D*H without the mask), backward 2.5x. */
+ * forward 2*S^2*D*H per sequence (4*S^2*D*H without the mask), backward 2.5x.
+ * With -G: the CUDA kernels on one GPU instead (zc_attn_perf_gpu.c). */
 #include "config.h"
 
 #include <getopt.h>
@@ -14,6 +15,7 @@
 
 #include "kernels/attn_math.h"
 #include "perf_common.h"
+#include "zc_attn_perf_gpu.h"
 #include "zcomm.h"
 
 typedef struct {
@@ -22,6 +24,9 @@ typedef struct {
     int batch, heads, kv_heads, dim, causal, iters, warmup, check;
     zc_datatype_t dtype;
     int run_fwd, run_bwd;
+    int gpu, causal_set, dim_set, len_set; /* -G; -C, -D and -b given */
+    int iters_set, warmup_set;
+    const char *shape;                     /* -S */
 } opts_t;
 
 static void usage(const char *prog)
@@ -40,7 +45,15 @@ static void usage(const char *prog)
            "  -n iters    timed iterations (default 5)\n"
            "  -w iters    warmup iterations (default 1)\n"
            "  -c 0|1      check sampled rows against a double reference (default 1)\n"
-           "Threads: ZC_NUM_THREADS; SIMD path: ZC_CPU_ISA (auto, avx512, avx2, scalar).\n",
+           "Threads: ZC_NUM_THREADS; SIMD path: ZC_CPU_ISA (auto, avx512, avx2, scalar).\n"
+           "  -G         the CUDA kernels on GPU 0 instead: the tensor-core kernels, the\n"
+           "             scalar ones and cuDNN's SDPA on the same bf16 shapes, forward and\n"
+           "             backward, causal and full, head dims 64 and 128, hidden 2048\n"
+           "             (heads = 2048 / dim): 4k and 16k sequences and varlen packs of the\n"
+           "             arxiv, github and prolong64k length distributions; with -G,\n"
+           "             -b is the tokens per call (default 16384), -D and -C keep one\n"
+           "             head dim or mask, -S one shape (4k, 16k, arxiv, github,\n"
+           "             prolong64k), -n/-w as above (default 3 and 1)\n",
            prog);
 }
 
@@ -53,18 +66,20 @@ static int parse(int argc, char **argv, opts_t *o)
                   .dtype = ZC_FLOAT32, .run_fwd = 1, .run_bwd = 1};
     static const struct option longopts[] = {{"help", no_argument, NULL, 'h'}, {NULL, 0, NULL, 0}};
 
-    while ((c = getopt_long(argc, argv, "b:e:f:N:H:K:D:d:C:m:n:w:c:h", longopts, NULL)) != -1) {
+    while ((c = getopt_long(argc, argv, "b:e:f:N:H:K:D:d:C:m:n:w:c:GS:h", longopts, NULL)) != -1) {
         switch (c) {
-        case 'b': o->min_len = atoll(optarg); break;
+        case 'G': o->gpu = 1; break;
+        case 'S': o->shape = optarg; break;
+        case 'b': o->min_len = atoll(optarg), o->len_set = 1; break;
         case 'e': o->max_len = atoll(optarg); break;
         case 'f': o->factor = atof(optarg); break;
         case 'N': o->batch = atoi(optarg); break;
         case 'H': o->heads = atoi(optarg); break;
         case 'K': o->kv_heads = atoi(optarg); break;
-        case 'D': o->dim = atoi(optarg); break;
-        case 'C': o->causal = atoi(optarg); break;
-        case 'n': o->iters = atoi(optarg); break;
-        case 'w': o->warmup = atoi(optarg); break;
+        case 'D': o->dim = atoi(optarg), o->dim_set = 1; break;
+        case 'C': o->causal = atoi(optarg), o->causal_set = 1; break;
+        case 'n': o->iters = atoi(optarg), o->iters_set = 1; break;
+        case 'w': o->warmup = atoi(optarg), o->warmup_set = 1; break;
         case 'c': o->check = atoi(optarg); break;
         case 'd':
             if (strcmp(optarg, "float") == 0)
@@ -287,6 +302,18 @@ int main(int argc, char **argv)
     if (parse(argc, argv, &o) != 0) {
         usage(argv[0]);
         return 1;
+    }
+    if (o.gpu) {
+        zc_attn_gpu_opts_t g = {.iters = o.iters_set ? o.iters : 3,
+                                .warmup = o.warmup_set ? o.warmup : 1,
+                                .dims = {64, 128}, .ndims = 2, .hidden = 2048,
+                                .tokens = o.len_set ? o.min_len : 16384,
+                                .causal_only = o.causal_set && o.causal,
+                                .full_only = o.causal_set && !o.causal, .only = o.shape};
+        if (o.dim_set)
+            g.dims[0] = o.dim, g.ndims = 1;
+        const int bad = zc_attn_perf_gpu(&g);
+        return bad < 0 ? 2 : bad ? 1 : 0;
     }
     printf("# zc_attn_perf: CPU flash attention, libzcomm %d.%d.%d\n",
            zc_get_version() / 10000, zc_get_version() / 100 % 100, zc_get_version() % 100);

@@ -22,6 +22,8 @@
 #     python3 that has torch (ZC_PYTHON3 overrides);
 #  4. runs zc_ring_attn_perf -G (every mode, fp32 and bf16) on 1 GPU and on
 #     every GPU present, per backend, one process per GPU;
+#     then zc_attn_perf -G (the tensor-core, scalar and cuDNN attention
+#     kernels on the same shapes) and tests/test_cuda_sass.sh (their SASS);
 #  5. writes everything to one report (REPORT, default
 #     build-gpu/gpu-validation.txt): GPU, driver, CUDA, each test's TAP
 #     lines with their errors, each perf table with its TFLOP/s.
@@ -65,7 +67,8 @@ if [[ ${ZC_GPU_PREBUILT:-0} == 1 ]]; then
   # Built elsewhere (a machine with the compilers and UCX headers that the
   # GPU machine lacks), with this same configuration: only check it is there.
   section "build: $build, prebuilt (ZC_GPU_PREBUILT=1)"
-  for t in tools/zc_info tools/zc_ring_attn_perf tests/test_gpu ${cudnn:+tests/test_attn_cudnn}; do
+  for t in tools/zc_info tools/zc_ring_attn_perf tools/zc_attn_perf tests/test_gpu \
+    ${cudnn:+tests/test_attn_cudnn}; do
     [[ -x $build/$t ]] || { fail "ZC_GPU_PREBUILT=1 but $build/$t is not built"; exit 1; }
   done
 else
@@ -168,6 +171,28 @@ for b in "${backends[@]}"; do
     done
   done
 done
+
+# ---- the native kernels on tensor cores (issue 37) --------------------------------
+# zc_attn_perf -G: libzcomm's tensor-core kernels, its scalar ones and
+# cuDNN's SDPA on the same shapes in one run (bf16, forward and backward,
+# causal and full, head dims 64 and 128, 4k and 16k sequences and varlen
+# packs of the paper's three length distributions, 16k tokens a call),
+# with each one's error against the scalar kernels; then the kernels'
+# SASS (tests/test_cuda_sass.sh: HMMA, LDSM, LDGSTS, no spills).  About
+# two minutes on an H100, most of it the scalar kernels.
+native_kernels() {
+  local log=$build/validate-attn-perf.log rc
+  section "zc_attn_perf -G: tensor-core vs scalar kernels vs cuDNN SDPA"
+  (cd "$build" && timeout "${ZC_ATTN_PERF_TIMEOUT:-400}" ./tools/zc_attn_perf -G) >"$log" 2>&1
+  rc=$?
+  cat "$log" >>"$report"
+  ((rc == 0)) || fail "zc_attn_perf -G (exit $rc: 1 = results out of tolerance, 2 = a failure)"
+  section "tests/test_cuda_sass.sh (the tensor-core kernels' machine code)"
+  # its skip (77: no cuobjdump) is not a failure
+  tap_step "tests/test_cuda_sass.sh" \
+    bash -c 'bash "$0"; rc=$?; exit $((rc == 77 ? 0 : rc))' "$top/tests/test_cuda_sass.sh"
+}
+native_kernels
 
 section "result: $( ((status)) && echo FAILED || echo passed)"
 echo "validate: report in $report"
