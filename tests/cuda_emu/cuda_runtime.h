@@ -1,22 +1,15 @@
 /* A host-compiler stand-in for the parts of the CUDA runtime and device API
- * that kernels/cuda/attn_cuda.cu uses, so that g++ compiles the kernels and
- * tests/test_cuda_emu runs them on the CPU (see README, "The CUDA kernels
- * without a GPU").  It shadows the real <cuda_runtime.h> only for the
+ * that kernels/cuda/attn_cuda.cu and attn_mma.cu use, so that g++ compiles
+ * the kernels and tests/test_cuda_emu runs them on the CPU.  It shadows the real <cuda_runtime.h> only for the
  * targets that put tests/cuda_emu first on the include path.
  *
- * What it models: a launch runs its blocks one after another; the threads
- * of a block are coroutines (cuda_emu.cc) that switch only at
- * __syncthreads, __syncwarp and warp shuffles, in thread order or in a
- * seeded random order; shared memory starts as NaN for every block; a
- * barrier that not every thread of the block reaches, threads of a block
- * at different barriers, and a shuffle that not every lane of its warp
- * reaches are launch errors.  The launch limits the kernels depend on
- * (1024 threads per block, 65535 blocks in y and z, dynamic shared memory
- * above 48 KiB only after cudaFuncSetAttribute, 227 KiB at most) are
- * checked as the driver would.  What it does not model: memory ordering
- * between threads (a thread sees every store at once), timing, concurrent
- * blocks, and the ulp-level differences of CUDA's math functions and of
- * nvcc's FMA contraction.
+ * What it models, and what not, is written down in README.md beside this
+ * file: blocks one after another, a block's threads as coroutines that
+ * switch only at barriers and warp collectives (shuffles, mma.sync,
+ * ldmatrix), in thread order or a seeded random order; shared memory and
+ * cp.async destinations reading NaN until written; barriers, collectives
+ * and launch limits checked; no memory ordering, timing, or the tensor
+ * cores' own rounding order.
  *
  * Only the full-warp mask and width 32 are supported for warp collectives
  * (the kernels use nothing else). */
