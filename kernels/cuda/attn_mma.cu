@@ -122,6 +122,20 @@ __device__ __forceinline__ void zm_acc_to_a(uint32_t a[4], const float (*acc)[4]
     a[3] = zk_pack<T>(acc[2 * kk + 1][2], acc[2 * kk + 1][3]);
 }
 
+/* acc[2 np] and acc[2 np + 1] += a times the two n-tiles load_b(b, np)
+ * gives, for np < NP: a row of 16 x 16 A against NP pairs of B tiles. */
+template <typename T, int NP, typename LoadB>
+__device__ __forceinline__ void zm_mma_row(float (*acc)[4], const uint32_t a[4], LoadB load_b)
+{
+#pragma unroll
+    for (int np = 0; np < NP; np++) {
+        uint32_t b[4];
+        load_b(b, np);
+        zk_mma<T>(acc[2 * np], a, b);
+        zk_mma<T>(acc[2 * np + 1], a, b + 2);
+    }
+}
+
 __device__ __forceinline__ float zm_quad_max(float x)
 {
     x = fmaxf(x, __shfl_xor_sync(ZM_FULL, x, 1));
@@ -195,13 +209,9 @@ __global__ void __launch_bounds__(ZK_THREADS) zm_fwd(zc_attn_cuda_t a)
         for (int kk = 0; kk < DP / 16; kk++) {
             uint32_t qa[4];
             zm_load_a<C>(qa, sq, warp * 16, kk);
-#pragma unroll
-            for (int np = 0; np < NT / 2; np++) {
-                uint32_t kb[4];
-                zm_load_b<C>(kb, tk, np * 16, kk);
-                zk_mma<T>(sc[2 * np], qa, kb);
-                zk_mma<T>(sc[2 * np + 1], qa, kb + 2);
-            }
+            zm_mma_row<T, NT / 2>(sc, qa, [&](uint32_t b[4], int np) {
+                zm_load_b<C>(b, tk, np * 16, kk);
+            });
         }
         /* base-2 scores, masked where the tile crosses a limit */
 #pragma unroll
@@ -247,13 +257,9 @@ __global__ void __launch_bounds__(ZK_THREADS) zm_fwd(zc_attn_cuda_t a)
         for (int kk = 0; kk < BN / 16; kk++) {
             uint32_t pa[4];
             zm_acc_to_a<T>(pa, sc, kk);
-#pragma unroll
-            for (int np = 0; np < DT / 2; np++) {
-                uint32_t vb[4];
-                zm_load_bt<C>(vb, tv, kk * 16, np);
-                zk_mma<T>(o[2 * np], pa, vb);
-                zk_mma<T>(o[2 * np + 1], pa, vb + 2);
-            }
+            zm_mma_row<T, DT / 2>(o, pa, [&](uint32_t b[4], int np) {
+                zm_load_bt<C>(b, tv, kk * 16, np);
+            });
         }
     }
     /* out = O / l, lse; or merged into fp32 out/lse (ZC_ATTN_ACCUMULATE) */
@@ -395,16 +401,12 @@ __global__ void __launch_bounds__(ZK_THREADS) zm_bwd(zc_attn_cuda_t a)
             uint32_t ka[4], va[4];
             zm_load_a<C>(ka, sk, kw * 16, kk);
             zm_load_a<C>(va, sv, kw * 16, kk);
-#pragma unroll
-            for (int np = 0; np < MT / 2; np++) {
-                uint32_t qb[4], ob[4];
-                zm_load_b<C>(qb, tq, np * 16, kk);
-                zk_mma<T>(st[2 * np], ka, qb);
-                zk_mma<T>(st[2 * np + 1], ka, qb + 2);
-                zm_load_b<C>(ob, tdo, np * 16, kk);
-                zk_mma<T>(dpt[2 * np], va, ob);
-                zk_mma<T>(dpt[2 * np + 1], va, ob + 2);
-            }
+            zm_mma_row<T, MT / 2>(st, ka, [&](uint32_t b[4], int np) {
+                zm_load_b<C>(b, tq, np * 16, kk);
+            });
+            zm_mma_row<T, MT / 2>(dpt, va, [&](uint32_t b[4], int np) {
+                zm_load_b<C>(b, tdo, np * 16, kk);
+            });
         }
         /* P^T from the lse, dS^T = P^T (dP^T - delta) scale */
 #pragma unroll
@@ -424,16 +426,12 @@ __global__ void __launch_bounds__(ZK_THREADS) zm_bwd(zc_attn_cuda_t a)
             uint32_t pa[4], da[4];
             zm_acc_to_a<T>(pa, st, kq);
             zm_acc_to_a<T>(da, dpt, kq);
-#pragma unroll
-            for (int np = 0; np < DTW / 2; np++) {
-                uint32_t ob[4], qb[4];
-                zm_load_bt<C>(ob, tdo, kq * 16, dw * (DTW / 2) + np);
-                zk_mma<T>(dv[2 * np], pa, ob);
-                zk_mma<T>(dv[2 * np + 1], pa, ob + 2);
-                zm_load_bt<C>(qb, tq, kq * 16, dw * (DTW / 2) + np);
-                zk_mma<T>(dk[2 * np], da, qb);
-                zk_mma<T>(dk[2 * np + 1], da, qb + 2);
-            }
+            zm_mma_row<T, DTW / 2>(dv, pa, [&](uint32_t b[4], int np) {
+                zm_load_bt<C>(b, tdo, kq * 16, dw * (DTW / 2) + np);
+            });
+            zm_mma_row<T, DTW / 2>(dk, da, [&](uint32_t b[4], int np) {
+                zm_load_bt<C>(b, tq, kq * 16, dw * (DTW / 2) + np);
+            });
         }
         /* dS^T into shared memory, [key][query], for dQ */
         if (dw == 0)
@@ -456,13 +454,9 @@ __global__ void __launch_bounds__(ZK_THREADS) zm_bwd(zc_attn_cuda_t a)
                 zk_ldmatrix<4, true>(sa, sds + zm_swz<BM / 8>(kb * 16 + (lane & 7) +
                                                                   ((lane >> 4) << 3),
                                                               2 * qw + ((lane >> 3) & 1)));
-#pragma unroll
-                for (int np = 0; np < DQT / 2; np++) {
-                    uint32_t kb4[4];
-                    zm_load_bt<C>(kb4, sk, kb * 16, qs * (DQT / 2) + np);
-                    zk_mma<T>(dq[2 * np], sa, kb4);
-                    zk_mma<T>(dq[2 * np + 1], sa, kb4 + 2);
-                }
+                zm_mma_row<T, DQT / 2>(dq, sa, [&](uint32_t b[4], int np) {
+                    zm_load_bt<C>(b, sk, kb * 16, qs * (DQT / 2) + np);
+                });
             }
 #pragma unroll
             for (int r = 0; r < 2; r++) {

@@ -14,7 +14,9 @@ extern float zk_smem[]; /* attn_cuda_emu.cc */
 }
 using zc_emu_kernels::zk_smem;
 
-static cudaError_t run(void (*kernel)(int *), dim3 grid, unsigned threads, size_t smem, int *out)
+/* One launch of a self-test kernel; the launch's error, and none left. */
+template <typename T>
+static cudaError_t run(void (*kernel)(T *), dim3 grid, unsigned threads, size_t smem, T *out)
 {
     cudaLaunchConfig_t cfg = {};
 
@@ -249,18 +251,6 @@ static int check_mma(const float *out, int with_c, const char **why)
     return 0;
 }
 
-static cudaError_t run_f(void (*kernel)(float *), unsigned threads, size_t smem, float *out)
-{
-    cudaLaunchConfig_t cfg = {};
-
-    cfg.gridDim = dim3(1);
-    cfg.blockDim = dim3(threads);
-    cfg.dynamicSmemBytes = smem;
-    cudaError_t err = cudaLaunchKernelEx(&cfg, kernel, out);
-    cudaGetLastError();
-    return err;
-}
-
 extern "C" int zc_emu_selftest_mma(const char **why)
 {
     static float out[64 * 4];
@@ -273,19 +263,19 @@ extern "C" int zc_emu_selftest_mma(const char **why)
         }
     zc_emu_set_schedule(ZC_EMU_RANDOM, 7);
     *why = "";
-    if (run_f(mma_fragments<zk_bf16>, 64, 0, out) != cudaSuccess)
+    if (run(mma_fragments<zk_bf16>, 1, 64, 0, out) != cudaSuccess)
         return *why = zc_emu_last_error(), 1;
     if (check_mma(out, 1, why) || check_mma(out + 128, 1, why))
         return 1;
-    if (run_f(mma_fragments<zk_f16>, 32, 0, out) != cudaSuccess)
+    if (run(mma_fragments<zk_f16>, 1, 32, 0, out) != cudaSuccess)
         return *why = zc_emu_last_error(), 1;
     if (check_mma(out, 1, why))
         return 1;
-    if (run_f(mma_from_shared<zk_bf16>, 32, 1024, out) != cudaSuccess)
+    if (run(mma_from_shared<zk_bf16>, 1, 32, 1024, out) != cudaSuccess)
         return *why = zc_emu_last_error(), 1;
     if (check_mma(out, 0, why))
         return 1;
-    if (run_f(mma_from_shared<zk_f16>, 32, 1024, out) != cudaSuccess)
+    if (run(mma_from_shared<zk_f16>, 1, 32, 1024, out) != cudaSuccess)
         return *why = zc_emu_last_error(), 1;
     return check_mma(out, 0, why);
 }
@@ -321,13 +311,9 @@ extern "C" int zc_emu_selftest_ldmatrix(const char **why)
 {
     static unsigned out[32 * 24];
     static char msg[128];
-    cudaLaunchConfig_t cfg = {};
 
-    cfg.gridDim = dim3(1);
-    cfg.blockDim = dim3(32);
-    cfg.dynamicSmemBytes = 512;
     zc_emu_set_schedule(ZC_EMU_RANDOM, 8);
-    if (cudaLaunchKernelEx(&cfg, ldmatrix_all, out) != cudaSuccess)
+    if (run(ldmatrix_all, 1, 32, 512, out) != cudaSuccess)
         return *why = zc_emu_last_error(), 1;
     for (int lane = 0; lane < 32; lane++) {
         const int g = lane / 4, t = lane % 4;
@@ -383,13 +369,9 @@ extern "C" int zc_emu_selftest_cp_async(void)
     static const unsigned want[16] = {~0u, ~0u, ~0u, ~0u, 1, 2, 3, 4,
                                       ~0u, ~0u, ~0u, ~0u, 5, 6, 0, 0};
     unsigned out[16];
-    cudaLaunchConfig_t cfg = {};
 
-    cfg.gridDim = dim3(1);
-    cfg.blockDim = dim3(32);
-    cfg.dynamicSmemBytes = 64;
     zc_emu_set_schedule(ZC_EMU_THREAD_ORDER, 9);
-    if (cudaLaunchKernelEx(&cfg, async_copies, out) != cudaSuccess)
+    if (run(async_copies, 1, 32, 64, out) != cudaSuccess)
         return 1;
     return memcmp(out, want, sizeof want) != 0;
 }
@@ -414,16 +396,12 @@ extern "C" int zc_emu_selftest_bank_conflicts(uint64_t *plain, uint64_t *swizzle
 {
     unsigned out[32];
     uint64_t mma, ld, c0, c1, c2;
-    cudaLaunchConfig_t cfg = {};
 
-    cfg.gridDim = dim3(1);
-    cfg.blockDim = dim3(32);
-    cfg.dynamicSmemBytes = 1024;
     zc_emu_tensor_counters(&mma, &ld, &c0);
-    if (cudaLaunchKernelEx(&cfg, strided_rows<false>, out) != cudaSuccess)
+    if (run(strided_rows<false>, 1, 32, 1024, out) != cudaSuccess)
         return 1;
     zc_emu_tensor_counters(&mma, &ld, &c1);
-    if (cudaLaunchKernelEx(&cfg, strided_rows<true>, out) != cudaSuccess)
+    if (run(strided_rows<true>, 1, 32, 1024, out) != cudaSuccess)
         return 1;
     zc_emu_tensor_counters(&mma, &ld, &c2);
     *plain = c1 - c0;
