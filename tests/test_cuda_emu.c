@@ -1,23 +1,31 @@
-/* The CUDA kernels of kernels/cuda/attn_cuda.cu, compiled by the host C++
- * compiler against the CUDA emulation in tests/cuda_emu (README, "The CUDA
- * kernels without a GPU"), run on every build, GPU or not.
+/* The CUDA kernels of kernels/cuda/attn_cuda.cu (scalar) and attn_mma.cu
+ * (tensor cores), compiled by the host C++ compiler against the CUDA
+ * emulation in tests/cuda_emu (its README.md says what it models), run on
+ * every build, GPU or not.
  *
  * Every kernel (forward, backward with its delta, merge, conversions,
  * fill/add and the zigzag range copy) runs on test_gpu's shapes and on
  * adversarial ones: head dims 1, 33, 129 and 200, empty segments, rows
- * that see no key, GQA groups of 4, ragged segments that end mid-block.
- * Each case runs twice, once with a block's threads in thread order and
- * once in a seeded random order; the two runs must agree bit for bit (a
- * missing barrier or a shared-memory race shows up as a difference, or as
- * NaN: shared memory and outputs start as NaN).  Results are compared with
+ * that see no key, GQA groups of 4 and 8, ragged segments that end
+ * mid-block, masks that cross tiles top-left and bottom-right.  Each call
+ * runs on the kernels zc_attn_fwd/bwd_stream pick (attn_gpu.c: the
+ * tensor-core ones for bf16 and fp16 at head dims that are multiples of 8,
+ * here 40 to 256, the scalar ones for fp32 and odd head dims) with their
+ * block map in launch order.  Each case runs twice, once with a block's
+ * threads in thread order and once in a seeded random order; the two runs
+ * must agree bit for bit (a missing barrier or a shared-memory race shows
+ * up as a difference, or as NaN: shared memory, cp.async destinations
+ * before their wait and outputs start as NaN).  Results are compared with
  * a float64 reference on the same rounded inputs in fp32, bf16 and fp16
  * storage, and with the CPU kernels (kernels/cpu) in fp32 and bf16, within
  * test_gpu's tolerances (1e-5 normwise for fp32 storage, 2.5e-2 for 16-bit
  * storage); rows that see no key must give exactly out = 0, lse = -inf
- * and keys no row sees exactly dk = dv = 0.  The emulation's own checks
- * (a barrier reached by part of a block, threads at different barriers, a
- * shuffle reached by part of a warp, launch limits) are tested on small
- * broken kernels (tests/cuda_emu/emu_selftest.cc).
+ * and keys no row sees exactly dk = dv = 0; the tensor-core kernels'
+ * ldmatrix reads must be free of bank conflicts.  The emulation's own
+ * checks (a barrier reached by part of a block, threads at different
+ * barriers, a shuffle reached by part of a warp, launch limits) are tested
+ * on small broken kernels, and mma.sync, ldmatrix and cp.async against
+ * the PTX ISA's layouts (tests/cuda_emu/emu_selftest.cc).
  *
  * Tried by hand before this test went in (not committed), and each made
  * it fail:
@@ -31,11 +39,30 @@
  *    the 21 GQA cases.
  * Removing the barrier before zk_bwd's final dK/dV store changes nothing,
  * rightly: each thread stores only the elements it accumulated.
+ * On the tensor-core kernels (of 271 cases):
+ *  - a wrong fragment lane mapping (a[1] and a[2] of P's A operand
+ *    swapped in zm_acc_to_a), 47 cases;
+ *  - a missing cp.async wait (the forward's wait before its K tile), 28;
+ *    the backward's wait before its step, 30;
+ *  - missing barriers: the forward's barrier before a K tile, 44, or
+ *    before a V tile, 44 (each both makes the other threads' copies
+ *    visible and ends the reads of the buffer the next copy overwrites);
+ *    the backward's barrier between writing dS^T and reading it for dQ,
+ *    44; its wait and barrier before each step, 30; prefetching the next
+ *    K tile into the buffer still being read (one buffer instead of two),
+ *    20;
+ *  - a wrong swizzle: tiles written unswizzled and read swizzled, 50; no
+ *    swizzle at all (consistent, so the values are right), 1: the bank
+ *    conflict check, 19332096 conflicts.
+ * Issuing the forward's next V copy above the barrier before the V tile
+ * changes nothing, rightly: the barrier before the K tile of the same
+ * iteration already follows every read of that buffer.
  *
  * What it cannot see: memory-ordering bugs (stores are visible at once),
- * timing, and CUDA's own math functions (exp2f, log2f: host libm here;
- * nvcc also contracts a * b + c into FMA), so results on a GPU differ from
- * these in the last bits; tests/test_gpu covers that on hardware. */
+ * timing, the tensor cores' own summation order, and CUDA's own math
+ * functions (exp2f, log2f: host libm here; nvcc also contracts a * b + c
+ * into FMA), so results on a GPU differ from these in the last bits;
+ * tests/test_gpu covers that on hardware. */
 #include "config.h"
 
 #include <math.h>

@@ -1,5 +1,7 @@
-/* Flash attention forward and backward, the LSE merge, conversions and the
- * zigzag range copy on CUDA (sm_80, sm_90).
+/* Flash attention forward and backward on scalar fp32 arithmetic (the
+ * kernels of fp32 storage, odd head dims and unaligned tensors: bf16 and
+ * fp16 run on tensor cores, attn_mma.cu), the delta, the LSE merge,
+ * conversions and the zigzag range copy on CUDA (sm_80, sm_90).
  *
  * The per-row math is kernels/attn_math.h, the same functions the CPU
  * kernels run: online-softmax rescale, row lse, the stable merge, bf16
