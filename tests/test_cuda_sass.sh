@@ -33,7 +33,8 @@ if ! command -v cuobjdump >/dev/null || ! command -v nvdisasm >/dev/null; then
   exit 77
 fi
 
-sass=$(cuobjdump --dump-sass "$obj" 2>&1) || { echo "Bail out! cuobjdump: $sass" | head -3; exit 1; }
+sass=$(cuobjdump --dump-sass "$obj" 2>&1) ||
+  { echo "Bail out! cuobjdump: $sass" | head -3; exit 1; }
 usage=$(cuobjdump --dump-resource-usage "$obj" 2>&1) || { echo "Bail out! cuobjdump"; exit 1; }
 
 # "arch function HMMA LDSM LDGSTS" per kernel

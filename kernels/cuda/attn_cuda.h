@@ -1,6 +1,7 @@
 /* Launchers of the CUDA attention and layout kernels (attn_cuda.cu, and
- * the tensor-core attention kernels of attn_mma.cu), callable from C.  The public entry points (attn_gpu.c) check arguments
- * and build the device-side geometry; these only launch.  Each returns a
+ * the tensor-core attention kernels of attn_mma.cu), callable from C.  The
+ * public entry points (attn_gpu.c) check arguments and build the
+ * device-side geometry; these only launch.  Each returns a
  * cudaError_t as int (0: launched).  Built only with --with-cuda. */
 #ifndef ZC_KERNELS_CUDA_ATTN_CUDA_H
 #define ZC_KERNELS_CUDA_ATTN_CUDA_H

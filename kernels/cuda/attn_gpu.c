@@ -2,12 +2,13 @@
  * argument checks, device-memory checks, the kernels that run a call
  * (tensor cores or scalar, zc_attn_gpu_mma) and the geometry they need
  * (block maps in launch order, copies of the host index arrays, zigzag
- * ranges), then the launchers of attn_cuda.cu and attn_mma.cu.  The geometry is written into a pinned slot
- * of the staging pool (staging.h), copied to the device on the call's
- * stream and the slot released on that stream after the kernels: no
- * allocation and no pageable copy per call (the ring engine makes one per
- * ring round).  Built in every configuration: without CUDA, or without a
- * device, each call checks its arguments and returns ZC_ERR_UNSUPPORTED. */
+ * ranges), then the launchers of attn_cuda.cu and attn_mma.cu.  The
+ * geometry is written into a pinned slot of the staging pool (staging.h),
+ * copied to the device on the call's stream and the slot released on that
+ * stream after the kernels: no allocation and no pageable copy per call
+ * (the ring engine makes one per ring round).  Built in every
+ * configuration: without CUDA, or without a device, each call checks its
+ * arguments and returns ZC_ERR_UNSUPPORTED. */
 #include "config.h"
 
 #include <math.h>

@@ -1,7 +1,8 @@
 /* A host-compiler stand-in for the parts of the CUDA runtime and device API
  * that kernels/cuda/attn_cuda.cu and attn_mma.cu use, so that g++ compiles
- * the kernels and tests/test_cuda_emu runs them on the CPU.  It shadows the real <cuda_runtime.h> only for the
- * targets that put tests/cuda_emu first on the include path.
+ * the kernels and tests/test_cuda_emu runs them on the CPU.  It shadows
+ * the real <cuda_runtime.h> only for the targets that put tests/cuda_emu
+ * first on the include path.
  *
  * What it models, and what not, is written down in README.md beside this
  * file: blocks one after another, a block's threads as coroutines that
