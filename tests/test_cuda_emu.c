@@ -1,23 +1,31 @@
-/* The CUDA kernels of kernels/cuda/attn_cuda.cu, compiled by the host C++
- * compiler against the CUDA emulation in tests/cuda_emu (README, "The CUDA
- * kernels without a GPU"), run on every build, GPU or not.
+/* The CUDA kernels of kernels/cuda/attn_cuda.cu (scalar) and attn_mma.cu
+ * (tensor cores), compiled by the host C++ compiler against the CUDA
+ * emulation in tests/cuda_emu (its README.md says what it models), run on
+ * every build, GPU or not.
  *
  * Every kernel (forward, backward with its delta, merge, conversions,
  * fill/add and the zigzag range copy) runs on test_gpu's shapes and on
  * adversarial ones: head dims 1, 33, 129 and 200, empty segments, rows
- * that see no key, GQA groups of 4, ragged segments that end mid-block.
- * Each case runs twice, once with a block's threads in thread order and
- * once in a seeded random order; the two runs must agree bit for bit (a
- * missing barrier or a shared-memory race shows up as a difference, or as
- * NaN: shared memory and outputs start as NaN).  Results are compared with
+ * that see no key, GQA groups of 4 and 8, ragged segments that end
+ * mid-block, masks that cross tiles top-left and bottom-right.  Each call
+ * runs on the kernels zc_attn_fwd/bwd_stream pick (attn_gpu.c: the
+ * tensor-core ones for bf16 and fp16 at head dims that are multiples of 8,
+ * here 40 to 256, the scalar ones for fp32 and odd head dims) with their
+ * block map in launch order.  Each case runs twice, once with a block's
+ * threads in thread order and once in a seeded random order; the two runs
+ * must agree bit for bit (a missing barrier or a shared-memory race shows
+ * up as a difference, or as NaN: shared memory, cp.async destinations
+ * before their wait and outputs start as NaN).  Results are compared with
  * a float64 reference on the same rounded inputs in fp32, bf16 and fp16
  * storage, and with the CPU kernels (kernels/cpu) in fp32 and bf16, within
  * test_gpu's tolerances (1e-5 normwise for fp32 storage, 2.5e-2 for 16-bit
  * storage); rows that see no key must give exactly out = 0, lse = -inf
- * and keys no row sees exactly dk = dv = 0.  The emulation's own checks
- * (a barrier reached by part of a block, threads at different barriers, a
- * shuffle reached by part of a warp, launch limits) are tested on small
- * broken kernels (tests/cuda_emu/emu_selftest.cc).
+ * and keys no row sees exactly dk = dv = 0; the tensor-core kernels'
+ * ldmatrix reads must be free of bank conflicts.  The emulation's own
+ * checks (a barrier reached by part of a block, threads at different
+ * barriers, a shuffle reached by part of a warp, launch limits) are tested
+ * on small broken kernels, and mma.sync, ldmatrix and cp.async against
+ * the PTX ISA's layouts (tests/cuda_emu/emu_selftest.cc).
  *
  * Tried by hand before this test went in (not committed), and each made
  * it fail:
@@ -31,11 +39,30 @@
  *    the 21 GQA cases.
  * Removing the barrier before zk_bwd's final dK/dV store changes nothing,
  * rightly: each thread stores only the elements it accumulated.
+ * On the tensor-core kernels (of 271 cases):
+ *  - a wrong fragment lane mapping (a[1] and a[2] of P's A operand
+ *    swapped in zm_acc_to_a), 47 cases;
+ *  - a missing cp.async wait (the forward's wait before its K tile), 28;
+ *    the backward's wait before its step, 30;
+ *  - missing barriers: the forward's barrier before a K tile, 44, or
+ *    before a V tile, 44 (each both makes the other threads' copies
+ *    visible and ends the reads of the buffer the next copy overwrites);
+ *    the backward's barrier between writing dS^T and reading it for dQ,
+ *    44; its wait and barrier before each step, 30; prefetching the next
+ *    K tile into the buffer still being read (one buffer instead of two),
+ *    20;
+ *  - a wrong swizzle: tiles written unswizzled and read swizzled, 50; no
+ *    swizzle at all (consistent, so the values are right), 1: the bank
+ *    conflict check, 19332096 conflicts.
+ * Issuing the forward's next V copy above the barrier before the V tile
+ * changes nothing, rightly: the barrier before the K tile of the same
+ * iteration already follows every read of that buffer.
  *
  * What it cannot see: memory-ordering bugs (stores are visible at once),
- * timing, and CUDA's own math functions (exp2f, log2f: host libm here;
- * nvcc also contracts a * b + c into FMA), so results on a GPU differ from
- * these in the last bits; tests/test_gpu covers that on hardware. */
+ * timing, the tensor cores' own summation order, and CUDA's own math
+ * functions (exp2f, log2f: host libm here; nvcc also contracts a * b + c
+ * into FMA), so results on a GPU differ from these in the last bits;
+ * tests/test_gpu covers that on hardware. */
 #include "config.h"
 
 #include <math.h>
@@ -323,15 +350,38 @@ static void ref_bwd(const case_t *c, const float *out, const float *lse, double 
 typedef struct {
     int32_t *blocks;
     int nblocks;
+    int mma; /* the tensor-core kernels run the call */
 } blocks_t;
 
-static blocks_t make_blocks(const int32_t *cu, int batch, int rows)
+/* The call's arguments as the public API takes them (host pointers). */
+static zc_attn_args_t case_args(const case_t *c)
 {
-    blocks_t bl;
-    int64_t n = zc_attn_gpu_blocks(cu, batch, rows, NULL);
+    const shape_t *s = c->s;
+    zc_attn_args_t a = {.size = sizeof(zc_attn_args_t), .batch = s->batch,
+                        .num_heads_q = s->hq, .num_heads_kv = s->hk, .head_dim = s->d,
+                        .cu_seqlens_q = c->cuq, .cu_seqlens_kv = c->cuk,
+                        .q_start = s->q_start, .kv_start = s->kv_start, .causal = s->causal,
+                        .scale = 1.0f / sqrtf((float)s->d), .dtype = c->dtype,
+                        .out_dtype = c->dtype, .grad_dtype = c->dtype, .q = c->q, .k = c->k,
+                        .v = c->v, .dout = c->dout};
+    return a;
+}
 
+/* The block map of the kernels zc_attn_fwd/bwd_stream would run, in their
+ * launch order. */
+static blocks_t make_blocks(const case_t *c, int backward)
+{
+    const zc_attn_args_t args = case_args(c);
+    const int32_t *cu = backward ? c->cuk : c->cuq;
+    blocks_t bl;
+
+    bl.mma = zc_attn_gpu_mma(&args, backward);
+    const int rows = zc_attn_gpu_block_rows(backward, bl.mma, c->s->d);
+    int64_t n = zc_attn_gpu_blocks(cu, c->s->batch, rows, NULL);
     bl.blocks = malloc(sizeof(int32_t) * 2 * (size_t)n + 1);
-    bl.nblocks = (int)zc_attn_gpu_blocks(cu, batch, rows, bl.blocks);
+    bl.nblocks = (int)zc_attn_gpu_blocks(cu, c->s->batch, rows, bl.blocks);
+    if (zc_attn_gpu_order(&args, backward, rows, bl.blocks, n) != ZC_OK)
+        bl.nblocks = -1;
     return bl;
 }
 
@@ -346,6 +396,16 @@ static zc_attn_cuda_t kernel_args(const case_t *c, const blocks_t *bl)
                         .blocks = bl->blocks, .nblocks = bl->nblocks, .q = c->q, .k = c->k,
                         .v = c->v, .dout = c->dout};
     return a;
+}
+
+static int fwd_kernel(const zc_attn_cuda_t *a, int mma)
+{
+    return mma ? zc_attn_mma_fwd(a, NULL) : zc_attn_cuda_fwd(a, NULL);
+}
+
+static int bwd_kernel(const zc_attn_cuda_t *a, int mma)
+{
+    return mma ? zc_attn_mma_bwd(a, NULL) : zc_attn_cuda_bwd(a, NULL);
 }
 
 static int launched(int err, const char *what)
@@ -363,7 +423,7 @@ typedef struct {
 
 static int run_fwd(const case_t *c, zc_emu_schedule_t sched, fwd_out_t *r)
 {
-    blocks_t bl = make_blocks(c->cuq, c->s->batch, ZC_ATTN_CUDA_BQ);
+    blocks_t bl = make_blocks(c, 0);
     zc_attn_cuda_t a = kernel_args(c, &bl);
     int good;
 
@@ -372,7 +432,7 @@ static int run_fwd(const case_t *c, zc_emu_schedule_t sched, fwd_out_t *r)
     a.out = r->out;
     a.lse = r->lse;
     zc_emu_set_schedule(sched, SEED);
-    good = launched(zc_attn_cuda_fwd(&a, NULL), "forward");
+    good = launched(fwd_kernel(&a, bl.mma), "forward");
     free(bl.blocks);
     return good;
 }
@@ -388,7 +448,7 @@ typedef struct {
 static int run_bwd(const case_t *c, const void *out, const float *lse, zc_emu_schedule_t sched,
                    bwd_out_t *r)
 {
-    blocks_t bl = make_blocks(c->cuk, c->s->batch, ZC_ATTN_CUDA_BK);
+    blocks_t bl = make_blocks(c, 1);
     zc_attn_cuda_t a = kernel_args(c, &bl);
     int good;
 
@@ -406,7 +466,7 @@ static int run_bwd(const case_t *c, const void *out, const float *lse, zc_emu_sc
     zc_emu_set_schedule(sched, SEED);
     good = launched(zc_attn_cuda_delta(c->dout, c->dtype, out, c->dtype, r->delta,
                                        (int64_t)c->nl, c->s->d, NULL), "delta") &&
-           launched(zc_attn_cuda_bwd(&a, NULL), "backward") &&
+           launched(bwd_kernel(&a, bl.mma), "backward") &&
            launched(zc_attn_cuda_convert(r->dq32, ZC_FLOAT32, (int64_t)c->nq, r->dq, c->dtype,
                                          NULL), "dq conversion");
     free(bl.blocks);
@@ -482,6 +542,12 @@ static void test_attention(const shape_t *s, zc_datatype_t dtype)
     rdelta = malloc(c.nl * sizeof(double) + 1), rdq = malloc(c.nq * sizeof(double) + 1);
     rdk = malloc(c.nk * sizeof(double) + 1), rdv = malloc(c.nk * sizeof(double) + 1);
     ref_fwd(&c, rout, rlse);
+    {
+        const zc_attn_args_t args = case_args(&c);
+        diag("%s %s: %s forward, %s backward", s->name, tn,
+             zc_attn_gpu_mma(&args, 0) ? "tensor-core" : "scalar",
+             zc_attn_gpu_mma(&args, 1) ? "tensor-core" : "scalar");
+    }
 
     /* forward */
     ran = run_fwd(&c, ZC_EMU_THREAD_ORDER, &f[0]) & run_fwd(&c, ZC_EMU_RANDOM, &f[1]);
@@ -624,16 +690,16 @@ static void test_accumulate(const shape_t *s, zc_datatype_t dtype)
                 memcpy((char *)vh + cuk[b] * tok, vb + (c.cuk[b] + from) * tok, len * tok);
             }
             case_t hc = c;
+            hc.k = kh, hc.v = vh;
             memcpy(hc.cuk, cuk, sizeof cuk);
-            blocks_t bq = make_blocks(c.cuq, s->batch, ZC_ATTN_CUDA_BQ);
-            blocks_t bk = make_blocks(cuk, s->batch, ZC_ATTN_CUDA_BK);
+            blocks_t bq = make_blocks(&hc, 0), bk = make_blocks(&hc, 1);
             zc_attn_cuda_t a = kernel_args(&hc, &bq);
             a.kv_start = kvs;
             a.k = kh, a.v = vh;
             a.flags = ZC_ATTN_ACCUMULATE;
             a.out_dtype = a.grad_dtype = ZC_FLOAT32;
             a.out = out, a.lse = lse;
-            good &= launched(zc_attn_cuda_fwd(&a, NULL), "accumulating forward");
+            good &= launched(fwd_kernel(&a, bq.mma), "accumulating forward");
             a.blocks = bk.blocks, a.nblocks = bk.nblocks;
             /* the backward reads the final out and lse (the reference's) */
             a.out = fout, a.lse = flse, a.delta = delta;
@@ -647,7 +713,7 @@ static void test_accumulate(const shape_t *s, zc_datatype_t dtype)
                        (cuk[b + 1] - cuk[b]) * ftok * sizeof(float));
             }
             a.dq = dq, a.dk = dkh, a.dv = dvh;
-            good &= launched(zc_attn_cuda_bwd(&a, NULL), "accumulating backward");
+            good &= launched(bwd_kernel(&a, bk.mma), "accumulating backward");
             for (int b = 0; b < s->batch; b++) {
                 const int32_t from = half ? s->lk[b] * 2 / 5 : 0;
                 memcpy(dk + (c.cuk[b] + from) * ftok, dkh + cuk[b] * ftok,
@@ -668,16 +734,22 @@ static void test_accumulate(const shape_t *s, zc_datatype_t dtype)
         rdq[i] += 0.5;
     for (size_t i = 0; i < c.nk; i++)
         rdk[i] += 0.25, rdv[i] -= 0.25;
-    /* fp32 accumulation whatever the storage: out within fp32's tolerance
-     * of the reference on the rounded inputs, gradients too */
+    /* fp32 accumulation whatever the storage: the scalar kernels' out and
+     * gradients are within fp32's tolerance of the reference on the rounded
+     * inputs; the tensor-core kernels round P and dS to the storage type
+     * for their second products (as FlashAttention-2 does), so theirs are
+     * within the storage type's, and the lse within fp32's either way */
+    const zc_attn_args_t args = case_args(&c);
+    const double tol = zc_attn_gpu_mma(&args, 0) || zc_attn_gpu_mma(&args, 1) ? tolerance(dtype)
+                                                                              : 1e-5;
     double eo = rel_err(res[0][0], rout, c.nq), el = rel_err(res[0][1], rlse, c.nl);
     double eq = rel_err(res[0][2], rdq, c.nq), ek = rel_err(res[0][3], rdk, c.nk);
     double ev = rel_err(res[0][4], rdv, c.nk);
     ok(good && same, "%s %s accumulate: thread order and random schedule agree bit for bit",
        s->name, tn);
-    ok(good && eo <= 1e-5 && el <= 1e-5 && eq <= 1e-5 && ek <= 1e-5 && ev <= 1e-5,
-       "%s %s accumulate: two key halves equal one call (out %.3g, lse %.3g, dq %.3g, dk %.3g, "
-       "dv %.3g)", s->name, tn, eo, el, eq, ek, ev);
+    ok(good && eo <= tol && el <= 1e-5 && eq <= tol && ek <= tol && ev <= tol,
+       "%s %s accumulate: two key halves equal one call within %g (out %.3g, lse %.3g, dq %.3g, "
+       "dk %.3g, dv %.3g)", s->name, tn, tol, eo, el, eq, ek, ev);
     for (int sched = 0; sched < 2; sched++)
         for (int i = 0; i < 5; i++)
             free(res[sched][i]);
@@ -821,6 +893,38 @@ static void test_zigzag(void)
               "share rebuilds the batch (aligned and unaligned tokens)");
 }
 
+/* ---- launch order ------------------------------------------------------------ */
+
+/* zc_attn_gpu_order: the longest blocks first, ties in map order, every
+ * block once; causal query blocks grow with their index, key blocks shrink. */
+static void test_order(void)
+{
+    const int32_t cu[] = {0, 200, 200, 330}, qs[] = {0, 0, 70}, ks[] = {0, 0, 0};
+    zc_attn_args_t a = {.size = sizeof(zc_attn_args_t), .batch = 3, .num_heads_q = 1,
+                        .num_heads_kv = 1, .head_dim = 64, .cu_seqlens_q = cu,
+                        .cu_seqlens_kv = cu, .q_start = qs, .kv_start = ks, .causal = 1};
+    int32_t b[2 * 16];
+    int64_t n;
+    int good = 1;
+
+    for (int backward = 0; backward < 2; backward++) {
+        n = zc_attn_gpu_blocks(cu, 3, 64, b);
+        good &= n == 7 && zc_attn_gpu_order(&a, backward, 64, b, n) == ZC_OK;
+        /* segment 0: 200 rows, blocks 0-3; segment 2: 130 rows from 70,
+         * blocks 0-2; forward work = keys the last row sees (64, 128, 192,
+         * 200; 130 each), backward work = rows from the first that sees the
+         * block's first key (200, 136, 72, 8; 130, 130, 72) */
+        static const int32_t fwd[] = {0, 3, 0, 2, 2, 0, 2, 1, 2, 2, 0, 1, 0, 0};
+        static const int32_t bwd[] = {0, 0, 0, 1, 2, 0, 2, 1, 0, 2, 2, 2, 0, 3};
+        good &= memcmp(b, backward ? bwd : fwd, sizeof fwd) == 0;
+        if (!good)
+            for (int i = 0; i < n; i++)
+                diag("%s block %d: segment %d, block %d", backward ? "backward" : "forward", i,
+                     b[2 * i], b[2 * i + 1]);
+    }
+    ok(good, "launch order: the blocks with the most keys (forward) or rows (backward) first");
+}
+
 /* ---- the emulation's own checks --------------------------------------------------- */
 
 static void test_selftest(void)
@@ -843,6 +947,20 @@ static void test_selftest(void)
     ok(err == 0, "launch limits: 65536 blocks in y, 1025 threads and 64 KiB of shared memory "
                  "without the attribute are refused (%s)", why);
     ok(zc_emu_selftest_shuffles() == 0, "__shfl_sync and __shfl_xor_sync move the right lanes");
+    err = zc_emu_selftest_mma(&why);
+    ok(err == 0, "mma.sync m16n8k16 bf16/fp16: A B + C for the PTX ISA's fragment layouts, "
+                 "and from shared memory through ldmatrix x4 and x2.trans %s", why);
+    err = zc_emu_selftest_ldmatrix(&why);
+    ok(err == 0, "ldmatrix x1, x2, x4, plain and .trans: every lane gets the PTX ISA's elements "
+                 "%s", why);
+    ok(zc_emu_selftest_cp_async() == 0,
+       "cp.async: NaN until the wait_group that covers it, then the bytes, zero-filled past "
+       "src_bytes; wait_group 1 leaves the newest group in flight");
+    uint64_t plain = 0, swizzled = 1;
+    err = zc_emu_selftest_bank_conflicts(&plain, &swizzled);
+    ok(err == 0 && plain == 28 && swizzled == 0,
+       "ldmatrix bank conflicts: 28 for 4 matrices of rows 128 bytes apart, 0 swizzled "
+       "(%llu, %llu)", (unsigned long long)plain, (unsigned long long)swizzled);
 }
 
 int main(void)
@@ -850,7 +968,11 @@ int main(void)
     static const zc_datatype_t dtypes[] = {ZC_FLOAT32, ZC_BFLOAT16, ZC_FLOAT16};
     uint64_t blocks, switches;
 
+    uint64_t mma0, ld0, conflicts0, mma1, ld1, conflicts1;
+
     test_selftest();
+    test_order();
+    zc_emu_tensor_counters(&mma0, &ld0, &conflicts0);
     for (size_t i = 0; i < NSHAPES; i++)
         for (int t = 0; t < 3; t++)
             test_attention(&shapes[i], dtypes[t]);
@@ -858,6 +980,11 @@ int main(void)
         test_accumulate(&shapes[0], dtypes[t]);
         test_accumulate(&shapes[6], dtypes[t]);
     }
+    zc_emu_tensor_counters(&mma1, &ld1, &conflicts1);
+    ok(mma1 > mma0 && ld1 > ld0 && conflicts1 == conflicts0,
+       "the tensor-core kernels' ldmatrix reads are free of bank conflicts (%llu mma.sync, %llu "
+       "ldmatrix, %llu conflicts)", (unsigned long long)(mma1 - mma0),
+       (unsigned long long)(ld1 - ld0), (unsigned long long)(conflicts1 - conflicts0));
     test_merge();
     test_convert();
     test_fill_add();

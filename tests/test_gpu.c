@@ -173,6 +173,11 @@ static const shape_t shapes[] = {
     {1, {100}, {150}, {0}, {100}, 4, 2, 128, 1},
     {1, {130}, {300}, {70}, {0}, 4, 2, 128, 1},
     {1, {64}, {256}, {128}, {0}, 4, 2, 128, 1},
+    /* the tensor-core kernels (bf16, fp16): a head dim that is a multiple
+     * of 8 but not 16, GQA, a bottom-right mask crossing tile edges, a
+     * segment with keys only; head dim 256 over many tiles */
+    {3, {300, 0, 77}, {520, 40, 77}, {220, 0, 0}, {0, 0, 0}, 8, 2, 72, 1},
+    {1, {700}, {700}, {0}, {0}, 2, 1, 256, 1},
 };
 
 static int total(const int32_t *len, int batch, int32_t *cu)
@@ -222,7 +227,8 @@ static void test_attention(const shape_t *s, zc_datatype_t dtype)
     g.dtype = g.out_dtype = g.grad_dtype = dtype;
     g.q = gq, g.k = gk, g.v = gv, g.out = gout, g.lse = gl;
     ok(zc_attn_fwd_stream(&g, NULL) == ZC_OK && cudaDeviceSynchronize() == cudaSuccess,
-       "fwd runs d=%d hq=%d hk=%d %s (%s)", s->d, s->hq, s->hk, tn, zc_get_last_error());
+       "fwd runs d=%d hq=%d hk=%d %s on the %s kernels (%s)", s->d, s->hq, s->hk, tn,
+       zc_attn_gpu_mma(&g, 0) ? "tensor-core" : "scalar", zc_get_last_error());
     e = download_f32(got, gout, nq, dtype) ? rel_err(got, out, nq) : INFINITY;
     ok(e <= tolerance(dtype), "fwd out matches the cpu within %g (%.3g)", tolerance(dtype), e);
     e = download(glse, gl, nl * 4) ? rel_err(glse, lse, nl) : INFINITY;

@@ -1,9 +1,10 @@
 #!/bin/sh
 # The GPU measurement, ready for a GPU: what of it can run without one.
 # tests/gpu/validate.sh parses (bash -n) and, with no GPU here, says
-# "no CUDA device: skipped" and exits 0; zc_attn_perf takes -G and -T
-# (and refuses float32 on the GPU, -T without -G), and without a device
-# says "no CUDA device: skipped" and exits 0; zc_ring_attn_perf -G on one
+# "no CUDA device: skipped" and exits 0; zc_attn_perf takes -G with -T,
+# -S and the CPU mode's options (and refuses float32 on the GPU, -T or -S
+# without -G, bad head dims, heads and modes), and without a device says
+# "no CUDA device: skipped" and exits 0; zc_ring_attn_perf -G on one
 # rank without a device exits 2 saying so; the PyTorch baseline compiles
 # and, where torch is, says the same with --device cuda.  On a machine
 # with a GPU the skips are SKIPs (validate.sh runs the real thing).
@@ -39,21 +40,33 @@ else
 fi
 
 ./tools/zc_attn_perf -h >"$tmp/help" 2>&1
-grep -q -- "-G " "$tmp/help" && grep -q -- "-T LIST" "$tmp/help"
-result $? "zc_attn_perf -h names -G and -T"
-./tools/zc_attn_perf -G -d float >/dev/null 2>&1
-rc=$?
-[ $rc -eq 1 ]
-result $? "zc_attn_perf -G -d float: refused (the GPU ways take bf16 and fp16), exit 1 ($rc)"
-./tools/zc_attn_perf -T all >/dev/null 2>&1
-rc=$?
-[ $rc -eq 1 ]
-result $? "zc_attn_perf -T without -G: refused, exit 1 ($rc)"
+grep -q -- "-G " "$tmp/help" && grep -q -- "-T LIST" "$tmp/help" &&
+    grep -q -- "-S LIST" "$tmp/help"
+result $? "zc_attn_perf -h names -G, -T and -S"
+refused() { # description args...: zc_attn_perf refuses the options, exit 1, before any device
+    desc=$1
+    shift
+    ./tools/zc_attn_perf "$@" >"$tmp/refused" 2>&1
+    rc=$?
+    [ $rc -eq 1 ] && ! grep -q "no CUDA device" "$tmp/refused"
+    result $? "zc_attn_perf $*: refused ($desc), exit 1 ($rc)"
+}
+refused "the GPU ways take bf16 and fp16" -G -d float
+refused "-T needs -G" -T all
+refused "-S needs -G" -S 4k
+refused "head dims 1 to 256" -G -D 300
+refused "-K 3 divides neither 32 nor 16 heads" -G -K 3
+refused "-m takes fwd, bwd or both" -G -m sideways
 if [ $gpu -eq 0 ]; then
-    out=$(./tools/zc_attn_perf -G -d bfloat16 -H 16 -K 4 -D 128 -b 4096 -N 4 -n 5 -w 2 -T all 2>&1)
+    out=$(./tools/zc_attn_perf -G 2>&1)
     rc=$?
     [ $rc -eq 0 ] && [ "$out" = "zc_attn_perf -G: no CUDA device: skipped" ]
-    result $? "zc_attn_perf -G with validate.sh's options, no device: skipped, exit 0 ($rc: $out)"
+    result $? "zc_attn_perf -G as validate.sh runs it, no device: skipped, exit 0 ($rc: $out)"
+    out=$(./tools/zc_attn_perf -G -d float16 -b 2048 -e 8192 -f 2 -N 2 -H 16 -K 4 -D 128 -C 0 \
+        -m bwd -n 2 -w 0 -c 0 -T arxiv,github -S 4k,arxiv 2>&1)
+    rc=$?
+    [ $rc -eq 0 ] && [ "$out" = "zc_attn_perf -G: no CUDA device: skipped" ]
+    result $? "zc_attn_perf -G with every option of -G, no device: skipped, exit 0 ($rc: $out)"
     ZC_RANK=0 ZC_SIZE=1 ZC_LOCAL_RANK=0 ZC_MASTER_ADDR=127.0.0.1 ZC_MASTER_PORT=$((29500 + $$ % 1000)) \
         timeout 60 ./tools/zc_ring_attn_perf -G -d bfloat16 -H 16 -K 4 -A 128 -s 4 -b 16K -e 16K \
         -n 3 -w 1 >"$tmp/ring" 2>&1
@@ -61,6 +74,7 @@ if [ $gpu -eq 0 ]; then
     [ $rc -eq 2 ] && grep -q "no CUDA device" "$tmp/ring"
     result $? "zc_ring_attn_perf -G with validate.sh's options, one rank, no device: says so, exit 2 ($rc)"
 else
+    skip "a GPU is here: zc_attn_perf -G would run"
     skip "a GPU is here: zc_attn_perf -G would run"
     skip "a GPU is here: zc_ring_attn_perf -G would run"
 fi

@@ -23,3 +23,15 @@ if ((${#missing[@]})); then
   apt-get update -qq
   apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
 fi
+
+# cuobjdump and nvdisasm for tests/test_cuda_sass.sh (the SASS of the CUDA
+# attention kernels), from PyPI where the CUDA toolkit here lacks them.
+cuda=${CUDA_HOME:-/usr/local/cuda}
+if [[ -x $cuda/bin/nvcc && ! -x $cuda/bin/cuobjdump ]] &&
+  ! /usr/bin/python3 -c 'import glob, nvidia, sys
+sys.exit(not any(glob.glob(p + "/cu*/bin/nvdisasm") for p in nvidia.__path__))' 2>/dev/null; then
+  echo "deps.sh: installing nvidia-cuda-cuobjdump nvidia-cuda-nvdisasm (pip)"
+  /usr/bin/python3 -m pip install -q --break-system-packages nvidia-cuda-cuobjdump \
+    nvidia-cuda-nvdisasm >/dev/null 2>&1 ||
+    echo "deps.sh: no cuobjdump: tests/test_cuda_sass.sh will skip"
+fi

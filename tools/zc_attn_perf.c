@@ -4,11 +4,15 @@
  * double-precision reference (-c 1).  Causal FLOPs count the visible half:
  * forward 2*S^2*D*H per sequence (4*S^2*D*H without the mask), backward 2.5x.
  *
- * -G: the GPU instead (zc_attn_gpu_bench.h), on the same shapes in one run:
- * one cuDNN SDPA call over the whole batch (the baseline), libzcomm's cuDNN
- * backend as a ring block calls it, the native CUDA kernels; TFLOP/s and
- * the ratio to the baseline; -T adds THD batches drawn from the paper's
- * length distributions (the same total tokens as a fixed-length row). */
+ * -G: the GPU instead (zc_attn_gpu_bench.h), every way of running one
+ * attention call on the same shapes in one run: one cuDNN SDPA call over
+ * the whole batch (the baseline), libzcomm's cuDNN backend as a ring block
+ * calls it, its tensor-core kernels and its scalar kernels; forward and
+ * backward, causal and full, head dims 64 and 128, fixed lengths and THD
+ * batches drawn from the paper's length distributions, all with the same
+ * tokens per call; one line per way with its TFLOP/s, the ratio of the
+ * baseline's time to its own and its error against the float64 reference
+ * of sampled rows. */
 #include "config.h"
 
 #include <getopt.h>
@@ -18,13 +22,16 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "kernels/attn_math.h"
 #include "kernels/cudnn/attn_cudnn.h"
 #include "perf_common.h"
 #include "zc_attn_gpu_bench.h"
+#include "zc_attn_ref.h"
 #include "zc_plan_dataset.h"
-#include "zc_ring_attn_data.h"
 #include "zcomm.h"
+
+/* The options given on the command line: -G's defaults differ. */
+enum { GIVEN_B = 1, GIVEN_F = 2, GIVEN_H = 4, GIVEN_K = 8, GIVEN_D = 16, GIVEN_C = 32,
+       GIVEN_N = 64, GIVEN_T = 128, GIVEN_DTYPE = 256 };
 
 typedef struct {
     int64_t min_len, max_len;
@@ -33,29 +40,34 @@ typedef struct {
     zc_datatype_t dtype;
     int run_fwd, run_bwd;
     int gpu;                 /* -G */
-    char datasets[64];       /* -T: THD batches from these distributions ("" none) */
+    char datasets[64];       /* -T: THD batches from these distributions */
+    char shapes[128];        /* -S: only these rows of -G ("": all) */
+    unsigned given;          /* GIVEN_* */
 } opts_t;
 
 static void usage(const char *prog)
 {
     printf("usage: %s [options]\n"
            "  -b minlen   first sequence length (default 4096)\n"
-           "  -e maxlen   last sequence length (default: minlen)\n"
-           "  -f factor   length multiplier between rows (default 2)\n"
-           "  -N batch    sequences per call (default 1)\n"
-           "  -H heads    query heads (default 8)\n"
+           "  -e maxlen   last sequence length (default: minlen; -G without -b: 16384)\n"
+           "  -f factor   length multiplier between rows (default 2; -G: 4)\n"
+           "  -N batch    sequences per call (default 1); -G: every row has the tokens of\n"
+           "              batch sequences of maxlen, shorter lengths in more sequences\n"
+           "  -H heads    query heads (default 8; -G: 2048 / dim)\n"
            "  -K heads    key/value heads (default: query heads)\n"
-           "  -D dim      head dimension (default 128)\n"
-           "  -d type     float or bfloat16 (default float)\n"
-           "  -C 0|1      causal (default 1)\n"
+           "  -D dim      head dimension (default 128; -G: 64 and 128)\n"
+           "  -d type     float or bfloat16 (default float); -G: bfloat16 (default) or float16\n"
+           "  -C 0|1      causal (default 1; -G: both)\n"
            "  -m mode     fwd, bwd or both (default both)\n"
-           "  -n iters    timed iterations (default 5)\n"
+           "  -n iters    timed iterations (default 5; -G: 3)\n"
            "  -w iters    warmup iterations (default 1)\n"
            "  -c 0|1      check sampled rows against a double reference (default 1)\n"
-           "  -G          the GPU: one cuDNN SDPA call, libzcomm's cuDNN backend, the native\n"
-           "              CUDA kernels (-d bfloat16 or float16)\n"
-           "  -T LIST     with -G, also THD batches drawn from these length distributions\n"
-           "              (arxiv, github, prolong64k, or all), as many tokens as -N x length\n"
+           "  -G          the GPU: one cuDNN SDPA call over the batch, libzcomm's cuDNN backend,\n"
+           "              its tensor-core kernels and its scalar kernels on the same shapes\n"
+           "  -T LIST     with -G, THD batches drawn from these length distributions (arxiv,\n"
+           "              github, prolong64k, comma-separated, all or none; default all)\n"
+           "  -S LIST     with -G, only these rows: 4k, 16k (the fixed lengths' names),\n"
+           "              arxiv, github, prolong64k, comma-separated\n"
            "Threads: ZC_NUM_THREADS; SIMD path: ZC_CPU_ISA (auto, avx512, avx2, scalar).\n",
            prog);
 }
@@ -69,23 +81,28 @@ static int parse(int argc, char **argv, opts_t *o)
                   .dtype = ZC_FLOAT32, .run_fwd = 1, .run_bwd = 1};
     static const struct option longopts[] = {{"help", no_argument, NULL, 'h'}, {NULL, 0, NULL, 0}};
 
-    while ((c = getopt_long(argc, argv, "b:e:f:N:H:K:D:d:C:m:n:w:c:GT:h", longopts, NULL)) !=
+    while ((c = getopt_long(argc, argv, "b:e:f:N:H:K:D:d:C:m:n:w:c:GT:S:h", longopts, NULL)) !=
            -1) {
         switch (c) {
-        case 'b': o->min_len = atoll(optarg); break;
+        case 'b': o->min_len = atoll(optarg), o->given |= GIVEN_B; break;
         case 'e': o->max_len = atoll(optarg); break;
-        case 'f': o->factor = atof(optarg); break;
+        case 'f': o->factor = atof(optarg), o->given |= GIVEN_F; break;
         case 'N': o->batch = atoi(optarg); break;
-        case 'H': o->heads = atoi(optarg); break;
-        case 'K': o->kv_heads = atoi(optarg); break;
-        case 'D': o->dim = atoi(optarg); break;
-        case 'C': o->causal = atoi(optarg); break;
-        case 'n': o->iters = atoi(optarg); break;
+        case 'H': o->heads = atoi(optarg), o->given |= GIVEN_H; break;
+        case 'K': o->kv_heads = atoi(optarg), o->given |= GIVEN_K; break;
+        case 'D': o->dim = atoi(optarg), o->given |= GIVEN_D; break;
+        case 'C': o->causal = atoi(optarg), o->given |= GIVEN_C; break;
+        case 'n': o->iters = atoi(optarg), o->given |= GIVEN_N; break;
         case 'w': o->warmup = atoi(optarg); break;
         case 'c': o->check = atoi(optarg); break;
         case 'G': o->gpu = 1; break;
-        case 'T': snprintf(o->datasets, sizeof(o->datasets), "%s", optarg); break;
+        case 'T':
+            snprintf(o->datasets, sizeof(o->datasets), "%s", optarg);
+            o->given |= GIVEN_T;
+            break;
+        case 'S': snprintf(o->shapes, sizeof(o->shapes), "%s", optarg); break;
         case 'd':
+            o->given |= GIVEN_DTYPE;
             if (strcmp(optarg, "float") == 0)
                 o->dtype = ZC_FLOAT32;
             else if (strcmp(optarg, "bfloat16") == 0 || strcmp(optarg, "bf16") == 0)
@@ -96,6 +113,9 @@ static int parse(int argc, char **argv, opts_t *o)
                 return -1;
             break;
         case 'm':
+            if (strcmp(optarg, "fwd") != 0 && strcmp(optarg, "bwd") != 0 &&
+                strcmp(optarg, "both") != 0)
+                return -1;
             o->run_fwd = strcmp(optarg, "bwd") != 0;
             o->run_bwd = strcmp(optarg, "fwd") != 0;
             break;
@@ -106,120 +126,121 @@ static int parse(int argc, char **argv, opts_t *o)
             return -1;
         }
     }
+    if (optind < argc)
+        return -1;
+    if (o->gpu) { /* -G's defaults: 4k and 16k, every distribution, bf16, 3 timed calls */
+        if (!(o->given & GIVEN_B))
+            o->max_len = o->max_len ? o->max_len : 16384;
+        if (!(o->given & GIVEN_F))
+            o->factor = 4;
+        if (!(o->given & GIVEN_N))
+            o->iters = 3;
+        if (!(o->given & GIVEN_T))
+            snprintf(o->datasets, sizeof(o->datasets), "all");
+        if (!(o->given & GIVEN_DTYPE))
+            o->dtype = ZC_BFLOAT16;
+    }
     if (o->max_len < o->min_len)
         o->max_len = o->min_len;
     if (o->kv_heads <= 0)
         o->kv_heads = o->heads;
-    if (o->min_len < 1 || o->factor <= 1 || o->batch < 1 || o->iters < 1 || o->warmup < 0)
+    if (o->min_len < 1 || o->max_len > INT32_MAX || o->factor <= 1 || o->batch < 1 ||
+        o->heads < 1 || o->iters < 1 || o->warmup < 0 || o->dim < 1 || o->dim > 256 ||
+        (o->causal != 0 && o->causal != 1))
         return -1;
-    /* fp16 on the GPU only; the GPU takes bf16 and fp16 (cuDNN's types) */
+    /* fp16 on the GPU only; the GPU takes bf16 and fp16 (the tensor cores' and cuDNN's) */
     if (o->gpu ? o->dtype == ZC_FLOAT32 : o->dtype == ZC_FLOAT16)
         return -1;
-    if (o->datasets[0] && !o->gpu)
+    if (!o->gpu && (o->datasets[0] || o->shapes[0]))
+        return -1;
+    if (o->gpu && o->batch * o->max_len > INT32_MAX)
+        return -1;
+    /* the GPU's heads follow the head dim unless -H says: checked per dim */
+    if ((!o->gpu || (o->given & GIVEN_H)) && o->heads % o->kv_heads != 0)
         return -1;
     return 0;
-}
-
-static uint64_t rng = 88172645463325252ull;
-
-static float rand_normal(void)
-{
-    double u1, u2;
-
-    rng ^= rng << 13, rng ^= rng >> 7, rng ^= rng << 17;
-    u1 = ((rng >> 11) + 1.0) / 9007199254740993.0;
-    rng ^= rng << 13, rng ^= rng >> 7, rng ^= rng << 17;
-    u2 = (rng >> 11) / 9007199254740992.0;
-    return (float)(sqrt(-2.0 * log(u1)) * cos(2.0 * M_PI * u2));
 }
 
 typedef struct {
     void *q, *k, *v, *out, *dout, *dq, *dk, *dv;
     float *lse;
-    float *tmp;   /* fp32 staging for the random inputs */
 } bufs_t;
 
-static void *fill_random(int64_t n, zc_datatype_t dtype, float *tmp)
+/* n random normal values of dtype in a new buffer. */
+static void *fill_random(int64_t n, zc_datatype_t dtype)
 {
-    void *p = malloc(n * zc_datatype_size(dtype));
+    static uint64_t seed = 88172645463325252ull;
+    void *p = malloc((size_t)n * zc_datatype_size(dtype));
 
-    for (int64_t i = 0; i < n; i++)
-        tmp[i] = rand_normal();
     if (p)
-        zc_attn_convert(tmp, ZC_FLOAT32, n, dtype, p);
+        zar_random(p, dtype, n, &seed);
     return p;
 }
 
-static double elem(const void *p, zc_datatype_t dtype, int64_t i)
+/* n values of dtype as fp32: p itself, or a converted copy in *copy. */
+static const float *as_float(const void *p, zc_datatype_t dtype, int64_t n, float **copy)
 {
-    return dtype == ZC_FLOAT32 ? ((const float *)p)[i] : zc_bf16_to_float(((const uint16_t *)p)[i]);
+    *copy = NULL;
+    if (dtype == ZC_FLOAT32)
+        return p;
+    *copy = malloc(sizeof(float) * (size_t)n);
+    if (*copy)
+        zc_attn_convert(p, dtype, n, ZC_FLOAT32, *copy);
+    return *copy;
 }
 
-/* Output and dq of sampled rows against a double reference: rows whose
- * largest error exceeds the dtype's tolerance (relative to the row's scale). */
+/* Output, lse and dq of sampled rows against the float64 reference
+ * (zc_attn_ref.h): rows whose largest error exceeds the dtype's tolerance
+ * (relative to the row's scale). */
 static int check_rows(const opts_t *o, const zc_attn_args_t *a, int64_t len)
 {
-    const int d = o->dim, g = o->heads / o->kv_heads;
+    const int d = o->dim;
+    const int64_t tokens = o->batch * len, nq = tokens * o->heads * d;
+    const int64_t nk = tokens * o->kv_heads * d;
     const double tol = o->dtype == ZC_FLOAT32 ? 1e-4 : 3e-2;
-    double *s = malloc(sizeof(double) * len), *orow = malloc(sizeof(double) * d);
-    double *dqrow = malloc(sizeof(double) * d);
+    float *copy[6];
+    zar_call_t c = {.cu = a->cu_seqlens_q, .batch = o->batch, .hq = o->heads, .hkv = o->kv_heads,
+                    .d = d, .causal = o->causal, .scale = a->scale,
+                    .q = as_float(a->q, o->dtype, nq, &copy[0]),
+                    .k = as_float(a->k, o->dtype, nk, &copy[1]),
+                    .v = as_float(a->v, o->dtype, nk, &copy[2]),
+                    .dout = as_float(a->dout, o->dtype, nq, &copy[3]),
+                    .out = as_float(a->out, a->out_dtype, nq, &copy[4]), .lse = a->lse};
+    const float *dq = as_float(a->dq, a->grad_dtype, nq, &copy[5]);
+    double *ref = malloc(sizeof(double) * d), *dqref = malloc(sizeof(double) * d);
     int wrong = 0;
 
+    if (!c.q || !c.k || !c.v || !c.dout || !c.out || !dq || !ref || !dqref) {
+        fprintf(stderr, "zc_attn_perf: out of memory for the check\n");
+        exit(2);
+    }
     for (int n = 0; n < 16; n++) {
-        const int b = n % o->batch, h = (n * 5) % o->heads, hk = h / g;
-        const int64_t i = (int64_t)(((uint64_t)n * 2654435761u) % (uint64_t)len);
-        const int64_t row = (b * len + i) * o->heads + h;
-        const int64_t nvis = o->causal ? i + 1 : len;
-        double m = -INFINITY, l = 0, lse, delta = 0, emax = 0, omax = 0, dqmax = 0, dqerr = 0;
+        int64_t t;
+        int h;
+        double lse, emax = 0, omax = 0, dqmax = 0, dqerr = 0;
 
-        for (int x = 0; x < d; x++)
-            orow[x] = dqrow[x] = 0;
-        for (int64_t j = 0; j < nvis; j++) {
-            const int64_t krow = (b * len + j) * o->kv_heads + hk;
-            double dot = 0;
-
-            for (int x = 0; x < d; x++)
-                dot += elem(a->q, o->dtype, row * d + x) * elem(a->k, o->dtype, krow * d + x);
-            s[j] = dot * a->scale;
-            m = s[j] > m ? s[j] : m;
-        }
-        for (int64_t j = 0; j < nvis; j++) {
-            const int64_t krow = (b * len + j) * o->kv_heads + hk;
-            double p = exp(s[j] - m);
-
-            l += p;
-            for (int x = 0; x < d; x++)
-                orow[x] += p * elem(a->v, o->dtype, krow * d + x);
-        }
-        lse = m + log(l);
+        zar_sample(tokens, o->heads, 16, n, &t, &h);
+        const int64_t row = t * o->heads + h;
+        zar_fwd_row(&c, t, h, ref, &lse);
         for (int x = 0; x < d; x++) {
-            orow[x] /= l;
-            omax = fmax(omax, fabs(orow[x]));
-            emax = fmax(emax, fabs(orow[x] - elem(a->out, a->out_dtype, row * d + x)));
-            delta += orow[x] * elem(a->dout, o->dtype, row * d + x);
+            omax = fmax(omax, fabs(ref[x]));
+            emax = fmax(emax, fabs(ref[x] - c.out[row * d + x]));
         }
         if (o->run_bwd) {
-            for (int64_t j = 0; j < nvis; j++) {
-                const int64_t krow = (b * len + j) * o->kv_heads + hk;
-                double dp = 0, ds;
-
-                for (int x = 0; x < d; x++)
-                    dp += elem(a->dout, o->dtype, row * d + x) *
-                          elem(a->v, o->dtype, krow * d + x);
-                ds = exp(s[j] - lse) * (dp - delta) * a->scale;
-                for (int x = 0; x < d; x++)
-                    dqrow[x] += ds * elem(a->k, o->dtype, krow * d + x);
-            }
+            zar_dq_row(&c, t, h, dqref);
             for (int x = 0; x < d; x++) {
-                dqmax = fmax(dqmax, fabs(dqrow[x]));
-                dqerr = fmax(dqerr, fabs(dqrow[x] - elem(a->dq, a->grad_dtype, row * d + x)));
+                dqmax = fmax(dqmax, fabs(dqref[x]));
+                dqerr = fmax(dqerr, fabs(dqref[x] - dq[row * d + x]));
             }
         }
-        if (!(emax <= tol * fmax(omax, 1e-30)) || fabs(lse - a->lse[row]) > tol * fmax(1, fabs(lse)) ||
+        if (!(emax <= tol * fmax(omax, 1e-30)) ||
+            !(fabs(lse - c.lse[row]) <= tol * fmax(1, fabs(lse))) ||
             !(dqerr <= tol * fmax(dqmax, 1e-2)))
             wrong++;
     }
-    free(s), free(orow), free(dqrow);
+    for (int i = 0; i < 6; i++)
+        free(copy[i]);
+    free(ref), free(dqref);
     return wrong;
 }
 
@@ -238,17 +259,16 @@ static int run_len(const opts_t *o, int64_t len, double *fwd_rate, double *bwd_r
 
     for (int b = 0; b <= o->batch; b++)
         cu[b] = (int32_t)(b * len);
-    bf.tmp = malloc(sizeof(float) * (nq > nk ? nq : nk));
-    bf.q = fill_random(nq, o->dtype, bf.tmp);
-    bf.k = fill_random(nk, o->dtype, bf.tmp);
-    bf.v = fill_random(nk, o->dtype, bf.tmp);
-    bf.dout = fill_random(nq, o->dtype, bf.tmp);
+    bf.q = fill_random(nq, o->dtype);
+    bf.k = fill_random(nk, o->dtype);
+    bf.v = fill_random(nk, o->dtype);
+    bf.dout = fill_random(nq, o->dtype);
     bf.out = calloc(nq, zc_datatype_size(o->dtype));
     bf.dq = calloc(nq, zc_datatype_size(o->dtype));
     bf.dk = calloc(nk, zc_datatype_size(o->dtype));
     bf.dv = calloc(nk, zc_datatype_size(o->dtype));
     bf.lse = calloc(o->batch * len * o->heads, sizeof(float));
-    if (!cu || !bf.tmp || !bf.q || !bf.k || !bf.v || !bf.dout || !bf.out || !bf.dq || !bf.dk ||
+    if (!cu || !bf.q || !bf.k || !bf.v || !bf.dout || !bf.out || !bf.dq || !bf.dk ||
         !bf.dv || !bf.lse) {
         fprintf(stderr, "zc_attn_perf: out of memory at length %lld\n", (long long)len);
         exit(2);
@@ -298,96 +318,200 @@ static int run_len(const opts_t *o, int64_t len, double *fwd_rate, double *bwd_r
         printf("%6d\n", wrong);
     else
         printf("%6s\n", "N/A");
-    free(cu), free(bf.tmp), free(bf.q), free(bf.k), free(bf.v), free(bf.dout), free(bf.out);
+    free(cu), free(bf.q), free(bf.k), free(bf.v), free(bf.dout), free(bf.out);
     free(bf.dq), free(bf.dk), free(bf.dv), free(bf.lse);
     return wrong;
 }
 
 /* ---- -G ------------------------------------------------------------- */
 
-/* One row: the batch cu[batch + 1] on every way; returns its #wrong (the
- * cuDNN backend off the native kernels by more than the dtype allows). */
-static int gpu_row(const opts_t *o, const char *name, const int32_t *cu, int batch)
-{
-    static const char *ways[ZAB_NWAYS] = {"cudnn_sdpa", "zc_cudnn", "zc_native"};
-    double flops = zab_flops(cu, batch, o->heads, o->dim), tol = 3e-2;
-    zab_result_t r;
-    zc_status_t st = zab_time(cu, batch, o->heads, o->kv_heads, o->dim, o->dtype, o->warmup,
-                              o->iters, &r);
-    int wrong = 0;
+/* What the rows of -G add up to. */
+typedef struct {
+    double log_x[2][ZAB_NWAYS]; /* sums of log(baseline time / the way's time) */
+    int nx[2][ZAB_NWAYS];
+    int wrong, failed;
+} gpu_tally_t;
 
-    if (st != ZC_OK) {
-        fprintf(stderr, "zc_attn_perf: %s: %s\n", name, zc_strerror(st));
+static int gpu_heads(const opts_t *o, int d)
+{
+    return o->given & GIVEN_H ? o->heads : 2048 / d > 0 ? 2048 / d : 1;
+}
+
+static int gpu_kv_heads(const opts_t *o, int d)
+{
+    return o->given & GIVEN_K ? o->kv_heads : gpu_heads(o, d);
+}
+
+/* The head dims every row runs at. */
+static int gpu_dims(const opts_t *o, int *dims)
+{
+    if (o->given & GIVEN_D) {
+        dims[0] = o->dim;
         return 1;
     }
-    printf("  %-12s %8d %5d %5d/%-3d %4d %-8s", name, cu[batch], batch, o->heads, o->kv_heads,
-           o->dim, zc_datatype_name(o->dtype));
-    for (int pass = 0; pass < 2; pass++)
-        for (int w = 0; w < ZAB_NWAYS; w++) {
-            double ms = pass ? r.bwd_ms[w] : r.fwd_ms[w];
-            double base = pass ? r.bwd_ms[ZAB_GRAPH] : r.fwd_ms[ZAB_GRAPH];
-            double tf = ms > 0 ? (pass ? 2.5 : 1.0) * flops / (ms * 1e-3) / 1e12 : 0;
+    dims[0] = 64, dims[1] = 128;
+    return 2;
+}
 
-            if (ms > 0)
-                printf(" %8.3f %7.1f %5.2f", ms, tf, base > 0 ? base / ms : 0);
-            else
-                printf(" %8s %7s %5s", "-", "-", "-");
+/* One line per pass and way of one case. */
+static void gpu_print(const opts_t *o, const char *name, const int32_t *cu, int batch,
+                      const zab_case_t *c, const zab_result_t *r, gpu_tally_t *t)
+{
+    const double flops = zab_flops(cu, batch, c->hq, c->d, c->causal);
+    const double tol = o->dtype == ZC_BFLOAT16 ? 3e-2 : 1e-2;
+
+    for (int pass = 0; pass < 2; pass++) {
+        const double base = r->ms[pass][ZAB_SDPA];
+
+        if (!(pass ? c->bwd : c->fwd))
+            continue;
+        for (int w = 0; w < ZAB_NWAYS; w++) {
+            const double ms = r->ms[pass][w], err = r->err[pass][w];
+
+            printf("  %-11s %5d %6d %4d/%-3d %4d %-6s %-4s %-6s", name, batch, cu[batch], c->hq,
+                   c->hkv, c->d, c->causal ? "yes" : "no", pass ? "bwd" : "fwd", zab_way_name[w]);
+            if (ms > 0) {
+                printf(" %9.3f %8.1f", ms, (pass ? 2.5 : 1.0) * flops / (ms * 1e-3) * 1e-12);
+                if (base > 0)
+                    printf(" %7.2f", base / ms);
+                else
+                    printf(" %7s", "-");
+                if (err >= 0)
+                    printf(" %8.1e", err);
+                else
+                    printf(" %8s", "-");
+            } else {
+                printf(" %9s %8s %7s %8s", "-", "-", "-", "-");
+            }
+            if (r->why[pass][w][0])
+                printf("  %s: %s", r->failed[pass][w] ? "FAILED" : "not run", r->why[pass][w]);
+            printf("\n");
+            if (ms > 0 && base > 0) {
+                t->log_x[pass][w] += log(base / ms);
+                t->nx[pass][w]++;
+            }
+            t->wrong += err >= 0 && !(err <= tol);
+            t->failed += r->failed[pass][w];
         }
-    if (r.err_out >= 0 && r.err_dq >= 0)
-        wrong = r.err_out > tol || r.err_dq > tol;
-    printf(" %8.1e %8.1e\n", r.err_out, r.err_dq);
-    for (int w = 0; w < ZAB_NWAYS; w++)
-        if (r.why[w][0])
-            printf("#   %s did not run: %s\n", ways[w], r.why[w]);
+    }
     fflush(stdout);
-    return wrong;
+}
+
+/* Every head dim and mask of one batch. */
+static void gpu_row(const opts_t *o, const char *name, const int32_t *cu, int batch,
+                    gpu_tally_t *t)
+{
+    int dims[2], nd = gpu_dims(o, dims), wq = 0, wkv = 0;
+    zab_batch_t *b;
+    zc_status_t st;
+
+    if (o->shapes[0] && !zc_perf_listed(o->shapes, name))
+        return;
+    for (int i = 0; i < nd; i++) {
+        const int q = gpu_heads(o, dims[i]) * dims[i], kv = gpu_kv_heads(o, dims[i]) * dims[i];
+
+        wq = q > wq ? q : wq;
+        wkv = kv > wkv ? kv : wkv;
+    }
+    if ((st = zab_open(cu, batch, wq, wkv, o->dtype, o->check, &b)) != ZC_OK) {
+        printf("# %s: FAILED: %s: %s\n", name, zc_strerror(st), zc_get_last_error());
+        t->failed++;
+        return;
+    }
+    for (int i = 0; i < nd; i++)
+        for (int causal = 1; causal >= 0; causal--) {
+            zab_case_t c = {.hq = gpu_heads(o, dims[i]), .hkv = gpu_kv_heads(o, dims[i]),
+                            .d = dims[i], .causal = causal, .warmup = o->warmup,
+                            .iters = o->iters, .ways = (1u << ZAB_NWAYS) - 1,
+                            .fwd = o->run_fwd, .bwd = o->run_bwd, .check = o->check};
+            zab_result_t r;
+
+            if ((o->given & GIVEN_C) && causal != o->causal)
+                continue;
+            if ((st = zab_time(b, &c, &r)) != ZC_OK) {
+                printf("# %s d=%d: FAILED: %s: %s\n", name, c.d, zc_strerror(st),
+                       zc_get_last_error());
+                t->failed++;
+                continue;
+            }
+            gpu_print(o, name, cu, batch, &c, &r, t);
+        }
+    zab_close(b);
 }
 
 static int gpu_main(const opts_t *o)
 {
-    int wrong = 0;
+    const int64_t tokens = (int64_t)o->batch * o->max_len;
+    int dims[2], nd = gpu_dims(o, dims);
+    gpu_tally_t t = {0};
 
+    for (int i = 0; i < nd; i++)
+        if (gpu_heads(o, dims[i]) % gpu_kv_heads(o, dims[i]) != 0) {
+            fprintf(stderr, "zc_attn_perf: -K %d does not divide the %d heads at head dim %d\n",
+                    gpu_kv_heads(o, dims[i]), gpu_heads(o, dims[i]), dims[i]);
+            return 1;
+        }
     if (zab_device(0) != ZC_OK) {
         printf("zc_attn_perf -G: no CUDA device: skipped\n");
         return 0;
     }
-    printf("# zc_attn_perf -G: libzcomm %s, cuDNN %zu, %d timed + %d warmup iterations\n",
-           ZC_VERSION_STRING, zc_cudnn_version(), o->iters, o->warmup);
-    printf("# causal; TFLOP/s: forward 4 s^2 d h / 2, backward 2.5x; x: the ratio of the "
-           "cuDNN SDPA call's time to the way's\n");
-    printf("# %-12s %8s %5s %9s %4s %-8s", "batch", "tokens", "seqs", "heads", "dim", "type");
-    for (int pass = 0; pass < 2; pass++)
-        printf(" %8s %7s %5s %8s %7s %5s %8s %7s %5s", pass ? "bwd:sdpa" : "fwd:sdpa",
-               "TFLOP/s", "x", "zc_cudnn", "TFLOP/s", "x", "native", "TFLOP/s", "x");
-    printf(" %8s %8s\n", "err_out", "err_dq");
+    printf("# zc_attn_perf -G: libzcomm %s, cuDNN %zu, %s, %lld tokens per call, %d timed + %d "
+           "warmup calls\n", ZC_VERSION_STRING, zc_cudnn_version(), zc_datatype_name(o->dtype),
+           (long long)tokens, o->iters, o->warmup);
+    printf("# ways: sdpa = one cuDNN SDPA call over the batch (the baseline); cudnn = libzcomm's "
+           "cuDNN backend, as a ring block (fp32 out/lse merged, fp32 gradients added); mma = "
+           "its tensor-core kernels; scalar = its scalar kernels, the same arguments\n"
+           "# TFLOP/s: forward 4 s^2 d h per sequence, causal half, backward 2.5x; x: the "
+           "baseline's time / the way's; err: max |x - ref| / max |ref| over %s sampled rows "
+           "(fwd: out, lse; bwd: dq, dk, dv) against float64\n", o->check ? "32" : "no");
+    printf("# %-11s %5s %6s %8s %4s %-6s %-4s %-6s %9s %8s %7s %8s\n", "shape", "seqs", "tokens",
+           "heads", "dim", "causal", "pass", "way", "ms", "TFLOP/s", "x", "err");
     for (double len = (double)o->min_len; len <= (double)o->max_len; len *= o->factor) {
-        int64_t total = (int64_t)len * o->batch;
-        int32_t *cu = malloc(sizeof(int32_t) * (size_t)(o->batch + 1));
+        const int64_t l = (int64_t)len, n = tokens / l;
+        int32_t *cu = malloc(sizeof(int32_t) * (size_t)(n + 1));
         char name[32];
 
-        for (int b = 0; b <= o->batch; b++)
-            cu[b] = (int32_t)(b * (int64_t)len);
-        snprintf(name, sizeof(name), "fixed %lldk", (long long)len / 1024);
-        wrong += gpu_row(o, name, cu, o->batch);
+        if (l % 1024 == 0)
+            snprintf(name, sizeof(name), "%lldk", (long long)l / 1024);
+        else
+            snprintf(name, sizeof(name), "%lld", (long long)l);
+        for (int64_t i = 0; cu && i <= n; i++)
+            cu[i] = (int32_t)(i * l);
+        if (cu)
+            gpu_row(o, name, cu, (int)n, &t);
         free(cu);
-        for (int d = 0; o->datasets[0] && d < zc_dataset_count(); d++) {
-            int64_t *lengths;
-            size_t n;
+    }
+    for (int ds = 0; ds < zc_dataset_count(); ds++) {
+        zc_rng_t rng = {7 + (uint64_t)ds};
+        int64_t *lengths = NULL;
+        size_t n;
+        int32_t *cu;
 
-            if (!zc_perf_listed(o->datasets, zc_dataset_name(d)))
-                continue;
-            n = rad_sample(d, total, 1, 7 + (uint64_t)d, &lengths);
-            cu = malloc(sizeof(int32_t) * (n + 1));
+        if (!zc_perf_listed(o->datasets, zc_dataset_name(ds)))
+            continue;
+        n = zc_dataset_sample(ds, tokens, &rng, &lengths);
+        cu = malloc(sizeof(int32_t) * (n + 1));
+        if (cu && n) {
             cu[0] = 0;
             for (size_t i = 0; i < n; i++)
                 cu[i + 1] = cu[i] + (int32_t)lengths[i];
-            wrong += gpu_row(o, zc_dataset_name(d), cu, (int)n);
-            free(cu);
-            free(lengths);
+            gpu_row(o, zc_dataset_name(ds), cu, (int)n, &t);
         }
+        free(cu);
+        free(lengths);
     }
-    printf("# Out of bounds values : %d %s\n", wrong, wrong ? "ERROR" : "OK");
-    return wrong ? 1 : 0;
+    for (int pass = 0; pass < 2; pass++) {
+        printf("# %s, geometric mean of x:", pass ? "bwd" : "fwd");
+        for (int w = 1; w < ZAB_NWAYS; w++)
+            if (t.nx[pass][w])
+                printf(" %s %.2f", zab_way_name[w], exp(t.log_x[pass][w] / t.nx[pass][w]));
+            else
+                printf(" %s -", zab_way_name[w]);
+        printf("\n");
+    }
+    printf("# Out of bounds values : %d %s\n", t.wrong, t.wrong ? "ERROR" : "OK");
+    printf("# Failed calls : %d %s\n", t.failed, t.failed ? "ERROR" : "OK");
+    return t.failed ? 2 : t.wrong ? 1 : 0;
 }
 
 int main(int argc, char **argv)

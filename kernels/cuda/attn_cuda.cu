@@ -1,5 +1,7 @@
-/* Flash attention forward and backward, the LSE merge, conversions and the
- * zigzag range copy on CUDA (sm_80, sm_90).
+/* Flash attention forward and backward on scalar fp32 arithmetic (the
+ * kernels of fp32 storage, odd head dims and unaligned tensors: bf16 and
+ * fp16 run on tensor cores, attn_mma.cu), the delta, the LSE merge,
+ * conversions and the zigzag range copy on CUDA (sm_80, sm_90).
  *
  * The per-row math is kernels/attn_math.h, the same functions the CPU
  * kernels run: online-softmax rescale, row lse, the stable merge, bf16
@@ -24,42 +26,14 @@
 
 #include "kernels/attn_math.h"
 #include "kernels/cuda/attn_cuda.h"
+#include "kernels/cuda/attn_kernel.cuh"
 #include "zcomm.h"
 
-#define ZK_WARPS   4
-#define ZK_THREADS (ZK_WARPS * 32)
 #define ZK_ROWS    (ZC_ATTN_CUDA_BQ / ZK_WARPS)
 #define ZK_BK      ZC_ATTN_CUDA_BK
 #define ZK_FULL    0xffffffffu
 
 static_assert(ZK_BK == 32, "one key per lane");
-
-__device__ __forceinline__ float zk_load(const void *p, int dtype, int64_t i)
-{
-    switch (dtype) {
-    case ZC_FLOAT32:
-        return ((const float *)p)[i];
-    case ZC_FLOAT16:
-        return __half2float(((const __half *)p)[i]);
-    default:
-        return zc_bf16_to_float(((const uint16_t *)p)[i]);
-    }
-}
-
-__device__ __forceinline__ void zk_store(void *p, int dtype, int64_t i, float x)
-{
-    switch (dtype) {
-    case ZC_FLOAT32:
-        ((float *)p)[i] = x;
-        break;
-    case ZC_FLOAT16:
-        ((__half *)p)[i] = __float2half_rn(x);
-        break;
-    default:
-        ((uint16_t *)p)[i] = zc_float_to_bf16(x);
-        break;
-    }
-}
 
 __device__ __forceinline__ float zk_warp_max(float x)
 {
@@ -73,13 +47,6 @@ __device__ __forceinline__ float zk_warp_sum(float x)
     for (int o = 16; o > 0; o >>= 1)
         x += __shfl_xor_sync(ZK_FULL, x, o);
     return x;
-}
-
-/* Keys of the segment row i sees: [0, limit). */
-__device__ __forceinline__ int64_t zk_limit(const zc_attn_cuda_t &a, int64_t i, int64_t qs,
-                                            int64_t kvs, int64_t lk)
-{
-    return a.causal ? zc_attn_causal_limit(i, qs, kvs, lk) : lk;
 }
 
 /* Visible keys of the tile [j0, j0 + nc) for a row whose limit is `lim`. */
@@ -104,28 +71,6 @@ __device__ __forceinline__ float zk_dot(const float *x, const float *y, int d)
 __host__ __device__ __forceinline__ int zk_col_stride(int d)
 {
     return d | 1;
-}
-
-/* The segment of this block (blocks[2 * blockIdx.x]) and its block index
- * in the segment: token offsets, lengths and global start positions. */
-struct zk_seg_t {
-    int block;
-    int64_t q0, lq, k0, lk, qs, kvs;
-};
-
-__device__ __forceinline__ zk_seg_t zk_segment(const zc_attn_cuda_t &a)
-{
-    const int b = a.blocks[2 * blockIdx.x];
-    zk_seg_t s;
-
-    s.block = a.blocks[2 * blockIdx.x + 1];
-    s.q0 = a.cu_q[b];
-    s.lq = a.cu_q[b + 1] - s.q0;
-    s.k0 = a.cu_kv[b];
-    s.lk = a.cu_kv[b + 1] - s.k0;
-    s.qs = a.q_start ? a.q_start[b] : 0;
-    s.kvs = a.kv_start ? a.kv_start[b] : 0;
-    return s;
 }
 
 /* Keys [j0, j0 + nc) of a segment starting at token k0, kv head hk, into
@@ -153,7 +98,7 @@ __global__ void __launch_bounds__(ZK_THREADS) zk_fwd(zc_attn_cuda_t a)
     float *sv = sk + ZK_BK * ks;             /* [BK][ks] */
     const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
     const int h = blockIdx.y, hk = h / (a.hq / a.hk);
-    const zk_seg_t seg = zk_segment(a);
+    const zk_seg_t seg = zk_segment(a, blockIdx.x);
     const int64_t q0 = seg.q0, lq = seg.lq, k0 = seg.k0, lk = seg.lk, qs = seg.qs, kvs = seg.kvs;
     const int64_t i0 = (int64_t)seg.block * ZC_ATTN_CUDA_BQ;
     const int nr = lq - i0 < ZC_ATTN_CUDA_BQ ? (int)(lq - i0) : ZC_ATTN_CUDA_BQ;
@@ -270,7 +215,7 @@ __global__ void __launch_bounds__(ZK_THREADS) zk_bwd(zc_attn_cuda_t a)
     int *scnt = (int *)(sds + ZK_WARPS * ZK_BK); /* [WARPS]: keys each warp's row sees */
     const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
     const int hk = blockIdx.y, group = a.hq / a.hk;
-    const zk_seg_t seg = zk_segment(a);
+    const zk_seg_t seg = zk_segment(a, blockIdx.x);
     const int64_t q0 = seg.q0, lq = seg.lq, k0 = seg.k0, lk = seg.lk, qs = seg.qs, kvs = seg.kvs;
     const int64_t j0 = (int64_t)seg.block * ZK_BK;
     const int nc = lk - j0 < ZK_BK ? (int)(lk - j0) : ZK_BK;
@@ -460,37 +405,6 @@ extern "C" size_t zc_attn_cuda_smem(int backward, int d)
     else
         floats = ZC_ATTN_CUDA_BQ * (size_t)d + 2 * ZK_BK * ks;
     return floats * sizeof(float);
-}
-
-/* Every launch goes through cudaLaunchKernelEx, not <<<...>>>: the same
- * launch in plain C++, which the host compiler reads too, so that
- * tests/test_cuda_emu runs these kernels on the CPU. */
-template <typename... Params, typename... Args>
-static cudaError_t zk_run(void (*kernel)(Params...), dim3 grid, unsigned threads, size_t smem,
-                          cudaStream_t stream, Args... args)
-{
-    cudaLaunchConfig_t cfg = {};
-    cudaError_t err, last;
-
-    cfg.gridDim = grid;
-    cfg.blockDim = dim3(threads);
-    cfg.dynamicSmemBytes = smem;
-    cfg.stream = stream;
-    err = cudaLaunchKernelEx(&cfg, kernel, args...);
-    last = cudaGetLastError(); /* clears the error, as the <<<>>> form's check did */
-    return err != cudaSuccess ? err : last;
-}
-
-template <typename K>
-static cudaError_t zk_launch(K kernel, dim3 grid, size_t smem, const zc_attn_cuda_t *a,
-                             cudaStream_t stream)
-{
-    cudaError_t err = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                           (int)smem);
-
-    if (err != cudaSuccess)
-        return err;
-    return zk_run(kernel, grid, ZK_THREADS, smem, stream, *a);
 }
 
 /* The kernel instance for the head dim: DE = values per lane. */

@@ -1,6 +1,7 @@
-/* Launchers of the CUDA attention and layout kernels (attn_cuda.cu),
- * callable from C.  The public entry points (attn_gpu.c) check arguments
- * and build the device-side geometry; these only launch.  Each returns a
+/* Launchers of the CUDA attention and layout kernels (attn_cuda.cu, and
+ * the tensor-core attention kernels of attn_mma.cu), callable from C.  The
+ * public entry points (attn_gpu.c) check arguments and build the
+ * device-side geometry; these only launch.  Each returns a
  * cudaError_t as int (0: launched).  Built only with --with-cuda. */
 #ifndef ZC_KERNELS_CUDA_ATTN_CUDA_H
 #define ZC_KERNELS_CUDA_ATTN_CUDA_H
@@ -12,14 +13,22 @@
 extern "C" {
 #endif
 
-/* Query rows per forward block and keys per backward block. */
+/* The scalar kernels (attn_cuda.cu): query rows per forward block and keys
+ * per backward block. */
 #define ZC_ATTN_CUDA_BQ 16
 #define ZC_ATTN_CUDA_BK 32
+
+/* The tensor-core kernels (attn_mma.cu) take bf16 and fp16 storage at head
+ * dims that are multiples of 8 up to 256, padded to DP = 64, 128 or 256:
+ * query rows per forward block, key rows per backward block. */
+#define ZC_ATTN_MMA_DP(d) ((d) <= 64 ? 64 : (d) <= 128 ? 128 : 256)
+#define ZC_ATTN_MMA_BQ 64
+#define ZC_ATTN_MMA_BK(d) (ZC_ATTN_MMA_DP(d) > 128 ? 32 : 64)
 
 /* One kernel call.  Index arrays are device memory: cu_q/cu_kv
  * [batch + 1], q_start/kv_start [batch] or NULL, blocks [nblocks][2] =
  * (segment, block index in the segment) of the forward query blocks or the
- * backward key blocks. */
+ * backward key blocks, of the rows of the kernel family that runs. */
 typedef struct {
     int hq, hk, d, causal;
     float scale, scale2;         /* scale2 = scale * log2(e) */
@@ -41,6 +50,13 @@ typedef struct {
 size_t zc_attn_cuda_smem(int backward, int d);
 int zc_attn_cuda_fwd(const zc_attn_cuda_t *a, void *stream);
 int zc_attn_cuda_bwd(const zc_attn_cuda_t *a, void *stream);
+/* The same for the tensor-core kernels (a->dtype bf16 or fp16, a->d a
+ * multiple of 8 up to 256, q, k, v and dout 16-byte aligned): one block per
+ * (block map entry, head), entry-major, so the map's order is the launch
+ * order. */
+size_t zc_attn_mma_smem(int backward, int d);
+int zc_attn_mma_fwd(const zc_attn_cuda_t *a, void *stream);
+int zc_attn_mma_bwd(const zc_attn_cuda_t *a, void *stream);
 /* delta[r] = sum_x dout[r][x] * out[r][x] over `rows` rows of d. */
 int zc_attn_cuda_delta(const void *dout, int dtype, const void *out, int out_dtype, float *delta,
                        int64_t rows, int d, void *stream);

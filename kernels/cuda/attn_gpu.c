@@ -1,19 +1,24 @@
 /* The stream-ordered kernel calls (zc_attn_*_stream, zc_zigzag_*_stream):
- * argument checks, device-memory checks, and the geometry the kernels need
- * (block maps, copies of the host index arrays, zigzag ranges), then the
- * launchers of attn_cuda.cu.  The geometry is written into a pinned slot
- * of the staging pool (staging.h), copied to the device on the call's
- * stream and the slot released on that stream after the kernels: no
- * allocation and no pageable copy per call (the ring engine makes one per
- * ring round).  Built in every configuration: without CUDA, or without a
- * device, each call checks its arguments and returns ZC_ERR_UNSUPPORTED. */
+ * argument checks, device-memory checks, the kernels that run a call
+ * (tensor cores or scalar, zc_attn_gpu_mma) and the geometry they need
+ * (block maps in launch order, copies of the host index arrays, zigzag
+ * ranges), then the launchers of attn_cuda.cu and attn_mma.cu.  The
+ * geometry is written into a pinned slot of the staging pool (staging.h),
+ * copied to the device on the call's stream and the slot released on that
+ * stream after the kernels: no allocation and no pageable copy per call
+ * (the ring engine makes one per ring round).  Built in every
+ * configuration: without CUDA, or without a device, each call checks its
+ * arguments and returns ZC_ERR_UNSUPPORTED. */
 #include "config.h"
 
 #include <math.h>
+#include <stdint.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "kernels/attn_check.h"
 #include "kernels/attn_math.h"
+#include "kernels/cuda/attn_cuda.h"
 #include "kernels/cuda/attn_gpu.h"
 #include "kernels/cuda/cuda_check.h"
 #include "kernels/zigzag.h"
@@ -21,7 +26,6 @@
 #ifdef HAVE_CUDA
 #include <cuda_runtime.h>
 
-#include "kernels/cuda/attn_cuda.h"
 #include "kernels/cuda/cuda_mem.h"
 #include "kernels/cuda/staging.h"
 #endif
@@ -47,6 +51,74 @@ int64_t zc_attn_gpu_blocks(const int32_t *cu, int batch, int rows, int32_t *bloc
         }
     }
     return n;
+}
+
+int zc_attn_gpu_mma(const zc_attn_args_t *args, int backward)
+{
+    const void *t[4] = {args->q, args->k, args->v, backward ? args->dout : NULL};
+    const int d = args->head_dim;
+
+    if (!(args->dtype == ZC_BFLOAT16 || args->dtype == ZC_FLOAT16) || d % 8 != 0 ||
+        d > ZC_ATTN_MAX_HEAD_DIM)
+        return 0;
+    for (int i = 0; i < 4; i++)
+        if ((uintptr_t)t[i] % 16 != 0)
+            return 0;
+    return 1;
+}
+
+int zc_attn_gpu_block_rows(int backward, int mma, int d)
+{
+    if (mma)
+        return backward ? ZC_ATTN_MMA_BK(d) : ZC_ATTN_MMA_BQ;
+    return backward ? ZC_ATTN_CUDA_BK : ZC_ATTN_CUDA_BQ;
+}
+
+typedef struct {
+    int64_t work, index;
+    int32_t seg, block;
+} zc_gpu_block_t;
+
+static int zc_gpu_block_cmp(const void *a, const void *b)
+{
+    const zc_gpu_block_t *x = a, *y = b;
+
+    if (x->work != y->work)
+        return x->work > y->work ? -1 : 1;
+    return x->index < y->index ? -1 : x->index > y->index;
+}
+
+zc_status_t zc_attn_gpu_order(const zc_attn_args_t *args, int backward, int rows,
+                              int32_t *blocks, int64_t n)
+{
+    zc_gpu_block_t *w = malloc(sizeof(*w) * (size_t)(n > 0 ? n : 1));
+
+    if (!w)
+        return zc_error(ZC_ERR_NO_MEMORY, "the block order of %lld blocks", (long long)n);
+    for (int64_t i = 0; i < n; i++) {
+        const int b = blocks[2 * i];
+        const int64_t lq = args->cu_seqlens_q[b + 1] - args->cu_seqlens_q[b];
+        const int64_t lk = args->cu_seqlens_kv[b + 1] - args->cu_seqlens_kv[b];
+        const int64_t qs = args->q_start ? args->q_start[b] : 0;
+        const int64_t kvs = args->kv_start ? args->kv_start[b] : 0;
+        const int64_t first = (int64_t)blocks[2 * i + 1] * rows;
+        int64_t work;
+
+        if (backward) {
+            work = lq - (args->causal ? zc_attn_causal_first_row(first, qs, kvs, lq) : 0);
+        } else {
+            const int64_t last = (first + rows < lq ? first + rows : lq) - 1;
+            work = args->causal ? zc_attn_causal_limit(last, qs, kvs, lk) : lk;
+        }
+        w[i] = (zc_gpu_block_t){work, i, blocks[2 * i], blocks[2 * i + 1]};
+    }
+    qsort(w, (size_t)n, sizeof(*w), zc_gpu_block_cmp);
+    for (int64_t i = 0; i < n; i++) {
+        blocks[2 * i] = w[i].seg;
+        blocks[2 * i + 1] = w[i].block;
+    }
+    free(w);
+    return ZC_OK;
 }
 
 void zc_zigzag_ranges(const int32_t *cu_seqlens, int batch, size_t token_bytes, int ring_size,
@@ -160,22 +232,26 @@ static zc_status_t zc_gpu_check(const zc_attn_args_t *args, zc_gpu_pass_t pass, 
 typedef struct {
     zc_cuda_staging_slot_t *geometry;
     zc_attn_cuda_t k;
+    int mma; /* the tensor-core kernels run it */
 } zc_gpu_call_t;
 
-/* Forward blocks are query rows, backward blocks key rows. */
-static zc_status_t zc_gpu_begin(const zc_attn_args_t *args, int backward, void *stream,
-                                zc_gpu_call_t *call)
+/* Forward blocks are query rows, backward blocks key rows, longest first;
+ * mma: the tensor-core kernels run the call. */
+static zc_status_t zc_gpu_begin(const zc_attn_args_t *args, int backward, int mma,
+                                void *stream, zc_gpu_call_t *call)
 {
     const int batch = args->batch;
-    const int block_rows = backward ? ZC_ATTN_CUDA_BK : ZC_ATTN_CUDA_BQ;
+    const int block_rows = zc_attn_gpu_block_rows(backward, mma, args->head_dim);
     const int32_t *cu_blocks = backward ? args->cu_seqlens_kv : args->cu_seqlens_q;
     const int64_t nblocks = zc_attn_gpu_blocks(cu_blocks, batch, block_rows, NULL);
+    const int heads = backward ? args->num_heads_kv : args->num_heads_q;
     const size_t n = 2 * ((size_t)batch + 1) + 2 * (size_t)batch + 2 * (size_t)nblocks;
     int32_t *host, *dev;
     zc_status_t st;
 
-    ZC_ARG_CHECK(nblocks <= INT32_MAX, "cu_seqlens: %lld blocks are too many",
-                 (long long)nblocks);
+    /* the tensor-core kernels' grid is one block per (map entry, head) */
+    ZC_ARG_CHECK(nblocks <= (mma ? INT32_MAX / heads : INT32_MAX),
+                 "cu_seqlens: %lld blocks of %d heads are too many", (long long)nblocks, heads);
     ZC_CHECK(zc_cuda_staging_acquire(n * sizeof(int32_t), &call->geometry));
     host = zc_cuda_staging_host(call->geometry);
     memcpy(host, args->cu_seqlens_q, ((size_t)batch + 1) * sizeof(int32_t));
@@ -185,7 +261,10 @@ static zc_status_t zc_gpu_begin(const zc_attn_args_t *args, int backward, void *
         host[2 * (batch + 1) + batch + b] = args->kv_start ? args->kv_start[b] : 0;
     }
     zc_attn_gpu_blocks(cu_blocks, batch, block_rows, host + 2 * (batch + 1) + 2 * batch);
-    st = zc_cuda_staging_stage(call->geometry, n * sizeof(int32_t), stream);
+    st = zc_attn_gpu_order(args, backward, block_rows, host + 2 * (batch + 1) + 2 * batch,
+                           nblocks);
+    if (st == ZC_OK)
+        st = zc_cuda_staging_stage(call->geometry, n * sizeof(int32_t), stream);
     if (st != ZC_OK) {
         (void)zc_cuda_staging_release(call->geometry, stream);
         return st;
@@ -201,16 +280,25 @@ static zc_status_t zc_gpu_begin(const zc_attn_args_t *args, int backward, void *
         .nblocks = (int)nblocks, .q = args->q, .k = args->k, .v = args->v, .out = args->out,
         .lse = args->lse, .dout = args->dout, .delta = args->delta, .dk = args->dk,
         .dv = args->dv};
+    call->mma = mma;
     return ZC_OK;
 }
 
-static zc_status_t zc_gpu_fwd(const zc_attn_args_t *args, void *stream)
+static int zc_gpu_uses_mma(const zc_attn_args_t *args, int backward, zc_attn_kernels_t kernels)
+{
+    return kernels == ZC_ATTN_KERNELS_AUTO && zc_attn_gpu_mma(args, backward);
+}
+
+static zc_status_t zc_gpu_fwd(const zc_attn_args_t *args, zc_attn_kernels_t kernels,
+                              void *stream)
 {
     zc_gpu_call_t call;
     zc_status_t st;
 
-    ZC_CHECK(zc_gpu_begin(args, 0, stream, &call));
-    st = zc_cuda_status(zc_attn_cuda_fwd(&call.k, stream), "the attention forward kernel");
+    ZC_CHECK(zc_gpu_begin(args, 0, zc_gpu_uses_mma(args, 0, kernels), stream, &call));
+    st = zc_cuda_status(call.mma ? zc_attn_mma_fwd(&call.k, stream)
+                                 : zc_attn_cuda_fwd(&call.k, stream),
+                        "the attention forward kernel");
     return zc_cuda_staging_finish(call.geometry, stream, st);
 }
 
@@ -223,7 +311,8 @@ static zc_status_t zc_gpu_delta(const zc_attn_args_t *args, int64_t tq, float *d
                           "the attention delta kernel");
 }
 
-static zc_status_t zc_gpu_bwd(const zc_attn_args_t *args, int64_t tq, void *stream)
+static zc_status_t zc_gpu_bwd(const zc_attn_args_t *args, int64_t tq, zc_attn_kernels_t kernels,
+                              void *stream)
 {
     const size_t dq_bytes = (size_t)tq * args->num_heads_q * args->head_dim * sizeof(float);
     const int dq_direct = args->grad_dtype == ZC_FLOAT32;
@@ -232,7 +321,7 @@ static zc_status_t zc_gpu_bwd(const zc_attn_args_t *args, int64_t tq, void *stre
     zc_status_t st;
     void *p;
 
-    ZC_CHECK(zc_gpu_begin(args, 1, stream, &call));
+    ZC_CHECK(zc_gpu_begin(args, 1, zc_gpu_uses_mma(args, 1, kernels), stream, &call));
     /* dq partials are added into fp32: the caller's buffer or ours */
     if (dq_direct) {
         dq = args->dq;
@@ -250,7 +339,8 @@ static zc_status_t zc_gpu_bwd(const zc_attn_args_t *args, int64_t tq, void *stre
         ZC_CHECK_GOTO(zc_gpu_delta(args, tq, delta, stream), st, out);
         call.k.delta = delta;
     }
-    ZC_CHECK_GOTO(zc_cuda_status(zc_attn_cuda_bwd(&call.k, stream),
+    ZC_CHECK_GOTO(zc_cuda_status(call.mma ? zc_attn_mma_bwd(&call.k, stream)
+                                          : zc_attn_cuda_bwd(&call.k, stream),
                                  "the attention backward kernel"), st, out);
     if (!dq_direct)
         ZC_CHECK_GOTO(zc_cuda_status(zc_attn_cuda_convert(dq, ZC_FLOAT32, (int64_t)(dq_bytes / 4),
@@ -269,8 +359,10 @@ out:
 zc_status_t zc_attn_gpu_smem_check(int backward, int d)
 {
     int dev = 0, limit = 0;
-    size_t need = zc_attn_cuda_smem(backward, d);
+    size_t need = zc_attn_cuda_smem(backward, d), mma;
 
+    if (d % 8 == 0 && d <= ZC_ATTN_MAX_HEAD_DIM && (mma = zc_attn_mma_smem(backward, d)) > need)
+        need = mma;
     ZC_CHECK(zc_cuda_status(cudaGetDevice(&dev), "cudaGetDevice"));
     ZC_CHECK(zc_cuda_status(cudaDeviceGetAttribute(&limit,
                                                    cudaDevAttrMaxSharedMemoryPerBlockOptin, dev),
@@ -282,16 +374,22 @@ zc_status_t zc_attn_gpu_smem_check(int backward, int d)
     return ZC_OK;
 }
 
-zc_status_t zc_attn_gpu_launch(int pass, const zc_attn_args_t *args, void *stream)
+zc_status_t zc_attn_gpu_launch_with(int pass, const zc_attn_args_t *args,
+                                    zc_attn_kernels_t kernels, void *stream)
 {
     int64_t tq = args->batch > 0 ? args->cu_seqlens_q[args->batch] : 0;
     int64_t tk = args->batch > 0 ? args->cu_seqlens_kv[args->batch] : 0;
 
     if (pass == ZC_GPU_FWD)
-        return tq == 0 ? ZC_OK : zc_gpu_fwd(args, stream);
+        return tq == 0 ? ZC_OK : zc_gpu_fwd(args, kernels, stream);
     if (pass == ZC_GPU_BWD)
-        return tq == 0 && tk == 0 ? ZC_OK : zc_gpu_bwd(args, tq, stream);
+        return tq == 0 && tk == 0 ? ZC_OK : zc_gpu_bwd(args, tq, kernels, stream);
     return tq == 0 ? ZC_OK : zc_gpu_delta(args, tq, args->delta, stream);
+}
+
+zc_status_t zc_attn_gpu_launch(int pass, const zc_attn_args_t *args, void *stream)
+{
+    return zc_attn_gpu_launch_with(pass, args, ZC_ATTN_KERNELS_AUTO, stream);
 }
 #endif /* HAVE_CUDA */
 
@@ -308,7 +406,7 @@ zc_status_t zc_attn_fwd_stream(const zc_attn_args_t *args, void *stream)
         return ZC_OK;
 #ifdef HAVE_CUDA
     ZC_CHECK(zc_attn_gpu_smem_check(0, args->head_dim));
-    return zc_gpu_fwd(args, stream);
+    return zc_gpu_fwd(args, ZC_ATTN_KERNELS_AUTO, stream);
 #else
     (void)stream;
     return zc_error(ZC_ERR_INTERNAL, "unreachable without CUDA");
@@ -326,7 +424,7 @@ zc_status_t zc_attn_bwd_stream(const zc_attn_args_t *args, void *stream)
         return ZC_OK;
 #ifdef HAVE_CUDA
     ZC_CHECK(zc_attn_gpu_smem_check(1, args->head_dim));
-    return zc_gpu_bwd(args, tq, stream);
+    return zc_gpu_bwd(args, tq, ZC_ATTN_KERNELS_AUTO, stream);
 #else
     (void)stream;
     return zc_error(ZC_ERR_INTERNAL, "unreachable without CUDA");

@@ -1,4 +1,4 @@
-/* kernels/cuda/attn_cuda.cu compiled by the host C++ compiler against the
+/* kernels/cuda/attn_cuda.cu and attn_mma.cu compiled by the host C++ compiler against the
  * CUDA emulation (cuda_runtime.h here shadows CUDA's), for
  * tests/test_cuda_emu.
  *
@@ -19,10 +19,11 @@
 namespace zc_emu_kernels {
 
 #include "kernels/cuda/attn_cuda.cu"
+#include "kernels/cuda/attn_mma.cu"
 
 /* The kernels' dynamic shared array, as large as the largest block asks
- * for (the backward at head dim 256: zc_attn_cuda_smem). */
-alignas(16) float zk_smem[(160 << 10) / sizeof(float)];
+ * for (the scalar backward at head dim 256: zc_attn_cuda_smem). */
+alignas(128) float zk_smem[(160 << 10) / sizeof(float)];
 
 static const struct shared_init {
     shared_init() { zc_emu_set_shared(zk_smem, sizeof zk_smem); }

@@ -30,7 +30,9 @@
 #include <string>
 #include <vector>
 
+#include "cuda_fp16.h"
 #include "cuda_runtime.h"
+#include "kernels/attn_math.h"
 
 #if defined(__SANITIZE_ADDRESS__)
 #define ZC_EMU_ASAN 1
@@ -153,7 +155,19 @@ struct thread_t {
     unsigned mask;
     int arg;
     uint64_t value, result; /* shuffle operand and result */
+    const void *op_in;      /* mma and ldmatrix operands and results */
+    void *op_out;
+    std::vector<struct async_copy_t> copies; /* cp.async not yet waited for */
+    int groups;             /* cp.async groups committed */
     void *asan_fake;
+};
+
+/* One cp.async in flight: the bytes it read, and its group (the number of
+ * groups its thread had committed when it was issued). */
+struct async_copy_t {
+    char *dst;
+    unsigned char data[16];
+    int bytes, group;
 };
 
 /* 256 KiB per coroutine: a kernel frame is a few KiB, but libm and
@@ -184,7 +198,7 @@ static size_t shared_bytes;
 static std::map<const void *, int> max_dynamic_smem;
 static cudaError_t last_error = cudaSuccess;
 static std::string last_message;
-static uint64_t n_blocks, n_switches;
+static uint64_t n_blocks, n_switches, n_mma, n_ldmatrix, n_conflicts;
 
 uint3 thread_idx, block_idx;
 dim3 block_dim, grid_dim;
@@ -231,7 +245,9 @@ static uint64_t next_random()
 
 static const char *collective_name(collective_t k)
 {
-    return k == WARP_SYNC ? "__syncwarp" : k == SHFL_IDX ? "__shfl_sync" : "__shfl_xor_sync";
+    static const char *const names[] = {"__syncwarp", "__shfl_sync", "__shfl_xor_sync",
+                                        "mma.sync", "ldmatrix"};
+    return names[k];
 }
 
 /* ---- switching ----------------------------------------------------------------- */
@@ -326,6 +342,9 @@ void syncthreads(const char *file, int line)
     yield();
 }
 
+static void complete_mma(thread_t *lanes, int arg);
+static void complete_ldmatrix(thread_t *lanes, int arg, const char *file, int line);
+
 uint64_t warp_collective(collective_t kind, unsigned mask, uint64_t value, int arg,
                          const char *file, int line)
 {
@@ -350,7 +369,17 @@ uint64_t warp_collective(collective_t kind, unsigned mask, uint64_t value, int a
                 fail("lanes of warp %d at different warp collectives: %s at %s:%d and %s at "
                      "%s:%d", w, collective_name(t.kind), t.site.file, t.site.line,
                      collective_name(kind), file, line);
+            else if ((kind == MMA || kind == LDMATRIX) && t.arg != arg)
+                fail("%s at %s:%d: lanes of warp %d disagree on the shape", collective_name(kind),
+                     file, line, w);
         }
+        if ((kind == MMA || kind == LDMATRIX) && lanes != 32)
+            fail("%s at %s:%d: a warp of %d lanes (the instruction takes 32)",
+                 collective_name(kind), file, line, lanes);
+        if (!block_failed && kind == MMA)
+            complete_mma(&threads[first], arg);
+        if (!block_failed && kind == LDMATRIX)
+            complete_ldmatrix(&threads[first], arg, file, line);
         for (int l = 0; l < lanes; l++) {
             thread_t &t = threads[first + l];
             int src = kind == SHFL_IDX ? (t.arg & 31) : kind == SHFL_XOR ? (l ^ (t.arg & 31)) : l;
@@ -371,6 +400,165 @@ uint64_t warp_collective(collective_t kind, unsigned mask, uint64_t value, int a
     }
     yield();
     return self->result;
+}
+
+/* ---- tensor cores and asynchronous copies ------------------------------------------- */
+
+/* An element of a 16-bit operand register: the lower index in the low half. */
+static float operand(uint32_t reg, int half, bool f16)
+{
+    uint16_t bits = (uint16_t)(reg >> (16 * half));
+
+    return f16 ? __half2float(__half{bits}) : zc_bf16_to_float(bits);
+}
+
+/* The fragment layouts of mma.m16n8k16 (PTX ISA, "Matrix Fragments for
+ * mma.m16n8k16 with floating point type"), for lane l, group g = l / 4 and
+ * t = l % 4:
+ *   A (16 x 16, row): a[0] = A[g][2t..2t+1], a[1] = A[g+8][2t..], a[2] =
+ *     A[g][2t+8..], a[3] = A[g+8][2t+8..];
+ *   B (16 x 8, col):  b[0] = B[2t..2t+1][g], b[1] = B[2t+8..2t+9][g];
+ *   C, D (16 x 8):    c[0..1] = C[g][2t..2t+1], c[2..3] = C[g+8][2t..].
+ * Each element of D is the float64 sum of its 16 exact products and its C,
+ * rounded once to float (see README.md: hardware's order differs). */
+static void complete_mma(thread_t *lanes, int arg)
+{
+    const bool f16 = arg != 0;
+    float A[16][16], B[16][8], C[16][8];
+
+    for (int l = 0; l < 32; l++) {
+        const uint32_t *a = (const uint32_t *)lanes[l].op_in, *b = a + 4;
+        const float *c = (const float *)(a + 6);
+        const int g = l / 4, t = l % 4;
+        for (int e = 0; e < 2; e++) {
+            A[g][2 * t + e] = operand(a[0], e, f16);
+            A[g + 8][2 * t + e] = operand(a[1], e, f16);
+            A[g][2 * t + 8 + e] = operand(a[2], e, f16);
+            A[g + 8][2 * t + 8 + e] = operand(a[3], e, f16);
+            B[2 * t + e][g] = operand(b[0], e, f16);
+            B[2 * t + 8 + e][g] = operand(b[1], e, f16);
+            C[g][2 * t + e] = c[e];
+            C[g + 8][2 * t + e] = c[2 + e];
+        }
+    }
+    for (int l = 0; l < 32; l++) {
+        float *d = (float *)lanes[l].op_out;
+        const int g = l / 4, t = l % 4;
+        for (int r = 0; r < 4; r++) {
+            const int i = g + 8 * (r / 2), j = 2 * t + r % 2;
+            double acc = C[i][j];
+            for (int k = 0; k < 16; k++)
+                acc += (double)A[i][k] * B[k][j];
+            d[r] = (float)acc;
+        }
+    }
+    n_mma++;
+}
+
+static bool in_shared(const void *p, size_t bytes)
+{
+    return shared_base && (const char *)p >= shared_base &&
+           (const char *)p + bytes <= shared_base + shared_bytes;
+}
+
+/* ldmatrix: matrix i's row r is the 16 bytes at lane 8i + r's address;
+ * lane l gets, of each matrix, elements (l / 4, 2(l % 4) .. +1), or with
+ * .trans elements (2(l % 4) .. +1, l / 4), the lower in the low half.
+ * Rows of one matrix in the same bank group (16-byte slot of a 128-byte
+ * line) are a bank conflict: counted (extra wavefronts). */
+static void complete_ldmatrix(thread_t *lanes, int arg, const char *file, int line)
+{
+    const int count = arg & 7;
+    const bool trans = arg & 8;
+
+    for (int l = 0; l < 8 * count; l++) {
+        const char *p = (const char *)lanes[l].op_in;
+        if (!in_shared(p, 16) || ((uintptr_t)(p - shared_base) & 15)) {
+            fail("ldmatrix at %s:%d: lane %d's row address %p is not 16 aligned in shared "
+                 "memory", file, line, l, (const void *)p);
+            return;
+        }
+    }
+    for (int m = 0; m < count; m++) {
+        uint16_t M[8][8];
+        int slots[8] = {0}, worst = 0;
+        for (int r = 0; r < 8; r++) {
+            const char *p = (const char *)lanes[8 * m + r].op_in;
+            memcpy(M[r], p, 16);
+            int s = ++slots[((p - shared_base) >> 4) & 7];
+            worst = s > worst ? s : worst;
+        }
+        n_conflicts += worst - 1;
+        for (int l = 0; l < 32; l++) {
+            const int g = l / 4, t = l % 4;
+            uint16_t lo = trans ? M[2 * t][g] : M[g][2 * t];
+            uint16_t hi = trans ? M[2 * t + 1][g] : M[g][2 * t + 1];
+            ((uint32_t *)lanes[l].op_out)[m] = (uint32_t)lo | (uint32_t)hi << 16;
+        }
+    }
+    n_ldmatrix++;
+}
+
+void mma_m16n8k16(bool f16, float d[4], const uint32_t a[4], const uint32_t b[2],
+                  const float c[4], const char *file, int line)
+{
+    uint32_t in[10];
+
+    memcpy(in, a, 16);
+    memcpy(in + 4, b, 8);
+    memcpy(in + 6, c, 16);
+    running->op_in = in;
+    running->op_out = d;
+    warp_collective(MMA, 0xffffffffu, 0, f16, file, line);
+}
+
+void ldmatrix(int count, bool trans, uint32_t *r, const void *row, const char *file, int line)
+{
+    running->op_in = row;
+    running->op_out = r;
+    warp_collective(LDMATRIX, 0xffffffffu, 0, count | (trans ? 8 : 0), file, line);
+}
+
+void cp_async(void *dst, const void *src, int src_bytes, const char *file, int line)
+{
+    thread_t *self = running;
+    async_copy_t c;
+
+    if (!in_shared(dst, 16) || ((uintptr_t)((char *)dst - shared_base) & 15) ||
+        ((uintptr_t)src & 15) || src_bytes < 0 || src_bytes > 16) {
+        fail("cp.async at %s:%d: destination %p must be 16 aligned in shared memory, source "
+             "%p 16 aligned, %d bytes of 0..16", file, line, dst, src, src_bytes);
+        return;
+    }
+    c.dst = (char *)dst;
+    memset(c.data, 0, sizeof c.data);
+    memcpy(c.data, src, (size_t)src_bytes);
+    c.bytes = 16;
+    c.group = self->groups;
+    self->copies.push_back(c);
+    memset(dst, 0xff, 16); /* in flight: NaN to whoever reads it */
+}
+
+void cp_async_commit()
+{
+    running->groups++;
+}
+
+/* Complete this thread's copies of every committed group but the newest
+ * `pending`. */
+void cp_async_wait(int pending)
+{
+    thread_t *self = running;
+    std::vector<async_copy_t> &v = self->copies;
+    size_t kept = 0;
+
+    for (size_t i = 0; i < v.size(); i++) {
+        if (v[i].group < self->groups - pending)
+            memcpy(v[i].dst, v[i].data, (size_t)v[i].bytes);
+        else
+            v[kept++] = v[i];
+    }
+    v.resize(kept);
 }
 
 /* ---- blocks and launches ---------------------------------------------------------- */
@@ -417,6 +605,8 @@ static void run_block()
         t.warp = i / 32;
         set_state(t, RUNNABLE);
         t.site = {"", 0};
+        t.copies.clear();
+        t.groups = 0;
         t.asan_fake = NULL;
         t.stack = stacks[i];
         context_init(&t.ctx, t.stack, stack_bytes, thread_entry);
@@ -568,4 +758,11 @@ extern "C" void zc_emu_counters(uint64_t *blocks, uint64_t *switches)
 {
     *blocks = zc_emu::n_blocks;
     *switches = zc_emu::n_switches;
+}
+
+extern "C" void zc_emu_tensor_counters(uint64_t *mma, uint64_t *ldmatrix, uint64_t *conflicts)
+{
+    *mma = zc_emu::n_mma;
+    *ldmatrix = zc_emu::n_ldmatrix;
+    *conflicts = zc_emu::n_conflicts;
 }

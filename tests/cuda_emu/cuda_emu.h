@@ -25,6 +25,10 @@ const char *zc_emu_last_error(void);
 
 /* Totals since the start: blocks run and thread switches made. */
 void zc_emu_counters(uint64_t *blocks, uint64_t *switches);
+/* Totals since the start: warp mma.sync and ldmatrix instructions, and the
+ * bank conflicts of the ldmatrix reads (extra shared-memory wavefronts:
+ * rows of one 8x8 matrix in the same 16-byte slot of a 128-byte line). */
+void zc_emu_tensor_counters(uint64_t *mma, uint64_t *ldmatrix, uint64_t *conflicts);
 
 #ifdef __cplusplus
 }

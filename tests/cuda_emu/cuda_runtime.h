@@ -1,27 +1,23 @@
 /* A host-compiler stand-in for the parts of the CUDA runtime and device API
- * that kernels/cuda/attn_cuda.cu uses, so that g++ compiles the kernels and
- * tests/test_cuda_emu runs them on the CPU (see README, "The CUDA kernels
- * without a GPU").  It shadows the real <cuda_runtime.h> only for the
- * targets that put tests/cuda_emu first on the include path.
+ * that kernels/cuda/attn_cuda.cu and attn_mma.cu use, so that g++ compiles
+ * the kernels and tests/test_cuda_emu runs them on the CPU.  It shadows
+ * the real <cuda_runtime.h> only for the targets that put tests/cuda_emu
+ * first on the include path.
  *
- * What it models: a launch runs its blocks one after another; the threads
- * of a block are coroutines (cuda_emu.cc) that switch only at
- * __syncthreads, __syncwarp and warp shuffles, in thread order or in a
- * seeded random order; shared memory starts as NaN for every block; a
- * barrier that not every thread of the block reaches, threads of a block
- * at different barriers, and a shuffle that not every lane of its warp
- * reaches are launch errors.  The launch limits the kernels depend on
- * (1024 threads per block, 65535 blocks in y and z, dynamic shared memory
- * above 48 KiB only after cudaFuncSetAttribute, 227 KiB at most) are
- * checked as the driver would.  What it does not model: memory ordering
- * between threads (a thread sees every store at once), timing, concurrent
- * blocks, and the ulp-level differences of CUDA's math functions and of
- * nvcc's FMA contraction.
+ * What it models, and what not, is written down in README.md beside this
+ * file: blocks one after another, a block's threads as coroutines that
+ * switch only at barriers and warp collectives (shuffles, mma.sync,
+ * ldmatrix), in thread order or a seeded random order; shared memory and
+ * cp.async destinations reading NaN until written; barriers, collectives
+ * and launch limits checked; no memory ordering, timing, or the tensor
+ * cores' own rounding order.
  *
  * Only the full-warp mask and width 32 are supported for warp collectives
  * (the kernels use nothing else). */
 #ifndef ZC_TESTS_CUDA_EMU_CUDA_RUNTIME_H
 #define ZC_TESTS_CUDA_EMU_CUDA_RUNTIME_H
+
+#define ZC_CUDA_EMU 1
 
 #ifndef __cplusplus
 #error "the CUDA emulation is C++: compile the kernels with the host C++ compiler"
@@ -103,12 +99,31 @@ struct thread_t; /* one coroutine */
 extern uint3 thread_idx, block_idx;
 extern dim3 block_dim, grid_dim;
 
-enum collective_t { WARP_SYNC, SHFL_IDX, SHFL_XOR };
+enum collective_t { WARP_SYNC, SHFL_IDX, SHFL_XOR, MMA, LDMATRIX };
 
 /* Block barrier and warp collectives, named by their call site. */
 void syncthreads(const char *file, int line);
 uint64_t warp_collective(collective_t kind, unsigned mask, uint64_t value, int arg,
                          const char *file, int line);
+
+/* The tensor-core instructions (see tests/cuda_emu/README.md), reached
+ * through kernels/cuda/attn_mma.cuh.  Both are warp collectives: every lane
+ * of the warp must reach them, they complete when the last one does.
+ *
+ * mma.sync.aligned.m16n8k16.row.col.f32.{bf16,f16}.{bf16,f16}.f32: d = a b
+ * + c over the warp, each lane holding the fragments the PTX ISA lays out
+ * (a: 4 registers of 2 elements, b: 2, c and d: 4 floats). */
+void mma_m16n8k16(bool f16, float d[4], const uint32_t a[4], const uint32_t b[2],
+                  const float c[4], const char *file, int line);
+/* ldmatrix.sync.aligned.m8n8.x{count}[.trans].shared.b16: lanes 8i..8i+7
+ * give the 16-byte rows of matrix i, every lane gets one register of each. */
+void ldmatrix(int count, bool trans, uint32_t *r, const void *row, const char *file, int line);
+/* cp.async.cg.shared.global [dst], [src], 16, src_bytes: the destination
+ * reads NaN (all-ones bytes) until a cp.async.wait_group of this thread
+ * covers it; then it holds the src_bytes bytes of src and zeros. */
+void cp_async(void *dst, const void *src, int src_bytes, const char *file, int line);
+void cp_async_commit();
+void cp_async_wait(int pending);
 
 cudaError_t launch(const void *kernel, dim3 grid, dim3 block, size_t smem,
                    void (*run)(void *), void *call);

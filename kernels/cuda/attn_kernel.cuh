@@ -1,0 +1,106 @@
+/* What the scalar (attn_cuda.cu) and the tensor-core (attn_mma.cu)
+ * attention kernels share: element loads and stores by storage type, the
+ * segment of a block, the causal limit, and the launch through
+ * cudaLaunchKernelEx. */
+#ifndef ZC_KERNELS_CUDA_ATTN_KERNEL_CUH
+#define ZC_KERNELS_CUDA_ATTN_KERNEL_CUH
+
+#include <cuda_fp16.h>
+#include <cuda_runtime.h>
+
+#include "kernels/attn_math.h"
+#include "kernels/cuda/attn_cuda.h"
+#include "zcomm.h"
+
+/* Both kernel families run blocks of 4 warps. */
+#define ZK_WARPS   4
+#define ZK_THREADS (ZK_WARPS * 32)
+
+__device__ __forceinline__ float zk_load(const void *p, int dtype, int64_t i)
+{
+    switch (dtype) {
+    case ZC_FLOAT32:
+        return ((const float *)p)[i];
+    case ZC_FLOAT16:
+        return __half2float(((const __half *)p)[i]);
+    default:
+        return zc_bf16_to_float(((const uint16_t *)p)[i]);
+    }
+}
+
+__device__ __forceinline__ void zk_store(void *p, int dtype, int64_t i, float x)
+{
+    switch (dtype) {
+    case ZC_FLOAT32:
+        ((float *)p)[i] = x;
+        break;
+    case ZC_FLOAT16:
+        ((__half *)p)[i] = __float2half_rn(x);
+        break;
+    default:
+        ((uint16_t *)p)[i] = zc_float_to_bf16(x);
+        break;
+    }
+}
+
+/* The segment of block map entry `entry` (blocks[2 * entry]) and its block
+ * index in the segment: token offsets, lengths and global start positions. */
+struct zk_seg_t {
+    int block;
+    int64_t q0, lq, k0, lk, qs, kvs;
+};
+
+__device__ __forceinline__ zk_seg_t zk_segment(const zc_attn_cuda_t &a, int64_t entry)
+{
+    const int b = a.blocks[2 * entry];
+    zk_seg_t s;
+
+    s.block = a.blocks[2 * entry + 1];
+    s.q0 = a.cu_q[b];
+    s.lq = a.cu_q[b + 1] - s.q0;
+    s.k0 = a.cu_kv[b];
+    s.lk = a.cu_kv[b + 1] - s.k0;
+    s.qs = a.q_start ? a.q_start[b] : 0;
+    s.kvs = a.kv_start ? a.kv_start[b] : 0;
+    return s;
+}
+
+/* Keys of the segment row i sees: [0, limit). */
+__device__ __forceinline__ int64_t zk_limit(const zc_attn_cuda_t &a, int64_t i, int64_t qs,
+                                            int64_t kvs, int64_t lk)
+{
+    return a.causal ? zc_attn_causal_limit(i, qs, kvs, lk) : lk;
+}
+
+/* Every launch goes through cudaLaunchKernelEx, not <<<...>>>: the same
+ * launch in plain C++, which the host compiler reads too, so that
+ * tests/test_cuda_emu runs these kernels on the CPU. */
+template <typename... Params, typename... Args>
+static cudaError_t zk_run(void (*kernel)(Params...), dim3 grid, unsigned threads, size_t smem,
+                          cudaStream_t stream, Args... args)
+{
+    cudaLaunchConfig_t cfg = {};
+    cudaError_t err, last;
+
+    cfg.gridDim = grid;
+    cfg.blockDim = dim3(threads);
+    cfg.dynamicSmemBytes = smem;
+    cfg.stream = stream;
+    err = cudaLaunchKernelEx(&cfg, kernel, args...);
+    last = cudaGetLastError(); /* clears the error, as the <<<>>> form's check did */
+    return err != cudaSuccess ? err : last;
+}
+
+template <typename K>
+static cudaError_t zk_launch(K kernel, dim3 grid, size_t smem, const zc_attn_cuda_t *a,
+                             cudaStream_t stream)
+{
+    cudaError_t err = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                           (int)smem);
+
+    if (err != cudaSuccess)
+        return err;
+    return zk_run(kernel, grid, ZK_THREADS, smem, stream, *a);
+}
+
+#endif
