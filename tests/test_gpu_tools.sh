@@ -4,7 +4,8 @@
 # "no CUDA device: skipped" and exits 0; zc_attn_perf takes -G with -T,
 # -S and the CPU mode's options (and refuses float32 on the GPU, -T or -S
 # without -G, bad head dims, heads and modes), and without a device says
-# "no CUDA device: skipped" and exits 0; zc_ring_attn_perf -G on one
+# "no CUDA device: skipped" and exits 0 (its CPU mode runs two small rows,
+# checked against the reference that -G's error columns use); zc_ring_attn_perf -G on one
 # rank without a device exits 2 saying so; the PyTorch baseline compiles
 # and, where torch is, says the same with --device cuda.  On a machine
 # with a GPU the skips are SKIPs (validate.sh runs the real thing).
@@ -30,6 +31,15 @@ fi
 
 bash -n "$top/tests/gpu/validate.sh"
 result $? "tests/gpu/validate.sh parses (bash -n)"
+# bash -n does not see a call of a function that is not defined: the step
+# helpers (tap_step, perf_step, ring_perf...) a line starts with
+missing=
+for f in $(grep -oE '^[[:space:]]*[a-z_]+_(step|perf)[[:space:]]' "$top/tests/gpu/validate.sh" |
+    sort -u); do
+    grep -qE "^$f\(\) \{" "$top/tests/gpu/validate.sh" || missing="$missing $f"
+done
+[ -z "$missing" ]
+result $? "tests/gpu/validate.sh defines every step helper it calls (missing:${missing:- none})"
 if [ $gpu -eq 0 ]; then
     out=$(ZC_GPU_BUILD="$tmp/build-gpu" bash "$top/tests/gpu/validate.sh" "$tmp/report" 2>&1)
     rc=$?
@@ -43,6 +53,11 @@ fi
 grep -q -- "-G " "$tmp/help" && grep -q -- "-T LIST" "$tmp/help" &&
     grep -q -- "-S LIST" "$tmp/help"
 result $? "zc_attn_perf -h names -G, -T and -S"
+ZC_NUM_THREADS=1 ./tools/zc_attn_perf -b 64 -e 128 -N 2 -H 4 -K 2 -D 16 -d bfloat16 -n 1 -w 0 \
+    >"$tmp/cpu" 2>&1
+rc=$?
+[ $rc -eq 0 ] && grep -q "Out of bounds values : 0 OK" "$tmp/cpu"
+result $? "zc_attn_perf on the CPU, two small rows: every sampled row right, exit 0 ($rc)"
 refused() { # description args...: zc_attn_perf refuses the options, exit 1, before any device
     desc=$1
     shift
