@@ -408,6 +408,11 @@ zc_status_t zab_time(zab_batch_t *b, const zab_case_t *c, zab_result_t *r)
             r->err[p][w] = -1;
     if (c->check && !b->host_q)
         return zc_error(ZC_ERR_INVALID_ARG, "check: the batch kept no reference copy");
+    if (c->d < 1 || c->d > 256 || c->hq < 1 || c->hkv < 1 || c->hq % c->hkv != 0 ||
+        c->hq * c->d > b->width_q || c->hkv * c->d > b->width_kv)
+        return zc_error(ZC_ERR_INVALID_ARG, "heads %d/%d, head dim %d: not a shape of the batch "
+                        "(%d and %d values per token, head dims up to 256)", c->hq, c->hkv, c->d,
+                        b->width_q, b->width_kv);
     if ((st = zab_run_alloc(b, c, &o)) != ZC_OK)
         goto out;
     if (c->check)
