@@ -661,11 +661,18 @@ typedef struct {
     void *dk;                /* bwd: written, like k */
     void *dv;
     zc_ring_attn_stats_t *stats; /* optional, written on success (its size set) */
+    /* Newer than the first layout (which ended at stats): the mask, causal
+     * unless flags has ZC_ATTN_WINDOW; with it the window alone ((-1, -1)
+     * full), as zc_attn_args_t's window fields.  Rings compute the causal
+     * mask only for now: any other is ZC_ERR_UNSUPPORTED. */
+    unsigned flags;          /* ZC_ATTN_WINDOW */
+    int window_left;
+    int window_right;
 } zc_ring_attn_args_t;
 
 #define ZC_RING_ATTN_ARGS_INITIALIZER                                                       \
     { sizeof(zc_ring_attn_args_t), ZC_RING_ATTN_ZEPPELIN, 0, 0, 0, 0.0f, ZC_FLOAT32,         \
-      ZC_MEM_HOST, 0, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL }
+      ZC_MEM_HOST, 0, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, 0u, 0, 0 }
 
 /* Forward: out and lse of this rank's queries over every key of their
  * sequence.  out is accumulated in fp32 across the ring and rounded once. */
@@ -779,10 +786,20 @@ ZC_API zc_status_t zc_zigzag_unpack_stream(const void *share, const int32_t *cu_
  * key when the key's position is not greater.  A ring-attention step passes
  * the positions of the blocks it holds, so a block pair is full, diagonal or
  * masked out by itself.  NULL starts mean 0 (top-left aligned).  A query
- * that sees no key gets out = 0 and lse = -inf. */
+ * that sees no key gets out = 0 and lse = -inf.
+ *
+ * Masks beyond causal (zc_attn_fwd(3), "Masks"), flash-attention's
+ * window_size: with ZC_ATTN_WINDOW in flags, the query at position p sees
+ * the key at k when k >= p - window_left and k <= p + window_right, -1
+ * leaving that side unbounded: (-1, -1) full, (-1, 0) causal, (w - 1, 0) a
+ * sliding causal window of w keys.  causal, when set with it, also hides
+ * every key right of the query (window_right must then be -1 or 0).
+ * Without the flag both window fields must be 0 and causal alone decides.
+ * One mask for every segment of the call. */
 
-/* zc_attn_args_t.flags */
+/* zc_attn_args_t.flags; ZC_ATTN_WINDOW also in zc_ring_attn_args_t.flags */
 #define ZC_ATTN_ACCUMULATE (1u << 0) /* merge into out/lse (fwd) or add into dq/dk/dv (bwd) */
+#define ZC_ATTN_WINDOW     (1u << 1) /* window_left and window_right give the mask */
 
 typedef struct {
     size_t size;                 /* sizeof(zc_attn_args_t); ZC_ATTN_ARGS_INITIALIZER */
@@ -794,9 +811,9 @@ typedef struct {
     const int32_t *cu_seqlens_kv;
     const int32_t *q_start;      /* [batch] global position of each segment's first query */
     const int32_t *kv_start;     /* [batch] same for keys; both NULL: 0 */
-    int causal;
+    int causal;                  /* no key right of its query (with a window: see above) */
     float scale;                 /* softmax scale, usually 1 / sqrt(head_dim) */
-    unsigned flags;              /* ZC_ATTN_ACCUMULATE */
+    unsigned flags;              /* ZC_ATTN_ACCUMULATE, ZC_ATTN_WINDOW */
     zc_datatype_t dtype;         /* q, k, v, dout: ZC_FLOAT32 or ZC_BFLOAT16 */
     zc_datatype_t out_dtype;     /* out: ZC_FLOAT32 or ZC_BFLOAT16 (fp32 to accumulate) */
     zc_datatype_t grad_dtype;    /* dq, dk, dv: ZC_FLOAT32 or ZC_BFLOAT16 (fp32 to accumulate) */
@@ -810,12 +827,16 @@ typedef struct {
     void *dq;                    /* bwd outputs */
     void *dk;
     void *dv;
+    /* Newer than the first layout (which ended at dv): */
+    int window_left;             /* with ZC_ATTN_WINDOW: keys left of the query it sees, -1 all */
+    int window_right;            /* with ZC_ATTN_WINDOW: keys right of it, -1 all */
 } zc_attn_args_t;
 
 /* Every field 0 or NULL but size; fill in the rest. */
 #define ZC_ATTN_ARGS_INITIALIZER                                                          \
     { sizeof(zc_attn_args_t), 0, 0, 0, 0, NULL, NULL, NULL, NULL, 0, 0.0f, 0u, ZC_FLOAT32, \
-      ZC_FLOAT32, ZC_FLOAT32, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL }
+      ZC_FLOAT32, ZC_FLOAT32, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL,  \
+      0, 0 }
 
 /* Forward: out = softmax(q k^T * scale) v per head, and lse.  With
  * ZC_ATTN_ACCUMULATE, out (fp32) and lse hold a partial result over other

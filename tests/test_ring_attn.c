@@ -581,6 +581,21 @@ static int rank_bad(int rank, int nranks, void *arg)
     EXPECT(zc_ring_attn_fwd(comm, plan, &bad), ZC_ERR_INVALID_ARG, "scale");
     bad = a, bad.memtype = ZC_MEM_CUDA;
     EXPECT(zc_ring_attn_fwd(comm, plan, &bad), ZC_ERR_UNSUPPORTED, "memtype");
+    /* masks other than causal, in the args or the plan: refused, never run
+     * as causal */
+    bad = a, bad.flags = ZC_ATTN_WINDOW, bad.window_left = 15;
+    EXPECT(zc_ring_attn_fwd(comm, plan, &bad), ZC_ERR_UNSUPPORTED, "window_left");
+    bad = a, bad.flags = ZC_ATTN_WINDOW, bad.window_left = -1, bad.window_right = -1;
+    EXPECT(zc_ring_attn_bwd(comm, plan, &bad), ZC_ERR_UNSUPPORTED, "window_right");
+    bad = a, bad.window_left = 15;
+    EXPECT(zc_ring_attn_fwd(comm, plan, &bad), ZC_ERR_INVALID_ARG, "window_left");
+    bad = a, bad.flags = ZC_ATTN_WINDOW, bad.window_right = -2;
+    EXPECT(zc_ring_attn_fwd(comm, plan, &bad), ZC_ERR_INVALID_ARG, "window_right");
+    bad = a, bad.flags = 1u << 7;
+    EXPECT(zc_ring_attn_fwd(comm, plan, &bad), ZC_ERR_INVALID_ARG, "flags");
+    bad = a, bad.flags = ZC_ATTN_WINDOW, bad.window_left = -1, bad.window_right = 0;
+    MP_CHECK(zc_ring_attn_fwd(comm, plan, &bad) == ZC_OK, "the causal mask as a window runs: %s",
+             zc_get_last_error());
 
     /* the communicator still works, and the stats add up */
     a.stats = &stats;
@@ -625,8 +640,8 @@ int main(void)
        "bad arguments: head counts, buffers too small, a plan of another size, plans or heads "
        "that differ across ranks, one rank on the stream engine, backward queue orders that "
        "differ or are neither forward nor reverse, NULL pointers, dtype, "
-       "head_dim, mode, scale, memtype; each names its argument, nothing hangs, the "
-       "communicator works afterwards");
+       "head_dim, mode, scale, memtype, masks other than causal; each names "
+       "its argument, nothing hangs, the communicator works afterwards");
     diag("worst fp32 error %.3g (%s); worst bf16 error %.3g (%s)", worst_fp32, worst_fp32_what,
          worst_bf16, worst_bf16_what);
     if (have_rails)

@@ -1,8 +1,9 @@
 /* zc_attn_perf: GFLOP/s of the CPU flash-attention kernels, nccl-tests
  * style: one row per sequence length from -b to -e (times -f), forward and
  * backward time and rate, and #wrong from sampled rows checked against a
- * double-precision reference (-c 1).  Causal FLOPs count the visible half:
- * forward 2*S^2*D*H per sequence (4*S^2*D*H without the mask), backward 2.5x. */
+ * double-precision reference (-c 1).  FLOPs count the visible (query, key)
+ * pairs, 4*D*H per pair forward (causal: the visible half, 2*S^2*D*H per
+ * sequence; a window of w: about 4*S*w*D*H), backward 2.5x. */
 #include "config.h"
 
 #include <getopt.h>
@@ -20,6 +21,7 @@ typedef struct {
     int64_t min_len, max_len;
     double factor;
     int batch, heads, kv_heads, dim, causal, iters, warmup, check;
+    int window, window_left, window_right;  /* -W: ZC_ATTN_WINDOW */
     zc_datatype_t dtype;
     int run_fwd, run_bwd;
 } opts_t;
@@ -36,6 +38,8 @@ static void usage(const char *prog)
            "  -D dim      head dimension (default 128)\n"
            "  -d type     float or bfloat16 (default float)\n"
            "  -C 0|1      causal (default 1)\n"
+           "  -W L,R      window: keys left and right a query sees, -1 for all\n"
+           "              (4095,0: a sliding window of 4096; -1,-1 with -C 0: full)\n"
            "  -m mode     fwd, bwd or both (default both)\n"
            "  -n iters    timed iterations (default 5)\n"
            "  -w iters    warmup iterations (default 1)\n"
@@ -53,7 +57,7 @@ static int parse(int argc, char **argv, opts_t *o)
                   .dtype = ZC_FLOAT32, .run_fwd = 1, .run_bwd = 1};
     static const struct option longopts[] = {{"help", no_argument, NULL, 'h'}, {NULL, 0, NULL, 0}};
 
-    while ((c = getopt_long(argc, argv, "b:e:f:N:H:K:D:d:C:m:n:w:c:h", longopts, NULL)) != -1) {
+    while ((c = getopt_long(argc, argv, "b:e:f:N:H:K:D:d:C:W:m:n:w:c:h", longopts, NULL)) != -1) {
         switch (c) {
         case 'b': o->min_len = atoll(optarg); break;
         case 'e': o->max_len = atoll(optarg); break;
@@ -63,6 +67,11 @@ static int parse(int argc, char **argv, opts_t *o)
         case 'K': o->kv_heads = atoi(optarg); break;
         case 'D': o->dim = atoi(optarg); break;
         case 'C': o->causal = atoi(optarg); break;
+        case 'W':
+            o->window = 1;
+            if (sscanf(optarg, "%d,%d", &o->window_left, &o->window_right) != 2)
+                return -1;
+            break;
         case 'n': o->iters = atoi(optarg); break;
         case 'w': o->warmup = atoi(optarg); break;
         case 'c': o->check = atoi(optarg); break;
@@ -129,6 +138,18 @@ static double elem(const void *p, zc_datatype_t dtype, int64_t i)
     return dtype == ZC_FLOAT32 ? ((const float *)p)[i] : zc_bf16_to_float(((const uint16_t *)p)[i]);
 }
 
+/* The keys [*lo, *hi) of its sequence that query i sees, as the kernels'
+ * mask (kernels/attn_math.h) under the call's causal and window. */
+static void visible_keys(const opts_t *o, int64_t i, int64_t len, int64_t *lo, int64_t *hi)
+{
+    int64_t right = o->window ? o->window_right : -1;
+
+    if (o->causal && (right < 0 || right > 0))
+        right = 0;
+    zc_attn_mask_keys(zc_attn_mask_make(o->window ? o->window_left : -1, right), i, 0, 0, len,
+                      lo, hi);
+}
+
 /* Output and dq of sampled rows against a double reference: rows whose
  * largest error exceeds the dtype's tolerance (relative to the row's scale). */
 static int check_rows(const opts_t *o, const zc_attn_args_t *a, int64_t len)
@@ -143,12 +164,13 @@ static int check_rows(const opts_t *o, const zc_attn_args_t *a, int64_t len)
         const int b = n % o->batch, h = (n * 5) % o->heads, hk = h / g;
         const int64_t i = (int64_t)(((uint64_t)n * 2654435761u) % (uint64_t)len);
         const int64_t row = (b * len + i) * o->heads + h;
-        const int64_t nvis = o->causal ? i + 1 : len;
+        int64_t j0, nvis;
         double m = -INFINITY, l = 0, lse, delta = 0, emax = 0, omax = 0, dqmax = 0, dqerr = 0;
 
+        visible_keys(o, i, len, &j0, &nvis);
         for (int x = 0; x < d; x++)
             orow[x] = dqrow[x] = 0;
-        for (int64_t j = 0; j < nvis; j++) {
+        for (int64_t j = j0; j < nvis; j++) {
             const int64_t krow = (b * len + j) * o->kv_heads + hk;
             double dot = 0;
 
@@ -157,7 +179,7 @@ static int check_rows(const opts_t *o, const zc_attn_args_t *a, int64_t len)
             s[j] = dot * a->scale;
             m = s[j] > m ? s[j] : m;
         }
-        for (int64_t j = 0; j < nvis; j++) {
+        for (int64_t j = j0; j < nvis; j++) {
             const int64_t krow = (b * len + j) * o->kv_heads + hk;
             double p = exp(s[j] - m);
 
@@ -173,7 +195,7 @@ static int check_rows(const opts_t *o, const zc_attn_args_t *a, int64_t len)
             delta += orow[x] * elem(a->dout, o->dtype, row * d + x);
         }
         if (o->run_bwd) {
-            for (int64_t j = 0; j < nvis; j++) {
+            for (int64_t j = j0; j < nvis; j++) {
                 const int64_t krow = (b * len + j) * o->kv_heads + hk;
                 double dp = 0, ds;
 
@@ -201,17 +223,24 @@ static int run_len(const opts_t *o, int64_t len, double *fwd_rate, double *bwd_r
 {
     const int64_t nq = o->batch * len * o->heads * o->dim;
     const int64_t nk = o->batch * len * o->kv_heads * o->dim;
-    const double flops = 4.0 * o->batch * o->heads * (double)len * len * o->dim *
-                         (o->causal ? 0.5 : 1.0);
+    double pairs = 0, flops;
     int32_t *cu = malloc(sizeof(int32_t) * (o->batch + 1));
     bufs_t bf = {0};
     zc_attn_args_t a;
     double t_fwd = 0, t_bwd = 0, t0;
     int wrong = 0;
+    char mask[32];
     zc_status_t st = ZC_OK;
 
     for (int b = 0; b <= o->batch; b++)
         cu[b] = (int32_t)(b * len);
+    for (int64_t i = 0; i < len; i++) {
+        int64_t lo, hi;
+
+        visible_keys(o, i, len, &lo, &hi);
+        pairs += (double)(hi - lo);
+    }
+    flops = 4.0 * o->batch * o->heads * pairs * o->dim;
     bf.tmp = malloc(sizeof(float) * (nq > nk ? nq : nk));
     bf.q = fill_random(nq, o->dtype, bf.tmp);
     bf.k = fill_random(nk, o->dtype, bf.tmp);
@@ -236,6 +265,11 @@ static int run_len(const opts_t *o, int64_t len, double *fwd_rate, double *bwd_r
     a.cu_seqlens_q = cu;
     a.cu_seqlens_kv = cu;
     a.causal = o->causal;
+    if (o->window) {
+        a.flags = ZC_ATTN_WINDOW;
+        a.window_left = o->window_left;
+        a.window_right = o->window_right;
+    }
     a.scale = 1.0f / sqrtf((float)o->dim);
     a.dtype = a.out_dtype = a.grad_dtype = o->dtype;
     a.q = bf.q, a.k = bf.k, a.v = bf.v, a.out = bf.out, a.lse = bf.lse;
@@ -260,13 +294,18 @@ static int run_len(const opts_t *o, int64_t len, double *fwd_rate, double *bwd_r
     }
     if (o->check)
         wrong = check_rows(o, &a, len);
+    if (o->window)
+        snprintf(mask, sizeof(mask), "%s%d,%d", o->causal ? "c" : "w", o->window_left,
+                 o->window_right);
+    else
+        snprintf(mask, sizeof(mask), "%s", o->causal ? "causal" : "full");
     t_fwd /= o->run_fwd ? o->iters : 1;
     t_bwd /= o->iters;
     *fwd_rate = o->run_fwd ? flops / t_fwd * 1e-9 : 0;
     *bwd_rate = o->run_bwd ? 2.5 * flops / t_bwd * 1e-9 : 0;
-    printf("%8d %5d %5d %8lld %5d %9s %6s %10.2f %9.1f %10.2f %9.1f ", o->batch, o->heads,
-           o->kv_heads, (long long)len, o->dim, zc_datatype_name(o->dtype),
-           o->causal ? "yes" : "no", o->run_fwd ? t_fwd * 1e3 : 0.0, *fwd_rate,
+    printf("%8d %5d %5d %8lld %5d %9s %11s %10.2f %9.1f %10.2f %9.1f ", o->batch, o->heads,
+           o->kv_heads, (long long)len, o->dim, zc_datatype_name(o->dtype), mask,
+           o->run_fwd ? t_fwd * 1e3 : 0.0, *fwd_rate,
            o->run_bwd ? t_bwd * 1e3 : 0.0, *bwd_rate);
     if (o->check)
         printf("%6d\n", wrong);
@@ -292,8 +331,8 @@ int main(int argc, char **argv)
            zc_get_version() / 10000, zc_get_version() / 100 % 100, zc_get_version() % 100);
     printf("# threads %s, SIMD path %s, %d timed + %d warmup iterations\n",
            threads ? threads : "(online cores)", isa ? isa : "auto", o.iters, o.warmup);
-    printf("# %6s %5s %5s %8s %5s %9s %6s %10s %9s %10s %9s %6s\n", "batch", "heads", "kvh",
-           "seqlen", "dim", "type", "causal", "fwd(ms)", "GFLOP/s", "bwd(ms)", "GFLOP/s",
+    printf("# %6s %5s %5s %8s %5s %9s %11s %10s %9s %10s %9s %6s\n", "batch", "heads", "kvh",
+           "seqlen", "dim", "type", "mask", "fwd(ms)", "GFLOP/s", "bwd(ms)", "GFLOP/s",
            "#wrong");
     for (double len = (double)o.min_len; len <= (double)o.max_len; len *= o.factor) {
         wrong += run_len(&o, (int64_t)len, &fwd, &bwd);

@@ -140,7 +140,9 @@ class RingAttnArgs(ctypes.Structure):
                 ("q", ctypes.c_void_p), ("k", ctypes.c_void_p), ("v", ctypes.c_void_p),
                 ("out", ctypes.c_void_p), ("lse", ctypes.c_void_p), ("dout", ctypes.c_void_p),
                 ("dq", ctypes.c_void_p), ("dk", ctypes.c_void_p), ("dv", ctypes.c_void_p),
-                ("stats", ctypes.POINTER(RingAttnStats))]
+                ("stats", ctypes.POINTER(RingAttnStats)),
+                ("flags", ctypes.c_uint), ("window_left", ctypes.c_int),
+                ("window_right", ctypes.c_int)]
 
 
 STRUCTS = [Config, UniqueId, PlanOpts, PlanInfo, PlanRank, PlanPiece, Transfer, RingAttnStats,
