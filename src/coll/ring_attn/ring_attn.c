@@ -114,6 +114,10 @@ zc_status_t zc_ra_check_args(zc_comm_h comm, zc_plan_h plan, const zc_ring_attn_
         return zc_error(ZC_ERR_UNSUPPORTED, "%s: rings compute the causal mask only, not (%lld, "
                         "%lld)", mask.left != -1 ? "window_left" : "window_right",
                         (long long)mask.left, (long long)mask.right);
+    if (!zc_attn_mask_is_causal(plan->mask))
+        return zc_error(ZC_ERR_UNSUPPORTED, "plan: balanced for the mask (%lld, %lld), rings "
+                        "compute the causal mask only", (long long)plan->mask.left,
+                        (long long)plan->mask.right);
     ZC_CHECK(zc_plan_info(plan, &info));
     if (info.nranks != comm->size)
         return zc_error(ZC_ERR_MISMATCH, "plan: built for %d ranks, the communicator has %d",
