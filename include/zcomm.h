@@ -688,8 +688,8 @@ typedef struct {
     zc_ring_attn_stats_t *stats; /* optional, written on success (its size set) */
     /* Newer than the first layout (which ended at stats): the mask, causal
      * unless flags has ZC_ATTN_WINDOW; with it the window alone ((-1, -1)
-     * full), as zc_attn_args_t's window fields.  Rings compute the causal
-     * mask only for now: any other is ZC_ERR_UNSUPPORTED. */
+     * full), as zc_attn_args_t's window fields.  The rings compute the
+     * causal mask: any other is ZC_ERR_UNSUPPORTED. */
     unsigned flags;          /* ZC_ATTN_WINDOW */
     int window_left;
     int window_right;

@@ -10,13 +10,13 @@
  *    with sending its KV block (2 * kv_heads * head_dim * bytes_per_elem per
  *    token) to the next rank.  Zeppelin's rings (the partition and zeppelin
  *    methods) run only the rounds their mask needs: reach + 1 of them
- *    (zc_ring_reach: 1 + ceil(w / chunk) under a sliding window of w on a
- *    contiguous ring, G under causal or full), every block passing reach
- *    hops; the baselines run all G rounds, masked, as Transformer Engine
- *    does.  Backward sends KV and then dK/dV (as many hops back), whose
- *    elements are dkv_bytes wide (libzcomm's engine accumulates and sends
- *    them in fp32: 4; Transformer Engine sends them in the activations'
- *    dtype).  A round lasts max(compute, slowest hop); rings on a device run
+ *    (zc_ring_reach: 1 + ceil((w - 1) / c) under a sliding window of w on a
+ *    contiguous ring of c-token positions, G under causal or full), every
+ *    block passing reach hops; the baselines run all G rounds, masked, as
+ *    Transformer Engine does.  Backward sends KV and then dK/dV (as many
+ *    hops back), whose elements are dkv_bytes wide (libzcomm's engine
+ *    accumulates and sends them in fp32: 4; Transformer Engine sends them
+ *    in the activations' dtype).  A round lasts max(compute, slowest hop); rings on a device run
  *    one after the other, inter, intra, then local (the engine's order);
  *  - a hop inside a node moves at intra_gbytes; a direct inter-node hop at
  *    one NIC's rate; a routed hop (the plan's hops, below

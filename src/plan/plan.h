@@ -20,7 +20,7 @@ typedef struct {
     int *ranks;              /* points into zc_part_t.rank_pool */
     int64_t *share;          /* tokens of each position; into zc_part_t.share_pool */
     unsigned cut;            /* ZC_PLAN_SEQ_* */
-    zc_ring_layout_t layout; /* set by zc_plan_layout */
+    zc_ring_layout_t layout; /* set by zc_plan_pick_layouts */
 } zc_part_ring_t;
 
 /* Output of the partitioner: one entry per sequence, in input order. */
