@@ -224,15 +224,14 @@ ZC_HOST_DEVICE static inline void zc_attn_mask_keys(zc_attn_mask_t m, int64_t i,
 }
 
 /* Rows [*lo, *hi) of a segment's lq rows that see its key j (non-decreasing
- * in j, like zc_attn_mask_keys). */
+ * in j, like zc_attn_mask_keys): a key sees its rows as a query its keys,
+ * under the mask mirrored (the rows right of a key are its window's left
+ * side). */
 ZC_HOST_DEVICE static inline void zc_attn_mask_rows(zc_attn_mask_t m, int64_t j, int64_t q_start,
                                                     int64_t kv_start, int64_t lq, int64_t *lo,
                                                     int64_t *hi)
 {
-    const int64_t p = j + kv_start - q_start; /* the key's position among the rows */
-
-    zc_attn_mask_clamp(m.right < 0 ? 0 : p - m.right, m.left < 0 ? lq : p + m.left + 1, lq, lo,
-                       hi);
+    zc_attn_mask_keys(zc_attn_mask_make(m.right, m.left), j, kv_start, q_start, lq, lo, hi);
 }
 
 /* The causal mask's ranges (the kernels that know only causal or full
