@@ -138,14 +138,14 @@ static double elem(const void *p, zc_datatype_t dtype, int64_t i)
     return dtype == ZC_FLOAT32 ? ((const float *)p)[i] : zc_bf16_to_float(((const uint16_t *)p)[i]);
 }
 
-/* The keys [*lo, *hi) of its sequence that query i sees, as the kernels'
- * mask (kernels/attn_math.h) under the call's causal and window. */
+/* The keys [*lo, *hi) of its sequence that query i sees, for the reference
+ * and the FLOP count: causal and the window as zcomm.h documents them
+ * together (causal hides the keys right of the query; the library refuses
+ * a window reaching right with causal set). */
 static void visible_keys(const opts_t *o, int64_t i, int64_t len, int64_t *lo, int64_t *hi)
 {
-    int64_t right = o->window ? o->window_right : -1;
+    int64_t right = o->causal ? 0 : o->window ? o->window_right : -1;
 
-    if (o->causal && (right < 0 || right > 0))
-        right = 0;
     zc_attn_mask_keys(zc_attn_mask_make(o->window ? o->window_left : -1, right), i, 0, 0, len,
                       lo, hi);
 }
