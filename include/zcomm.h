@@ -352,6 +352,8 @@ typedef enum {
 /* Plan flags (zc_plan_opts_t.flags and, as outcome, zc_plan_info_t.flags). */
 #define ZC_PLAN_EVEN_SPLIT   (1u << 0) /* in: TE CP layout, every sequence on all ranks */
 #define ZC_PLAN_CUT          (1u << 1) /* out: the fill step cut some sequence (ZC_PLAN_SEQ_*) */
+#define ZC_PLAN_WINDOW       (1u << 2) /* in: opts' window_left/window_right are the attention
+                                          mask the plan balances (default: causal) */
 
 /* Why a sequence's ring is what it is (zc_plan_seq_t.cut); see
  * zc_plan_create(3), "The fill step". */
@@ -367,18 +369,26 @@ typedef struct {
     size_t size;        /* sizeof(zc_plan_opts_t), for compatibility */
     double b_intra;     /* cost of moving one token inside a node (inverse bandwidth) */
     double b_inter;     /* cost of moving one token between nodes; >= b_intra */
-    unsigned flags;     /* ZC_PLAN_EVEN_SPLIT */
-    /* Newer than the first layout (size 32; now 40): a caller built
-     * against it passes size 32 and gets these fields' defaults. */
+    unsigned flags;     /* ZC_PLAN_EVEN_SPLIT, ZC_PLAN_WINDOW */
+    /* Newer than the first layout (size 32; then 40, now 48): a caller
+     * built against an older one passes its size and gets the defaults of
+     * the fields past it. */
     int rails;          /* NIC rails of a node that routed hops split over, 1..ZC_PLAN_MAX_RAILS:
                            zc_comm_rail_count of the communicator that runs the plan, or the
                            cluster's nics_per_node for zc_plan_cost; 0: one rail per GPU
                            (gpus_per_node, at most ZC_PLAN_MAX_RAILS) */
     int reserved;       /* 0 */
+    /* The attention mask the plan balances, with ZC_PLAN_WINDOW in flags
+     * (else both 0: causal), as zc_attn_args_t's window fields: (-1, -1)
+     * full, (-1, 0) causal, (w - 1, 0) a sliding window of w keys.  It
+     * prices every sequence by its visible (query, key) pairs and picks
+     * each ring's layout (zc_plan_ring_layout); zc_plan_create(3), "Masks". */
+    int window_left;
+    int window_right;
 } zc_plan_opts_t;
 
 /* Token costs in the paper's 10:1 ratio; only their ratio changes a plan. */
-#define ZC_PLAN_OPTS_INITIALIZER { sizeof(zc_plan_opts_t), 1.0, 10.0, 0u, 0, 0 }
+#define ZC_PLAN_OPTS_INITIALIZER { sizeof(zc_plan_opts_t), 1.0, 10.0, 0u, 0, 0, 0, 0 }
 
 /* Filled by zc_plan_info: set size first (ZC_PLAN_INFO_INITIALIZER). */
 typedef struct {
@@ -391,11 +401,15 @@ typedef struct {
     int nrings;
     int64_t total_tokens;
     int64_t s1;             /* final inter-node threshold of Alg. 1 (0: even split) */
-    unsigned flags;         /* ZC_PLAN_CUT, ZC_PLAN_EVEN_SPLIT */
+    unsigned flags;         /* ZC_PLAN_CUT, ZC_PLAN_EVEN_SPLIT, ZC_PLAN_WINDOW */
     double remap_objective; /* largest per-rank transfer cost of the remap */
+    /* Newer than the first layout (which ended at remap_objective): */
+    int window_left;        /* the mask the plan balances: (-1, 0) for causal */
+    int window_right;
 } zc_plan_info_t;
 
-#define ZC_PLAN_INFO_INITIALIZER { sizeof(zc_plan_info_t), 0, 0, 0, 0, 0, 0, 0, 0, 0u, 0.0 }
+#define ZC_PLAN_INFO_INITIALIZER                                                        \
+    { sizeof(zc_plan_info_t), 0, 0, 0, 0, 0, 0, 0, 0, 0u, 0.0, 0, 0 }
 
 typedef struct {
     int64_t length;
@@ -413,22 +427,29 @@ typedef struct {
     int nranks;             /* G */
     int nnodes;             /* nodes the ring spans */
     const int *ranks;       /* ring order: position i sends to i+1 (mod G) */
-    const int64_t *tokens;  /* tokens of position i: zigzag chunks i and 2G-1-i, equal
+    const int64_t *tokens;  /* tokens of position i (its chunks, zc_plan_ring_layout), equal
                                within a token on an even ring, any split on a cut one */
 } zc_plan_ring_t;
+
+/* How a ring lays its sequence over its positions (zc_plan_ring_layout). */
+typedef enum {
+    ZC_RING_LAYOUT_ZIGZAG = 0,     /* 2G chunks: position i holds chunks i and 2G-1-i, the
+                                      first ceil(tokens[i] / 2) and the rest */
+    ZC_RING_LAYOUT_CONTIGUOUS = 1  /* G chunks: position i holds chunk i, tokens[i] long */
+} zc_ring_layout_t;
 
 typedef struct {
     size_t seq;
     int64_t begin, end;     /* token range [begin, end) of the sequence */
     zc_zone_t zone;
     int ring;               /* -1 for a local sequence */
-    int chunk;              /* zigzag chunk index in [0, 2G), -1 for local */
+    int chunk;              /* chunk index: [0, 2G) zigzag, [0, G) contiguous; -1 local */
 } zc_plan_piece_t;
 
 typedef struct {
     int64_t tokens;         /* tokens in the attention layout (A) */
     int64_t linear_tokens;  /* tokens in the balanced linear layout (B) */
-    double attn_pairs;      /* causal (query, key) pairs this rank computes */
+    double attn_pairs;      /* (query, key) pairs this rank computes under the plan's mask */
     int node;
     int64_t s0;             /* final intra-node threshold of its node (Alg. 2) */
 } zc_plan_rank_t;
@@ -475,6 +496,10 @@ ZC_API zc_status_t zc_plan_check(zc_plan_h plan);
 ZC_API zc_status_t zc_plan_info(zc_plan_h plan, zc_plan_info_t *info);
 ZC_API zc_status_t zc_plan_seq(zc_plan_h plan, size_t seq, zc_plan_seq_t *out);
 ZC_API zc_status_t zc_plan_ring(zc_plan_h plan, int ring, zc_plan_ring_t *out);
+/* The ring's layout: zigzag for causal masks and even splits, the one that
+ * balances its positions' visible pairs otherwise (zc_plan_create(3),
+ * "Masks"). */
+ZC_API zc_status_t zc_plan_ring_layout(zc_plan_h plan, int ring, zc_ring_layout_t *layout);
 ZC_API zc_status_t zc_plan_rank(zc_plan_h plan, int rank, zc_plan_rank_t *out);
 /* The rank's pieces in buffer order: inter, then intra, then local rings,
  * by ring id, chunks ascending.  The array lives as long as the plan. */
@@ -672,11 +697,18 @@ typedef struct {
     void *dk;                /* bwd: written, like k */
     void *dv;
     zc_ring_attn_stats_t *stats; /* optional, written on success (its size set) */
+    /* Newer than the first layout (which ended at stats): the mask, causal
+     * unless flags has ZC_ATTN_WINDOW; with it the window alone ((-1, -1)
+     * full), as zc_attn_args_t's window fields.  The rings compute the
+     * causal mask: any other is ZC_ERR_UNSUPPORTED. */
+    unsigned flags;          /* ZC_ATTN_WINDOW */
+    int window_left;
+    int window_right;
 } zc_ring_attn_args_t;
 
 #define ZC_RING_ATTN_ARGS_INITIALIZER                                                       \
     { sizeof(zc_ring_attn_args_t), ZC_RING_ATTN_ZEPPELIN, 0, 0, 0, 0.0f, ZC_FLOAT32,         \
-      ZC_MEM_HOST, 0, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL }
+      ZC_MEM_HOST, 0, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, 0u, 0, 0 }
 
 /* Forward: out and lse of this rank's queries over every key of their
  * sequence.  out is accumulated in fp32 across the ring and rounded once. */
@@ -790,10 +822,20 @@ ZC_API zc_status_t zc_zigzag_unpack_stream(const void *share, const int32_t *cu_
  * key when the key's position is not greater.  A ring-attention step passes
  * the positions of the blocks it holds, so a block pair is full, diagonal or
  * masked out by itself.  NULL starts mean 0 (top-left aligned).  A query
- * that sees no key gets out = 0 and lse = -inf. */
+ * that sees no key gets out = 0 and lse = -inf.
+ *
+ * Masks beyond causal (zc_attn_fwd(3), "Masks"), flash-attention's
+ * window_size: with ZC_ATTN_WINDOW in flags, the query at position p sees
+ * the key at k when k >= p - window_left and k <= p + window_right, -1
+ * leaving that side unbounded: (-1, -1) full, (-1, 0) causal, (w - 1, 0) a
+ * sliding causal window of w keys.  causal, when set with it, also hides
+ * every key right of the query (window_right must then be -1 or 0).
+ * Without the flag both window fields must be 0 and causal alone decides.
+ * One mask for every segment of the call. */
 
-/* zc_attn_args_t.flags */
+/* zc_attn_args_t.flags; ZC_ATTN_WINDOW also in zc_ring_attn_args_t.flags */
 #define ZC_ATTN_ACCUMULATE (1u << 0) /* merge into out/lse (fwd) or add into dq/dk/dv (bwd) */
+#define ZC_ATTN_WINDOW     (1u << 1) /* window_left and window_right give the mask */
 
 typedef struct {
     size_t size;                 /* sizeof(zc_attn_args_t); ZC_ATTN_ARGS_INITIALIZER */
@@ -805,9 +847,9 @@ typedef struct {
     const int32_t *cu_seqlens_kv;
     const int32_t *q_start;      /* [batch] global position of each segment's first query */
     const int32_t *kv_start;     /* [batch] same for keys; both NULL: 0 */
-    int causal;
+    int causal;                  /* no key right of its query (with a window: see above) */
     float scale;                 /* softmax scale, usually 1 / sqrt(head_dim) */
-    unsigned flags;              /* ZC_ATTN_ACCUMULATE */
+    unsigned flags;              /* ZC_ATTN_ACCUMULATE, ZC_ATTN_WINDOW */
     zc_datatype_t dtype;         /* q, k, v, dout: ZC_FLOAT32 or ZC_BFLOAT16 */
     zc_datatype_t out_dtype;     /* out: ZC_FLOAT32 or ZC_BFLOAT16 (fp32 to accumulate) */
     zc_datatype_t grad_dtype;    /* dq, dk, dv: ZC_FLOAT32 or ZC_BFLOAT16 (fp32 to accumulate) */
@@ -821,12 +863,16 @@ typedef struct {
     void *dq;                    /* bwd outputs */
     void *dk;
     void *dv;
+    /* Newer than the first layout (which ended at dv): */
+    int window_left;             /* with ZC_ATTN_WINDOW: keys left of the query it sees, -1 all */
+    int window_right;            /* with ZC_ATTN_WINDOW: keys right of it, -1 all */
 } zc_attn_args_t;
 
 /* Every field 0 or NULL but size; fill in the rest. */
 #define ZC_ATTN_ARGS_INITIALIZER                                                          \
     { sizeof(zc_attn_args_t), 0, 0, 0, 0, NULL, NULL, NULL, NULL, 0, 0.0f, 0u, ZC_FLOAT32, \
-      ZC_FLOAT32, ZC_FLOAT32, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL }
+      ZC_FLOAT32, ZC_FLOAT32, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL,  \
+      0, 0 }
 
 /* Forward: out = softmax(q k^T * scale) v per head, and lse.  With
  * ZC_ATTN_ACCUMULATE, out (fp32) and lse hold a partial result over other

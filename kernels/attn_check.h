@@ -50,11 +50,52 @@ static inline zc_status_t zc_attn_check_seqlens(const int32_t *cu, int batch, co
     return ZC_OK;
 }
 
+/* The mask a caller's fields give (zc_attn_fwd(3), "Masks"): without
+ * `window` set (the flag named `flag`), window_left and window_right must
+ * be 0 (their defaults) and `causal` alone decides, (-1, 0) or (-1, -1);
+ * with it, the window (each side -1 for unbounded or a count of keys), and
+ * `causal`, when set, also hides every key right of its query: the window's
+ * right side must then be -1 or 0.  `prefix` goes before the fields' names
+ * in the messages ("opts->" for the plan's options). */
+static inline zc_status_t zc_attn_mask_resolve(int causal, int window, int left, int right,
+                                               const char *prefix, const char *flag,
+                                               zc_attn_mask_t *mask)
+{
+    if (!window) {
+        ZC_ARG_CHECK(left == 0, "%swindow_left: %d without %s in flags (set the flag to use a "
+                     "window)", prefix, left, flag);
+        ZC_ARG_CHECK(right == 0, "%swindow_right: %d without %s in flags (set the flag to use "
+                     "a window)", prefix, right, flag);
+        *mask = zc_attn_mask_make(-1, causal ? 0 : -1);
+        return ZC_OK;
+    }
+    ZC_ARG_CHECK(left >= -1, "%swindow_left: %d, must be -1 (unbounded) or a count of keys >= 0",
+                 prefix, left);
+    ZC_ARG_CHECK(right >= -1, "%swindow_right: %d, must be -1 (unbounded) or a count of keys "
+                 ">= 0", prefix, right);
+    ZC_ARG_CHECK(!causal || right <= 0, "%swindow_right: %d with causal set, which hides every "
+                 "key right of its query (pass causal = 0, or window_right 0 or -1)", prefix,
+                 right);
+    *mask = zc_attn_mask_make(left, causal ? 0 : right);
+    return ZC_OK;
+}
+
+/* The mask of ring attention's args: causal unless ZC_ATTN_WINDOW, with
+ * it the window alone. */
+static inline zc_status_t zc_attn_ring_mask(const zc_ring_attn_args_t *a, zc_attn_mask_t *mask)
+{
+    ZC_ARG_CHECK((a->flags & ~ZC_ATTN_WINDOW) == 0, "flags: unknown bits 0x%x",
+                 a->flags & ~ZC_ATTN_WINDOW);
+    return zc_attn_mask_resolve(!(a->flags & ZC_ATTN_WINDOW), (a->flags & ZC_ATTN_WINDOW) != 0,
+                                a->window_left, a->window_right, "", "ZC_ATTN_WINDOW", mask);
+}
+
 /* What every attention kernel call must satisfy whatever its storage
- * types: heads, head dim, scale, flags and both cu_seqlens (*tq, *tk get
- * their totals).  The dtypes are the caller's to check. */
-static inline zc_status_t zc_attn_check_shape(const zc_attn_args_t *args, int64_t *tq,
-                                              int64_t *tk)
+ * types: heads, head dim, scale, flags, mask and both cu_seqlens (*tq, *tk
+ * get their totals, *mask the call's mask).  The dtypes are the caller's to
+ * check. */
+static inline zc_status_t zc_attn_check_call(const zc_attn_args_t *args, int64_t *tq,
+                                             int64_t *tk, zc_attn_mask_t *mask)
 {
     ZC_ARG_CHECK(args != NULL, "args: NULL");
     ZC_ARG_CHECK(args->batch >= 0, "batch: %d is negative", args->batch);
@@ -67,10 +108,32 @@ static inline zc_status_t zc_attn_check_shape(const zc_attn_args_t *args, int64_
     ZC_ARG_CHECK(args->head_dim > 0 && args->head_dim <= ZC_ATTN_MAX_HEAD_DIM,
                  "head_dim: %d, must be in 1..%d", args->head_dim, ZC_ATTN_MAX_HEAD_DIM);
     ZC_ARG_CHECK(isfinite(args->scale), "scale: %g is not finite", (double)args->scale);
-    ZC_ARG_CHECK((args->flags & ~ZC_ATTN_ACCUMULATE) == 0, "flags: unknown bits 0x%x",
-                 args->flags & ~ZC_ATTN_ACCUMULATE);
+    ZC_ARG_CHECK((args->flags & ~(ZC_ATTN_ACCUMULATE | ZC_ATTN_WINDOW)) == 0,
+                 "flags: unknown bits 0x%x", args->flags & ~(ZC_ATTN_ACCUMULATE | ZC_ATTN_WINDOW));
+    ZC_CHECK(zc_attn_mask_resolve(args->causal, (args->flags & ZC_ATTN_WINDOW) != 0,
+                                  args->window_left, args->window_right, "", "ZC_ATTN_WINDOW",
+                                  mask));
     ZC_CHECK(zc_attn_check_seqlens(args->cu_seqlens_q, args->batch, "cu_seqlens_q", tq));
     return zc_attn_check_seqlens(args->cu_seqlens_kv, args->batch, "cu_seqlens_kv", tk);
+}
+
+/* zc_attn_check_call for the kernels that read `causal` and no window (the
+ * GPU paths): a mask other than the one `causal` alone gives is
+ * ZC_ERR_UNSUPPORTED, so that no call runs with a mask it would not
+ * compute. */
+static inline zc_status_t zc_attn_check_shape(const zc_attn_args_t *args, int64_t *tq,
+                                              int64_t *tk)
+{
+    zc_attn_mask_t mask = zc_attn_mask_make(-1, 0);
+
+    ZC_CHECK(zc_attn_check_call(args, tq, tk, &mask));
+    if (mask.left != -1)
+        return zc_error(ZC_ERR_UNSUPPORTED, "window_left: %lld, these kernels compute no window "
+                        "(the CPU kernels, zc_attn_fwd, do)", (long long)mask.left);
+    if (mask.right != (args->causal ? 0 : -1))
+        return zc_error(ZC_ERR_UNSUPPORTED, "window_right: %lld with causal %d, these kernels "
+                        "take the mask from causal alone", (long long)mask.right, args->causal);
+    return ZC_OK;
 }
 
 #endif

@@ -157,25 +157,103 @@ ZC_HOST_DEVICE static inline void zc_attn_merge_row(float *out, float *lse, cons
     *lse = merged;
 }
 
-/* Causal masking by global positions: query row i of a segment whose
- * queries start at q_start sees key j of its keys starting at kv_start
- * when kv_start + j <= q_start + i.  The keys row i sees are [0, limit)
- * of the segment's lk keys ... */
+/* The attention mask, in flash-attention's window_size convention: a query
+ * at global position p sees the key at global position k when
+ *
+ *     (left < 0 || k >= p - left)  &&  (right < 0 || k <= p + right),
+ *
+ * -1 meaning unbounded on that side:
+ *     full (both directions)                      (-1, -1)
+ *     causal                                      (-1,  0)
+ *     sliding causal window of w keys (itself in)  (w - 1, 0)
+ *     local window, w keys each side               (w, w)
+ * A window wider than the sequence is the unbounded mask of that side.
+ *
+ * Positions are global: query row i of a segment whose queries start at
+ * q_start sits at q_start + i, its key j at kv_start + j.  Both starts 0
+ * align the mask top-left (query i on key i); flash-attention's bottom-right
+ * alignment of lq queries over lk keys is q_start = lk - lq.  A ring step
+ * passes the positions of the blocks it holds, so a block pair is full,
+ * partial or empty by itself.  Every kernel reads its mask through the two
+ * range functions below; a row whose range is empty has l = 0 (out 0, lse
+ * -inf), a key no row sees gets dk = dv = 0. */
+typedef struct {
+    int64_t left;   /* keys before the query's position it sees; -1: all */
+    int64_t right;  /* keys after it; -1: all */
+} zc_attn_mask_t;
+
+ZC_HOST_DEVICE static inline zc_attn_mask_t zc_attn_mask_make(int64_t left, int64_t right)
+{
+    zc_attn_mask_t m;
+
+    m.left = left;
+    m.right = right;
+    return m;
+}
+
+ZC_HOST_DEVICE static inline int zc_attn_mask_sees(zc_attn_mask_t m, int64_t q_pos,
+                                                   int64_t k_pos)
+{
+    return (m.left < 0 || k_pos >= q_pos - m.left) && (m.right < 0 || k_pos <= q_pos + m.right);
+}
+
+ZC_HOST_DEVICE static inline int zc_attn_mask_is_causal(zc_attn_mask_t m)
+{
+    return m.left < 0 && m.right == 0;
+}
+
+/* [a, b) clamped into [0, n], empty as *lo == *hi. */
+ZC_HOST_DEVICE static inline void zc_attn_mask_clamp(int64_t a, int64_t b, int64_t n,
+                                                     int64_t *lo, int64_t *hi)
+{
+    *lo = a < 0 ? 0 : a > n ? n : a;
+    *hi = b < *lo ? *lo : b > n ? n : b;
+}
+
+/* Keys [*lo, *hi) of a segment's lk keys that its query row i sees.  Both
+ * bounds are non-decreasing in i, so the keys of rows [i0, i1] are
+ * [lo(i0), hi(i1)) and any key in there is seen by some of them. */
+ZC_HOST_DEVICE static inline void zc_attn_mask_keys(zc_attn_mask_t m, int64_t i, int64_t q_start,
+                                                    int64_t kv_start, int64_t lk, int64_t *lo,
+                                                    int64_t *hi)
+{
+    const int64_t p = i + q_start - kv_start; /* the row's position among the keys */
+
+    zc_attn_mask_clamp(m.left < 0 ? 0 : p - m.left, m.right < 0 ? lk : p + m.right + 1, lk, lo,
+                       hi);
+}
+
+/* Rows [*lo, *hi) of a segment's lq rows that see its key j (non-decreasing
+ * in j, like zc_attn_mask_keys): a key sees its rows as a query its keys,
+ * under the mask mirrored (the rows right of a key are its window's left
+ * side). */
+ZC_HOST_DEVICE static inline void zc_attn_mask_rows(zc_attn_mask_t m, int64_t j, int64_t q_start,
+                                                    int64_t kv_start, int64_t lq, int64_t *lo,
+                                                    int64_t *hi)
+{
+    zc_attn_mask_keys(zc_attn_mask_make(m.right, m.left), j, kv_start, q_start, lq, lo, hi);
+}
+
+/* The causal mask's ranges (the kernels that know only causal or full
+ * call these): the keys row i sees are [0, limit) of the segment's lk
+ * keys ... */
 ZC_HOST_DEVICE static inline int64_t zc_attn_causal_limit(int64_t i, int64_t q_start,
                                                           int64_t kv_start, int64_t lk)
 {
-    int64_t limit = i + 1 + q_start - kv_start;
+    int64_t lo, hi;
 
-    return limit < 0 ? 0 : limit > lk ? lk : limit;
+    zc_attn_mask_keys(zc_attn_mask_make(-1, 0), i, q_start, kv_start, lk, &lo, &hi);
+    return hi;
 }
 
 /* ... and the rows that see key j are [first, lq) of its lq rows. */
 ZC_HOST_DEVICE static inline int64_t zc_attn_causal_first_row(int64_t j, int64_t q_start,
                                                               int64_t kv_start, int64_t lq)
 {
-    int64_t first = j - q_start + kv_start;
+    int64_t lo, hi;
 
-    return first < 0 ? 0 : first > lq ? lq : first;
+    zc_attn_mask_rows(zc_attn_mask_make(-1, 0), j, q_start, kv_start, lq, &lo, &hi);
+    return lo;
 }
 
 #endif /* ZC_KERNELS_ATTN_MATH_H */

@@ -1,7 +1,8 @@
 /* CPU attention kernels against a naive double-precision reference written
- * here: forward (out, lse) and the three gradients, varlen, GQA, causal with
- * global offsets, fp32 and bf16, every SIMD path, the split-KV merge and
- * per-block backward a ring performs, NaN/Inf propagation, bad arguments.
+ * here: forward (out, lse) and the three gradients, varlen, GQA, causal,
+ * full and sliding-window masks (ZC_ATTN_WINDOW) with global offsets, fp32
+ * and bf16, every SIMD path, the split-KV merge and per-block backward a
+ * ring performs, NaN/Inf propagation, bad arguments.
  *
  * Tolerances (error = max |x - ref| / max |ref| per tensor; lse absolute):
  *   fp32: out, lse 2e-5; dq, dk, dv 5e-5
@@ -20,6 +21,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "kernels/attn_check.h"
 #include "kernels/attn_math.h"
 #include "kernels/cpu/attn_cpu.h"
 #include "tap.h"
@@ -56,6 +58,7 @@ static double rng_normal(void)
 
 typedef struct {
     int batch, hq, hk, d, causal;
+    int window, left, right;    /* ZC_ATTN_WINDOW and its (left, right) */
     zc_datatype_t dtype;
     int32_t cu_q[MAX_BATCH + 1], cu_k[MAX_BATCH + 1];
     int32_t q_start[MAX_BATCH], kv_start[MAX_BATCH];
@@ -102,9 +105,28 @@ static void poke(tcase_t *c, double *vals, void *stored, int64_t i, double x)
     vals[i] = get_elem(stored, c->dtype, i);
 }
 
+/* The mask as zcomm.h states it: positions q = q_start + i, k = kv_start
+ * + j; causal hides k > q; a window hides k < q - left and k > q + right
+ * (a side of -1 hides nothing). */
 static int visible(const tcase_t *c, int b, int i, int j)
 {
-    return !c->causal || (int64_t)c->kv_start[b] + j <= (int64_t)c->q_start[b] + i;
+    const int64_t q = (int64_t)c->q_start[b] + i, k = (int64_t)c->kv_start[b] + j;
+
+    if (c->causal && k > q)
+        return 0;
+    if (c->window && c->left >= 0 && k < q - c->left)
+        return 0;
+    if (c->window && c->right >= 0 && k > q + c->right)
+        return 0;
+    return 1;
+}
+
+/* Give a case a window before its reference is computed. */
+static void case_window(tcase_t *c, int left, int right)
+{
+    c->window = 1;
+    c->left = left;
+    c->right = right;
 }
 
 static void reference(tcase_t *c)
@@ -244,6 +266,11 @@ static void case_args(const tcase_t *c, zc_attn_args_t *a)
     a->q_start = c->q_start;
     a->kv_start = c->kv_start;
     a->causal = c->causal;
+    if (c->window) {
+        a->flags |= ZC_ATTN_WINDOW;
+        a->window_left = c->left;
+        a->window_right = c->right;
+    }
     a->scale = c->scale;
     a->dtype = c->dtype;
     a->out_dtype = c->dtype;
@@ -362,8 +389,13 @@ static int within(const tcase_t *c, const errs_t *e, int first, int last)
 
 static void describe(const tcase_t *c, char *buf, size_t len)
 {
-    int n = snprintf(buf, len, "%s b=%d hq=%d hk=%d d=%d %s lens", c->dtype == ZC_FLOAT32 ? "fp32" : "bf16",
+    int n = snprintf(buf, len, "%s b=%d hq=%d hk=%d d=%d %s", c->dtype == ZC_FLOAT32 ? "fp32" : "bf16",
                      c->batch, c->hq, c->hk, c->d, c->causal ? "causal" : "full");
+
+    if (c->window && n < (int)len)
+        n += snprintf(buf + n, len - n, " window(%d,%d)", c->left, c->right);
+    if (n < (int)len)
+        n += snprintf(buf + n, len - n, " lens");
 
     for (int b = 0; b < c->batch && n < (int)len; b++)
         n += snprintf(buf + n, len - n, " %d/%d@%+d", c->cu_q[b + 1] - c->cu_q[b],
@@ -420,6 +452,113 @@ static void test_random(int count, zc_datatype_t dtype)
         case_init(&c, batch, lq, lk, hk * ratio, hk, d, causal, qs, ks, dtype,
                   n % 5 == 4 ? 4.0 : 1.0);
         check_case(&c, "random");
+        case_free(&c);
+    }
+}
+
+/* Random shapes under random masks: windows from 1 key to wider than the
+ * sequence, one-sided and two-sided, with or without causal, empty
+ * segments, offsets from masked out to full. */
+static void test_random_masks(int count, zc_datatype_t dtype)
+{
+    static const int dims[] = {64, 40, 128, 8};
+    static const int ratios[] = {1, 2, 4};
+
+    for (int n = 0; n < count; n++) {
+        int lq[MAX_BATCH], lk[MAX_BATCH], qs[MAX_BATCH], ks[MAX_BATCH];
+        int batch = rng_int(1, 3), hk = rng_int(1, 2), ratio = ratios[rng_int(0, 2)];
+        int d = dims[n % 4], causal = rng_int(0, 1), left, right;
+        const int lefts[] = {-1, 0, 1, 63, 64, rng_int(2, 400)};
+        const int rights[] = {-1, 0, 1, rng_int(2, 100)};
+        tcase_t c;
+
+        for (int b = 0; b < batch; b++) {
+            lq[b] = rng_int(0, 5) == 0 ? rng_int(0, 1) : rng_int(1, 260);
+            lk[b] = rng_int(0, 2) == 0 ? lq[b] : rng_int(0, 260);
+            ks[b] = rng_int(0, 1000);
+            qs[b] = ks[b] + rng_int(-lq[b] - 80, lk[b] + 80);
+        }
+        left = lefts[rng_int(0, 5)];
+        right = causal ? rng_int(-1, 0) : rights[rng_int(0, 3)];
+        case_init(&c, batch, lq, lk, hk * ratio, hk, d, causal, qs, ks, dtype, 1.0);
+        case_window(&c, left, right);
+        check_case(&c, "random mask");
+        case_free(&c);
+    }
+}
+
+/* ---- windows: the edges one at a time --------------------------------------- */
+
+/* out 0, lse -inf and zero gradients for every row (no key visible). */
+static int nothing_visible(const tcase_t *c)
+{
+    result_t r;
+    int zero = 1;
+
+    run_case(c, &r);
+    zero = r.st_fwd == ZC_OK && r.st_bwd == ZC_OK;
+    for (int64_t x = 0; x < c->nq; x++)
+        zero &= get_elem(r.out, r.out_dtype, x) == 0 && get_elem(r.dq, r.grad_dtype, x) == 0;
+    for (int64_t x = 0; x < (int64_t)c->cu_q[c->batch] * c->hq; x++)
+        zero &= r.lse[x] == -INFINITY;
+    for (int64_t x = 0; x < c->nk; x++)
+        zero &= get_elem(r.dk, r.grad_dtype, x) == 0 && get_elem(r.dv, r.grad_dtype, x) == 0;
+    result_free(&r);
+    return zero;
+}
+
+static void test_windows(void)
+{
+    static const struct {
+        const char *name;
+        int batch, lq[MAX_BATCH], lk[MAX_BATCH], qs[MAX_BATCH], ks[MAX_BATCH];
+        int hq, hk, d, causal, left, right, bf16;
+    } cases[] = {
+        {"window of 1", 1, {100}, {100}, {0}, {0}, 2, 1, 64, 0, 0, 0, 0},
+        {"window of 1, causal", 1, {130}, {130}, {0}, {0}, 2, 2, 64, 1, 0, -1, 1},
+        {"window of a tile (64 keys)", 1, {300}, {300}, {0}, {0}, 4, 2, 128, 1, 63, 0, 0},
+        {"window of a tile and one", 1, {300}, {300}, {0}, {0}, 4, 2, 128, 0, 64, 0, 0},
+        {"window of two tiles each side", 1, {300}, {300}, {0}, {0}, 6, 2, 72, 0, 64, 64, 1},
+        {"window of 200 behind, 9 ahead", 1, {333}, {333}, {0}, {0}, 2, 1, 40, 0, 199, 9, 0},
+        {"window wider than the sequence", 1, {300}, {300}, {0}, {0}, 2, 1, 64, 0, 1000, 0, 0},
+        {"window wider than the sequence, both sides", 1, {200}, {200}, {0}, {0}, 2, 1, 64, 0,
+         1000, 1000, 0},
+        {"causal with lookahead", 1, {200}, {200}, {0}, {0}, 2, 1, 64, 0, -1, 10, 0},
+        {"anti-causal", 1, {200}, {200}, {0}, {0}, 2, 1, 64, 0, 0, -1, 0},
+        {"full through the window", 2, {150, 77}, {90, 77}, {0, 0}, {0, 0}, 4, 4, 32, 0, -1, -1,
+         0},
+        {"causal and an unbounded window", 1, {150}, {150}, {0}, {0}, 2, 1, 64, 1, -1, -1, 0},
+        {"sequences of length 1", 3, {1, 1, 1}, {1, 5, 1}, {0, 4, 7}, {0, 0, 0}, 2, 1, 16, 0,
+         0, 0, 0},
+        {"empty sequences", 4, {0, 70, 5, 0}, {3, 70, 0, 0}, {0, 0, 0, 0}, {0, 0, 0, 0}, 4, 2,
+         64, 0, 10, 3, 0},
+        {"GQA 8:1", 1, {260}, {260}, {0}, {0}, 8, 1, 40, 1, 31, 0, 1},
+        {"ring block at the window's edge", 1, {128}, {192}, {1100}, {1000}, 4, 2, 64, 1, 100,
+         0, 0},
+        {"ring block ahead, window to the right", 1, {120}, {140}, {0}, {115}, 2, 1, 64, 0, -1,
+         8, 0},
+        {"bottom-right aligned", 1, {50}, {300}, {250}, {0}, 2, 1, 64, 1, 63, 0, 0},
+    };
+
+    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+        tcase_t c;
+
+        case_init(&c, cases[i].batch, cases[i].lq, cases[i].lk, cases[i].hq, cases[i].hk,
+                  cases[i].d, cases[i].causal, cases[i].qs, cases[i].ks,
+                  cases[i].bf16 ? ZC_BFLOAT16 : ZC_FLOAT32, 1.0);
+        case_window(&c, cases[i].left, cases[i].right);
+        check_case(&c, cases[i].name);
+        case_free(&c);
+    }
+    /* a ring block wholly behind the window: nothing to see, rows stay
+     * empty (out 0, lse -inf), keys get no gradient */
+    {
+        int lq = 100, lk = 150, qs = 1000, ks = 700;
+        tcase_t c;
+
+        case_init(&c, 1, &lq, &lk, 4, 2, 64, 1, &qs, &ks, ZC_FLOAT32, 1.0);
+        case_window(&c, 149, 0);
+        ok(nothing_visible(&c), "ring block behind the window: out 0, lse -inf, gradients 0");
         case_free(&c);
     }
 }
@@ -499,14 +638,14 @@ static double max_diff(const float *a, const float *b, int64_t n)
     return den > 0 ? m / den : m;
 }
 
-static void test_split_kv(zc_datatype_t dtype)
+static void test_split_kv(zc_datatype_t dtype, int window, int left, int right)
 {
     /* one sequence of 700 tokens on a "rank" that holds all queries; its keys
      * arrive in three blocks, in ring order (not position order) */
     const int L = 700, hq = 4, hk = 2, d = 64;
     const int cuts[4] = {0, 230, 450, 700};
     const int order[3] = {2, 0, 1};
-    const char *dn = dtype == ZC_FLOAT32 ? "fp32" : "bf16";
+    char dn[48];
     const int64_t nq = (int64_t)L * hq * d, nk = (int64_t)L * hk * d, rows = (int64_t)L * hq;
     float *out = malloc(nq * 4), *lse = malloc(rows * 4);
     float *acc = malloc(nq * 4), *acc_lse = malloc(rows * 4);
@@ -519,7 +658,11 @@ static void test_split_kv(zc_datatype_t dtype)
     zc_status_t st = ZC_OK;
     tcase_t c;
 
-    case_init(&c, 1, &L, &L, hq, hk, d, 1, NULL, NULL, dtype, 1.0);
+    snprintf(dn, sizeof(dn), "%s %s(%d,%d)", dtype == ZC_FLOAT32 ? "fp32" : "bf16",
+             window ? "window" : "causal", window ? left : -1, window ? right : 0);
+    case_init(&c, 1, &L, &L, hq, hk, d, !window || right == 0, NULL, NULL, dtype, 1.0);
+    if (window)
+        case_window(&c, left, right);
     case_args(&c, &a);
     a.out_dtype = ZC_FLOAT32;
     a.grad_dtype = ZC_FLOAT32;
@@ -545,11 +688,11 @@ static void test_split_kv(zc_datatype_t dtype)
         h.kv_start = &kv_start;
         h.k = (const char *)c.k_s + (int64_t)cuts[blk] * hk * d * dsize(dtype);
         h.v = (const char *)c.v_s + (int64_t)cuts[blk] * hk * d * dsize(dtype);
-        h.flags = ZC_ATTN_ACCUMULATE;
+        h.flags = a.flags | ZC_ATTN_ACCUMULATE;
         h.out = acc;
         h.lse = acc_lse;
         st |= zc_attn_fwd(&h);
-        h.flags = 0;
+        h.flags = a.flags;
         h.out = part;
         h.lse = part_lse;
         st |= zc_attn_fwd(&h);
@@ -576,7 +719,7 @@ static void test_split_kv(zc_datatype_t dtype)
         h.kv_start = &kv_start;
         h.k = (const char *)c.k_s + off * dsize(dtype);
         h.v = (const char *)c.v_s + off * dsize(dtype);
-        h.flags = ZC_ATTN_ACCUMULATE;
+        h.flags = a.flags | ZC_ATTN_ACCUMULATE;
         h.dq = dq_s;
         h.dk = dk_s + off;
         h.dv = dv_s + off;
@@ -600,22 +743,25 @@ static void test_split_kv(zc_datatype_t dtype)
 static void test_paths(void)
 {
     static const zc_attn_isa_t isas[] = {ZC_ATTN_ISA_SCALAR, ZC_ATTN_ISA_AVX2, ZC_ATTN_ISA_AVX512};
+    static const char *names[3] = {"fp32 d128", "bf16 gqa3 d72", "fp32 d40 window(70,9)"};
     int l1[2] = {300, 77}, k1[2] = {250, 130}, qs[2] = {100, 0}, ks[2] = {0, 40};
-    tcase_t cs[2];
-    result_t base[2];
+    tcase_t cs[3];
+    result_t base[3];
 
     case_init(&cs[0], 2, l1, k1, 4, 2, 128, 1, qs, ks, ZC_FLOAT32, 1.0);
     case_init(&cs[1], 2, l1, k1, 6, 2, 72, 1, qs, ks, ZC_BFLOAT16, 1.0);
-    reference(&cs[0]);
-    reference(&cs[1]);
+    case_init(&cs[2], 2, l1, k1, 4, 2, 40, 0, qs, ks, ZC_FLOAT32, 1.0);
+    case_window(&cs[2], 70, 9);
+    for (int n = 0; n < 3; n++)
+        reference(&cs[n]);
     for (size_t i = 0; i < 3; i++) {
         if (!zc_attn_cpu_isa_supported(isas[i])) {
-            tap_skip(3, "path not built in or not supported by this CPU");
+            tap_skip(4, "path not built in or not supported by this CPU");
             continue;
         }
         ok(zc_attn_cpu_set_isa(isas[i]) == ZC_OK && zc_attn_cpu_get_isa() == isas[i],
            "path %s selected", zc_attn_cpu_isa_name(isas[i]));
-        for (int n = 0; n < 2; n++) {
+        for (int n = 0; n < 3; n++) {
             result_t r;
             errs_t e;
             double diff = 0;
@@ -639,16 +785,16 @@ static void test_paths(void)
             }
             ok(r.st_fwd == ZC_OK && r.st_bwd == ZC_OK && within(&cs[n], &e, E_OUT, E_DV),
                "path %s %s: out %.2e lse %.2e dq %.2e dk %.2e dv %.2e; vs scalar %.2e",
-               zc_attn_cpu_isa_name(isas[i]), n ? "bf16 gqa3 d72" : "fp32 d128", e.e[E_OUT],
+               zc_attn_cpu_isa_name(isas[i]), names[n], e.e[E_OUT],
                e.e[E_LSE], e.e[E_DQ], e.e[E_DK], e.e[E_DV], diff);
             if (i != 0)
                 result_free(&r);
         }
     }
-    result_free(&base[0]);
-    result_free(&base[1]);
-    case_free(&cs[0]);
-    case_free(&cs[1]);
+    for (int n = 0; n < 3; n++) {
+        result_free(&base[n]);
+        case_free(&cs[n]);
+    }
     zc_attn_cpu_set_isa(ZC_ATTN_ISA_AUTO);
 }
 
@@ -726,14 +872,40 @@ static void test_math(void)
 
 /* ---- bad arguments ----------------------------------------------------------------- */
 
-static void expect_invalid(zc_status_t st, const char *name, const char *what)
+static void expect_status(zc_status_t st, zc_status_t want, const char *name, const char *what)
 {
     const char *msg = zc_get_last_error();
     size_t len = strlen(name);
 
-    ok(st == ZC_ERR_INVALID_ARG && strncmp(msg, name, len) == 0 &&
-           (msg[len] == ':' || msg[len] == '['),
-       "bad argument %s: invalid-arg naming '%s' (got %d: %s)", what, name, st, msg);
+    ok(st == want && strncmp(msg, name, len) == 0 && (msg[len] == ':' || msg[len] == '['),
+       "bad argument %s: %s naming '%s' (got %d: %s)", what, zc_strerror(want), name, st, msg);
+}
+
+static void expect_invalid(zc_status_t st, const char *name, const char *what)
+{
+    expect_status(st, ZC_ERR_INVALID_ARG, name, what);
+}
+
+/* The entry points whose kernels read `causal` and no window (the GPU
+ * paths) check through zc_attn_check_shape: it refuses every mask
+ * `causal` alone does not give. */
+static void test_mask_refused_by_causal_kernels(const zc_attn_args_t *a)
+{
+    zc_attn_args_t x;
+    int64_t tq, tk;
+
+    x = *a, x.causal = 1, x.flags = ZC_ATTN_WINDOW, x.window_left = 7, x.window_right = 0;
+    expect_status(zc_attn_check_shape(&x, &tq, &tk), ZC_ERR_UNSUPPORTED, "window_left",
+                  "a window where only causal is computed");
+    x = *a, x.causal = 0, x.flags = ZC_ATTN_WINDOW, x.window_left = -1, x.window_right = 0;
+    expect_status(zc_attn_check_shape(&x, &tq, &tk), ZC_ERR_UNSUPPORTED, "window_right",
+                  "causal as a window with causal 0, where causal alone decides");
+    x = *a, x.causal = 1, x.flags = ZC_ATTN_WINDOW, x.window_left = -1, x.window_right = -1;
+    ok(zc_attn_check_shape(&x, &tq, &tk) == ZC_OK,
+       "causal with an unbounded window is causal: accepted where only causal is computed");
+    x = *a, x.causal = 0, x.flags = ZC_ATTN_WINDOW, x.window_left = -1, x.window_right = -1;
+    ok(zc_attn_check_shape(&x, &tq, &tk) == ZC_OK,
+       "full as a window with causal 0: accepted where only causal is computed");
 }
 
 static void test_bad_args(void)
@@ -800,6 +972,16 @@ static void test_bad_args(void)
     expect_invalid(zc_attn_bwd(&x), "grad_dtype", "accumulating into bf16 gradients");
     x = a, x.delta = NULL;
     expect_invalid(zc_attn_bwd_delta(&x), "delta", "NULL delta");
+    x = a, x.flags = ZC_ATTN_WINDOW, x.window_left = -2;
+    expect_invalid(zc_attn_fwd(&x), "window_left", "window_left -2");
+    x = a, x.flags = ZC_ATTN_WINDOW, x.window_right = -3;
+    expect_invalid(zc_attn_bwd(&x), "window_right", "window_right -3");
+    x = a, x.flags = ZC_ATTN_WINDOW, x.window_right = 4;
+    expect_invalid(zc_attn_fwd(&x), "window_right", "causal with keys right of the query");
+    x = a, x.window_left = 8;
+    expect_invalid(zc_attn_fwd(&x), "window_left", "a window without ZC_ATTN_WINDOW");
+    x = a, x.window_right = 2;
+    expect_invalid(zc_attn_bwd_delta(&x), "window_right", "a window without ZC_ATTN_WINDOW");
     expect_invalid(zc_attn_merge(r.out, r.lse, -1, 4, 64, r.out, r.lse), "tokens",
                    "merge: negative tokens");
     expect_invalid(zc_attn_merge(NULL, r.lse, 10, 4, 64, r.out, r.lse), "part_out",
@@ -812,23 +994,31 @@ static void test_bad_args(void)
     ok(untouched, "failed calls leave out, lse, dq, dk and dv untouched");
     x = a, x.batch = 0, x.q = NULL, x.cu_seqlens_q = NULL, x.cu_seqlens_kv = NULL;
     ok(zc_attn_fwd(&x) == ZC_OK && zc_attn_bwd(&x) == ZC_OK, "batch 0 is a no-op");
+    test_mask_refused_by_causal_kernels(&a);
     result_free(&r);
     case_free(&c);
 }
 
 int main(void)
 {
-    tap_plan(6 + 27 + 2 * 14 + 2 * 10 + 6 + (5 * 2 * 2 + 2) + 2 * 3 + 3 * 3 + 5);
+    tap_plan(6 + 36 + 2 * 14 + 2 * 10 + 2 * 24 + 2 * 8 + 2 * 18 + 1 + 6 + (5 * 2 * 2 + 2) +
+             5 * 3 + 3 * 4 + 5);
 
     test_math();                        /* 6 */
-    test_bad_args();                    /* 27 */
+    test_bad_args();                    /* 36 */
     test_random(14, ZC_FLOAT32);        /* 28 */
     test_random(10, ZC_BFLOAT16);       /* 20 */
+    test_random_masks(24, ZC_FLOAT32);  /* 48 */
+    test_random_masks(8, ZC_BFLOAT16);  /* 16 */
+    test_windows();                     /* 37 */
     test_long();                        /* 6 */
     test_offsets();                     /* 22 */
-    test_split_kv(ZC_FLOAT32);          /* 3 */
-    test_split_kv(ZC_BFLOAT16);         /* 3 */
-    test_paths();                       /* 9 */
+    test_split_kv(ZC_FLOAT32, 0, 0, 0); /* 3 each */
+    test_split_kv(ZC_BFLOAT16, 0, 0, 0);
+    test_split_kv(ZC_FLOAT32, 1, 150, 0);
+    test_split_kv(ZC_FLOAT32, 1, 100, 100);
+    test_split_kv(ZC_BFLOAT16, 1, 0, -1);
+    test_paths();                       /* 12 */
     test_nonfinite();                   /* 5 */
 
     for (int t = 0; t < 2; t++)

@@ -1,6 +1,7 @@
-/* Partitioner properties (Alg. 1 + Alg. 2, zigzag layout, proxies) over
+/* Partitioner properties (Alg. 1 + Alg. 2, ring layouts, proxies) over
  * thousands of seeded random batches from the paper's three distributions
- * and adversarial ones, plus one test per open case decided in
+ * and adversarial ones, for every mask a plan balances (causal, full,
+ * sliding windows, a local window), plus one test per open case decided in
  * src/plan/partition.c, alg1_inter_node.c and alg2_intra_node.c. */
 #include "config.h"
 
@@ -13,12 +14,51 @@
 #include "tap.h"
 #include "tools/zc_plan_dataset.h"
 
+/* The masks the property tests run for: (left, right) of ZC_PLAN_WINDOW,
+ * the first the default (no flag: causal). */
+static const struct {
+    const char *name;
+    int window, left, right;
+} masks[] = {
+    {"causal", 0, 0, 0},
+    {"full", 1, -1, -1},
+    {"window 4096", 1, 4095, 0},
+    {"window 1", 1, 0, 0},
+    {"local 128+128", 1, 128, 128},
+};
+#define NMASKS ((int)(sizeof(masks) / sizeof(masks[0])))
+
+/* The options every plan of the property tests is built with: mask `cur`. */
+static int cur;
+
+static zc_plan_opts_t mask_opts(void)
+{
+    zc_plan_opts_t opts = ZC_PLAN_OPTS_INITIALIZER;
+
+    if (masks[cur].window) {
+        opts.flags |= ZC_PLAN_WINDOW;
+        opts.window_left = masks[cur].left;
+        opts.window_right = masks[cur].right;
+    }
+    return opts;
+}
+
+static zc_status_t create(int N, int P, int64_t L, const int64_t *len, size_t n,
+                          zc_plan_h *plan)
+{
+    zc_plan_opts_t opts = mask_opts();
+
+    return zc_plan_create(N, P, L, len, n, &opts, plan);
+}
+
 /* The properties a valid plan has; returns a description of the first
  * violation or NULL:
  *  - zc_plan_check: every token placed once, no device over L, remap;
  *  - zones follow the thresholds, except where the fill step cut;
- *  - an uncut ring is an even zigzag ring; any ring's position i holds
- *    chunks i and 2G-1-i of the sizes its tokens[i] gives;
+ *  - an uncut ring is an even ring; a zigzag ring's position i holds chunks
+ *    i and 2G-1-i of the sizes its tokens[i] gives (an uncut one: those of
+ *    zc_zigzag_chunk), a contiguous ring's position i the i-th run of
+ *    tokens[i]; causal rings and even splits are zigzag;
  *  - the fill step's bounds: at most N - 1 sequences shorter than s1 cross
  *    nodes, at most P - 1 sequences are cut over the devices of one node;
  *  - one routed hop per node crossing, cut into one slice per rail (the
@@ -69,11 +109,19 @@ static const char *plan_properties(zc_plan_h plan, const int64_t *len, size_t n)
         const zc_plan_hop_t *hops;
         size_t nh, ncross = 0;
         int64_t bounds[2 * 1024 + 1], sum = 0;
-        int g;
+        zc_ring_layout_t layout = ZC_RING_LAYOUT_CONTIGUOUS;
+        int g, zigzag;
 
         zc_plan_ring(plan, r, &ring);
         zc_plan_seq(plan, ring.seq, &q);
+        zc_plan_ring_layout(plan, r, &layout);
         g = ring.nranks;
+        zigzag = layout == ZC_RING_LAYOUT_ZIGZAG;
+        if (!zigzag && ((info.window_left == -1 && info.window_right == 0) ||
+                        (info.flags & ZC_PLAN_EVEN_SPLIT))) {
+            snprintf(why, sizeof(why), "ring %d: contiguous under causal or an even split", r);
+            return why;
+        }
         for (int i = 0; i < g; i++)
             sum += ring.tokens[i];
         if (sum != len[ring.seq] || g > 1024) {
@@ -82,7 +130,14 @@ static const char *plan_properties(zc_plan_h plan, const int64_t *len, size_t n)
             free(dev_cuts);
             return why;
         }
-        zc_ring_bounds(ring.tokens, g, bounds);
+        zc_ring_bounds(ring.tokens, g, layout, bounds);
+        for (int i = 0; i < g && !q.cut; i++)
+            if (ring.tokens[i] != zc_zigzag_share(len[ring.seq], g, i)) {
+                snprintf(why, sizeof(why), "ring %d: uncut, position %d holds %lld", r, i,
+                         (long long)ring.tokens[i]);
+                free(dev_cuts);
+                return why;
+            }
         /* devices of one node that hold a piece of a cut sequence */
         if (q.cut & ZC_PLAN_SEQ_CUT_DEVICES)
             for (int i = 0; i < g; i++)
@@ -102,13 +157,13 @@ static const char *plan_properties(zc_plan_h plan, const int64_t *len, size_t n)
 
                 if (p[k].ring != r)
                     continue;
-                if (q.cut) {
+                if (q.cut || !zigzag) {
                     b = bounds[p[k].chunk];
                     e = bounds[p[k].chunk + 1];
                 } else {
                     zc_zigzag_chunk(len[ring.seq], g, p[k].chunk, &b, &e);
                 }
-                if ((p[k].chunk != i && p[k].chunk != 2 * g - 1 - i) ||
+                if ((p[k].chunk != i && (!zigzag || p[k].chunk != 2 * g - 1 - i)) ||
                     p[k].begin != b || p[k].end != e || p[k].seq != ring.seq) {
                     snprintf(why, sizeof(why), "ring %d position %d holds chunk %d [%lld,%lld)",
                              r, i, p[k].chunk, (long long)p[k].begin, (long long)p[k].end);
@@ -117,7 +172,7 @@ static const char *plan_properties(zc_plan_h plan, const int64_t *len, size_t n)
                 }
                 seen++;
             }
-            if (seen > 2) {
+            if (seen > (zigzag ? 2 : 1)) {
                 snprintf(why, sizeof(why), "ring %d position %d holds %d chunks", r, i, seen);
                 free(dev_cuts);
                 return why;
@@ -207,7 +262,8 @@ static void random_batches(void)
     static const int gpus[] = {1, 2, 4, 8};
     static const int64_t caps[] = {4096, 8192, 16384, 65536};
     zc_rng_t rng = {20260401};
-    int bad = 0, nondet = 0, cuts = 0, runs = 3000;
+    /* the other masks change the shares, not the placement code: fewer */
+    int bad = 0, nondet = 0, cuts = 0, runs = cur == 0 ? 3000 : 1000;
     const char *first = NULL;
 
     for (int t = 0; t < runs; t++) {
@@ -223,7 +279,7 @@ static void random_batches(void)
         /* a quarter of the batches exactly full, the rest 30..100 % */
         total = t % 4 == 0 ? cap : cap * zc_rng_range(&rng, 30, 101) / 100;
         n = zc_dataset_sample(ds, total, &rng, &len);
-        if (zc_plan_create(N, P, L, len, n, NULL, &p1) != ZC_OK) {
+        if (create(N, P, L, len, n, &p1) != ZC_OK) {
             if (!first)
                 first = zc_get_last_error();
             bad++;
@@ -239,7 +295,7 @@ static void random_batches(void)
         zc_plan_info(p1, &info);
         cuts += (info.flags & ZC_PLAN_CUT) != 0;
         if (t % 10 == 0) {
-            zc_plan_create(N, P, L, len, n, NULL, &p2);
+            create(N, P, L, len, n, &p2);
             nondet += !plans_equal(p1, p2);
             zc_plan_destroy(p2);
         }
@@ -249,9 +305,10 @@ static void random_batches(void)
     if (first)
         diag("first failure: %s", first);
     diag("%d random batches, %d cut some sequence to fill", runs, cuts);
-    ok(bad == 0, "%d random batches: placed once, within L, zones, zigzag, proxies (%d bad)",
-       runs, bad);
-    ok(nondet == 0, "the same batch gives the same plan (%d differ)", nondet);
+    ok(bad == 0, "%s: %d random batches: placed once, within L, zones, layouts, proxies (%d "
+       "bad)", masks[cur].name, runs, bad);
+    ok(nondet == 0, "%s: the same batch gives the same plan (%d differ)", masks[cur].name,
+       nondet);
 }
 
 /* Every multiset of lengths 1..N*P*L summing to at most N*P*L on tiny
@@ -266,7 +323,7 @@ static int exhaustive_rec(int N, int P, int64_t L, int64_t *len, size_t n, int64
         zc_plan_info_t info = ZC_PLAN_INFO_INITIALIZER;
 
         (*count)++;
-        if (zc_plan_create(N, P, L, len, n, NULL, &plan) != ZC_OK)
+        if (create(N, P, L, len, n, &plan) != ZC_OK)
             return 1;
         bad += plan_properties(plan, len, n) != NULL;
         zc_plan_info(plan, &info);
@@ -290,8 +347,8 @@ static void exhaustive_small(void)
         int64_t cap = (int64_t)N * P * L;
         int bad = exhaustive_rec(N, P, L, len, 0, cap, cap, &fb, &count);
 
-        ok(bad == 0, "every batch on %d x %d devices of %d tokens fits (%d batches, %d "
-           "with cuts, %d bad)", N, P, L, count, fb, bad);
+        ok(bad == 0, "%s: every batch on %d x %d devices of %d tokens fits (%d batches, %d "
+           "with cuts, %d bad)", masks[cur].name, N, P, L, count, fb, bad);
     }
 }
 
@@ -299,7 +356,7 @@ static zc_plan_h make(int N, int P, int64_t L, const int64_t *len, size_t n)
 {
     zc_plan_h plan = NULL;
 
-    if (zc_plan_create(N, P, L, len, n, NULL, &plan) != ZC_OK)
+    if (create(N, P, L, len, n, &plan) != ZC_OK)
         diag("create failed: %s", zc_get_last_error());
     return plan;
 }
@@ -482,7 +539,8 @@ static void adversarial(void)
         zc_plan_seq(plan, 0, &q);
         why = plan ? plan_properties(plan, len, 1) : "no plan";
         ok(!why && q.zone == (N > 1 ? ZC_ZONE_INTER : ZC_ZONE_INTRA),
-           "one sequence of %lld tokens on %dx%d: %s", (long long)cap, N, P, why ? why : "ok");
+           "%s: one sequence of %lld tokens on %dx%d: %s", masks[cur].name, (long long)cap, N,
+           P, why ? why : "ok");
         zc_plan_destroy(plan);
 
         n = (size_t)(N * P * 3); /* all equal, exactly full */
@@ -492,7 +550,8 @@ static void adversarial(void)
             len[k] = cap / (int64_t)n + ((int64_t)k < cap % (int64_t)n ? 1 : 0);
         plan = make(N, P, L, len, n);
         why = plan ? plan_properties(plan, len, n) : "no plan";
-        ok(!why, "%zu equal sequences filling %dx%d: %s", n, N, P, why ? why : "ok");
+        ok(!why, "%s: %zu equal sequences filling %dx%d: %s", masks[cur].name, n, N, P,
+           why ? why : "ok");
         zc_plan_destroy(plan);
 
         n = (size_t)cap < 20000 ? (size_t)cap : 20000; /* all tiny */
@@ -500,7 +559,8 @@ static void adversarial(void)
             len[k] = 1;
         plan = make(N, P, L, len, n);
         why = plan ? plan_properties(plan, len, n) : "no plan";
-        ok(!why, "%zu one-token sequences on %dx%d: %s", n, N, P, why ? why : "ok");
+        ok(!why, "%s: %zu one-token sequences on %dx%d: %s", masks[cur].name, n, N, P,
+           why ? why : "ok");
         zc_plan_destroy(plan);
         free(len);
     }
@@ -515,7 +575,7 @@ static const char *full_plan_ok(int N, int P, int64_t L, const int64_t *len, siz
     const char *w;
     zc_plan_h plan, again;
 
-    if (zc_plan_create(N, P, L, len, n, NULL, &plan) != ZC_OK) {
+    if (create(N, P, L, len, n, &plan) != ZC_OK) {
         snprintf(why, sizeof(why), "create: %s", zc_get_last_error());
         return why;
     }
@@ -530,7 +590,7 @@ static const char *full_plan_ok(int N, int P, int64_t L, const int64_t *len, siz
             w = why;
         }
     }
-    if (!w && zc_plan_create(N, P, L, len, n, NULL, &again) == ZC_OK) {
+    if (!w && create(N, P, L, len, n, &again) == ZC_OK) {
         w = plans_equal(plan, again) ? NULL : "not deterministic";
         zc_plan_destroy(again);
     }
@@ -567,8 +627,8 @@ static void full_batches(void)
         free(len);
     }
     diag("%d exactly-full batches, %d cut some sequence", runs, cuts);
-    ok(bad == 0, "%d exactly-full batches of the three datasets: every device at L, "
-       "placed once, zones, cut bounds, deterministic (%d bad)", runs, bad);
+    ok(bad == 0, "%s: %d exactly-full batches of the three datasets: every device at L, "
+       "placed once, zones, cut bounds, deterministic (%d bad)", masks[cur].name, runs, bad);
 }
 
 /* Adversarial exactly-full batches on N x P x L. */
@@ -589,28 +649,28 @@ static void full_adversarial(void)
         for (left = cap; left > 0; left -= len[n++])
             len[n] = left < L + 1 ? left : L + 1;
         why = full_plan_ok(N, P, L, len, n, NULL);
-        ok(!why, "%dx%dx%lld: %zu sequences of L + 1: %s", N, P, (long long)L, n,
-           why ? why : "ok");
+        ok(!why, "%s: %dx%dx%lld: %zu sequences of L + 1: %s", masks[cur].name, N, P,
+           (long long)L, n, why ? why : "ok");
         /* one of N*P*L - 1 and one token */
         len[0] = cap - 1;
         len[1] = 1;
         why = full_plan_ok(N, P, L, len, 2, NULL);
-        ok(!why, "%dx%dx%lld: N*P*L - 1 plus one token: %s", N, P, (long long)L,
-           why ? why : "ok");
+        ok(!why, "%s: %dx%dx%lld: N*P*L - 1 plus one token: %s", masks[cur].name, N, P,
+           (long long)L, why ? why : "ok");
         /* one-token sequences only */
         for (n = 0; n < (size_t)cap; n++)
             len[n] = 1;
         why = full_plan_ok(N, P, L, len, n, NULL);
-        ok(!why, "%dx%dx%lld: %zu one-token sequences: %s", N, P, (long long)L, n,
-           why ? why : "ok");
+        ok(!why, "%s: %dx%dx%lld: %zu one-token sequences: %s", masks[cur].name, N, P,
+           (long long)L, n, why ? why : "ok");
         /* multiples of L, the last one cut to fill */
         for (n = 0, left = cap; left > 0; left -= len[n++]) {
             len[n] = L * zc_rng_range(&rng, 1, 2 * P + 1);
             len[n] = len[n] < left ? len[n] : left;
         }
         why = full_plan_ok(N, P, L, len, n, NULL);
-        ok(!why, "%dx%dx%lld: %zu multiples of L: %s", N, P, (long long)L, n,
-           why ? why : "ok");
+        ok(!why, "%s: %dx%dx%lld: %zu multiples of L: %s", masks[cur].name, N, P, (long long)L,
+           n, why ? why : "ok");
         free(len);
     }
 }
@@ -698,12 +758,15 @@ static void route_cases(void)
 
 int main(void)
 {
-    random_batches();
-    full_batches();
-    full_adversarial();
-    exhaustive_small();
+    for (cur = 0; cur < NMASKS; cur++) {
+        random_batches();
+        full_batches();
+        full_adversarial();
+        exhaustive_small();
+        adversarial();
+    }
+    cur = 0;
     open_cases();
-    adversarial();
     route_cases();
     return tap_done();
 }

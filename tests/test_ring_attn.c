@@ -558,7 +558,7 @@ static int rank_bad(int rank, int nranks, void *arg)
     zc_ring_attn_args_t a = ZC_RING_ATTN_ARGS_INITIALIZER, bad;
     zc_plan_opts_t opts = ZC_PLAN_OPTS_INITIALIZER;
     zc_ring_attn_stats_t stats = ZC_RING_ATTN_STATS_INITIALIZER;
-    zc_plan_h plan, small, diff;
+    zc_plan_h plan, small, diff, windowed;
     zc_plan_rank_t mine;
     zc_comm_h comm;
     float *buf;
@@ -570,6 +570,8 @@ static int rank_bad(int rank, int nranks, void *arg)
     MP_CHECK(zc_plan_create(1, nranks / 2, 80, lengths, 4, &opts, &small) == ZC_OK, "plan");
     MP_CHECK(zc_plan_create(2, nranks / 2, 40, rank == 0 ? other : lengths, 4, &opts, &diff) ==
                  ZC_OK, "plan");
+    opts.flags = ZC_PLAN_WINDOW, opts.window_left = 7;
+    MP_CHECK(zc_plan_create(2, nranks / 2, 40, lengths, 4, &opts, &windowed) == ZC_OK, "plan");
     zc_plan_rank(plan, rank, &mine);
     MP_CHECK(mine.tokens > 0, "every rank holds tokens");
     /* room for 16 rows more than the plan needs: the plan that differs on
@@ -623,6 +625,22 @@ static int rank_bad(int rank, int nranks, void *arg)
     EXPECT(zc_ring_attn_fwd(comm, plan, &bad), ZC_ERR_INVALID_ARG, "scale");
     bad = a, bad.memtype = ZC_MEM_CUDA;
     EXPECT(zc_ring_attn_fwd(comm, plan, &bad), ZC_ERR_UNSUPPORTED, "memtype");
+    /* masks other than causal, in the args or the plan: refused, never run
+     * as causal */
+    bad = a, bad.flags = ZC_ATTN_WINDOW, bad.window_left = 15;
+    EXPECT(zc_ring_attn_fwd(comm, plan, &bad), ZC_ERR_UNSUPPORTED, "window_left");
+    bad = a, bad.flags = ZC_ATTN_WINDOW, bad.window_left = -1, bad.window_right = -1;
+    EXPECT(zc_ring_attn_bwd(comm, plan, &bad), ZC_ERR_UNSUPPORTED, "window_right");
+    bad = a, bad.window_left = 15;
+    EXPECT(zc_ring_attn_fwd(comm, plan, &bad), ZC_ERR_INVALID_ARG, "window_left");
+    bad = a, bad.flags = ZC_ATTN_WINDOW, bad.window_right = -2;
+    EXPECT(zc_ring_attn_fwd(comm, plan, &bad), ZC_ERR_INVALID_ARG, "window_right");
+    bad = a, bad.flags = 1u << 7;
+    EXPECT(zc_ring_attn_fwd(comm, plan, &bad), ZC_ERR_INVALID_ARG, "flags");
+    EXPECT(zc_ring_attn_fwd(comm, windowed, &a), ZC_ERR_UNSUPPORTED, "plan");
+    bad = a, bad.flags = ZC_ATTN_WINDOW, bad.window_left = -1, bad.window_right = 0;
+    MP_CHECK(zc_ring_attn_fwd(comm, plan, &bad) == ZC_OK, "the causal mask as a window runs: %s",
+             zc_get_last_error());
 
     /* the communicator still works, and the stats add up */
     a.stats = &stats;
@@ -636,6 +654,7 @@ static int rank_bad(int rank, int nranks, void *arg)
     zc_plan_destroy(plan);
     zc_plan_destroy(small);
     zc_plan_destroy(diff);
+    zc_plan_destroy(windowed);
     zc_comm_destroy(comm);
     return 0;
 }
@@ -670,8 +689,8 @@ int main(void)
        "bad arguments: head counts, buffers too small, a plan of another size, plans or heads "
        "that differ across ranks, one rank on the stream engine, backward queue orders that "
        "differ or are neither forward nor reverse, NULL pointers, dtype, "
-       "head_dim, mode, scale, memtype; each names its argument, nothing hangs, the "
-       "communicator works afterwards");
+       "head_dim, mode, scale, memtype, masks other than causal (args or plan); each names "
+       "its argument, nothing hangs, the communicator works afterwards");
     diag("worst fp32 error %.3g (%s); worst bf16 error %.3g (%s)", worst_fp32, worst_fp32_what,
          worst_bf16, worst_bf16_what);
     if (have_rails)

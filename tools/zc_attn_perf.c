@@ -1,8 +1,9 @@
 /* zc_attn_perf: GFLOP/s of the CPU flash-attention kernels, nccl-tests
  * style: one row per sequence length from -b to -e (times -f), forward and
  * backward time and rate, and #wrong from sampled rows checked against a
- * double-precision reference (-c 1).  Causal FLOPs count the visible half:
- * forward 2*S^2*D*H per sequence (4*S^2*D*H without the mask), backward 2.5x.
+ * double-precision reference (-c 1).  FLOPs count the visible (query, key)
+ * pairs, 4*D*H per pair forward (causal: the visible half, 2*S^2*D*H per
+ * sequence; a window of w: about 4*S*w*D*H), backward 2.5x.
  *
  * -G: the GPU instead (zc_attn_gpu_bench.h), every way of running one
  * attention call on the same shapes in one run: one cuDNN SDPA call over
@@ -22,6 +23,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "kernels/attn_math.h"
 #include "kernels/cudnn/attn_cudnn.h"
 #include "perf_common.h"
 #include "zc_attn_gpu_bench.h"
@@ -37,6 +39,7 @@ typedef struct {
     int64_t min_len, max_len;
     double factor;
     int batch, heads, kv_heads, dim, causal, iters, warmup, check;
+    int window, window_left, window_right;  /* -W: ZC_ATTN_WINDOW (CPU only) */
     zc_datatype_t dtype;
     int run_fwd, run_bwd;
     int gpu;                 /* -G */
@@ -58,6 +61,8 @@ static void usage(const char *prog)
            "  -D dim      head dimension (default 128; -G: 64 and 128)\n"
            "  -d type     float or bfloat16 (default float); -G: bfloat16 (default) or float16\n"
            "  -C 0|1      causal (default 1; -G: both)\n"
+           "  -W L,R      window (CPU only): keys left and right a query sees, -1 for all\n"
+           "              (4095,0: a sliding window of 4096; -1,-1 with -C 0: full)\n"
            "  -m mode     fwd, bwd or both (default both)\n"
            "  -n iters    timed iterations (default 5; -G: 3)\n"
            "  -w iters    warmup iterations (default 1)\n"
@@ -81,7 +86,7 @@ static int parse(int argc, char **argv, opts_t *o)
                   .dtype = ZC_FLOAT32, .run_fwd = 1, .run_bwd = 1};
     static const struct option longopts[] = {{"help", no_argument, NULL, 'h'}, {NULL, 0, NULL, 0}};
 
-    while ((c = getopt_long(argc, argv, "b:e:f:N:H:K:D:d:C:m:n:w:c:GT:S:h", longopts, NULL)) !=
+    while ((c = getopt_long(argc, argv, "b:e:f:N:H:K:D:d:C:W:m:n:w:c:GT:S:h", longopts, NULL)) !=
            -1) {
         switch (c) {
         case 'b': o->min_len = atoll(optarg), o->given |= GIVEN_B; break;
@@ -92,6 +97,11 @@ static int parse(int argc, char **argv, opts_t *o)
         case 'K': o->kv_heads = atoi(optarg), o->given |= GIVEN_K; break;
         case 'D': o->dim = atoi(optarg), o->given |= GIVEN_D; break;
         case 'C': o->causal = atoi(optarg), o->given |= GIVEN_C; break;
+        case 'W':
+            o->window = 1;
+            if (sscanf(optarg, "%d,%d", &o->window_left, &o->window_right) != 2)
+                return -1;
+            break;
         case 'n': o->iters = atoi(optarg), o->given |= GIVEN_N; break;
         case 'w': o->warmup = atoi(optarg); break;
         case 'c': o->check = atoi(optarg); break;
@@ -153,6 +163,8 @@ static int parse(int argc, char **argv, opts_t *o)
         return -1;
     if (!o->gpu && (o->datasets[0] || o->shapes[0]))
         return -1;
+    if (o->gpu && o->window) /* the GPU kernels refuse windows (zc_attn_fwd_stream(3)) */
+        return -1;
     if (o->gpu && o->batch * o->max_len > INT32_MAX)
         return -1;
     /* the GPU's heads follow the head dim unless -H says: checked per dim */
@@ -200,7 +212,9 @@ static int check_rows(const opts_t *o, const zc_attn_args_t *a, int64_t len)
     const double tol = o->dtype == ZC_FLOAT32 ? 1e-4 : 3e-2;
     float *copy[6];
     zar_call_t c = {.cu = a->cu_seqlens_q, .batch = o->batch, .hq = o->heads, .hkv = o->kv_heads,
-                    .d = d, .causal = o->causal, .scale = a->scale,
+                    .d = d, .causal = o->causal, .window = o->window,
+                    .window_left = o->window_left, .window_right = o->window_right,
+                    .scale = a->scale,
                     .q = as_float(a->q, o->dtype, nq, &copy[0]),
                     .k = as_float(a->k, o->dtype, nk, &copy[1]),
                     .v = as_float(a->v, o->dtype, nk, &copy[2]),
@@ -244,12 +258,23 @@ static int check_rows(const opts_t *o, const zc_attn_args_t *a, int64_t len)
     return wrong;
 }
 
+/* The keys [*lo, *hi) of its sequence that query i sees, for the FLOP
+ * count: causal and the window as zcomm.h documents them together (causal
+ * hides the keys right of the query). */
+static void visible_keys(const opts_t *o, int64_t i, int64_t len, int64_t *lo, int64_t *hi)
+{
+    const int64_t right = o->causal ? 0 : o->window ? o->window_right : -1;
+
+    zc_attn_mask_keys(zc_attn_mask_make(o->window ? o->window_left : -1, right), i, 0, 0, len,
+                      lo, hi);
+}
+
 static int run_len(const opts_t *o, int64_t len, double *fwd_rate, double *bwd_rate)
 {
     const int64_t nq = o->batch * len * o->heads * o->dim;
     const int64_t nk = o->batch * len * o->kv_heads * o->dim;
-    const double flops = 4.0 * o->batch * o->heads * (double)len * len * o->dim *
-                         (o->causal ? 0.5 : 1.0);
+    double pairs = 0, flops;
+    char mask[32];
     int32_t *cu = malloc(sizeof(int32_t) * (o->batch + 1));
     bufs_t bf = {0};
     zc_attn_args_t a;
@@ -259,6 +284,13 @@ static int run_len(const opts_t *o, int64_t len, double *fwd_rate, double *bwd_r
 
     for (int b = 0; b <= o->batch; b++)
         cu[b] = (int32_t)(b * len);
+    for (int64_t i = 0; i < len; i++) {
+        int64_t lo, hi;
+
+        visible_keys(o, i, len, &lo, &hi);
+        pairs += (double)(hi - lo);
+    }
+    flops = 4.0 * o->batch * o->heads * pairs * o->dim;
     bf.q = fill_random(nq, o->dtype);
     bf.k = fill_random(nk, o->dtype);
     bf.v = fill_random(nk, o->dtype);
@@ -282,6 +314,11 @@ static int run_len(const opts_t *o, int64_t len, double *fwd_rate, double *bwd_r
     a.cu_seqlens_q = cu;
     a.cu_seqlens_kv = cu;
     a.causal = o->causal;
+    if (o->window) {
+        a.flags = ZC_ATTN_WINDOW;
+        a.window_left = o->window_left;
+        a.window_right = o->window_right;
+    }
     a.scale = 1.0f / sqrtf((float)o->dim);
     a.dtype = a.out_dtype = a.grad_dtype = o->dtype;
     a.q = bf.q, a.k = bf.k, a.v = bf.v, a.out = bf.out, a.lse = bf.lse;
@@ -310,9 +347,14 @@ static int run_len(const opts_t *o, int64_t len, double *fwd_rate, double *bwd_r
     t_bwd /= o->iters;
     *fwd_rate = o->run_fwd ? flops / t_fwd * 1e-9 : 0;
     *bwd_rate = o->run_bwd ? 2.5 * flops / t_bwd * 1e-9 : 0;
-    printf("%8d %5d %5d %8lld %5d %9s %6s %10.2f %9.1f %10.2f %9.1f ", o->batch, o->heads,
-           o->kv_heads, (long long)len, o->dim, zc_datatype_name(o->dtype),
-           o->causal ? "yes" : "no", o->run_fwd ? t_fwd * 1e3 : 0.0, *fwd_rate,
+    if (o->window)
+        snprintf(mask, sizeof(mask), "%s%d,%d", o->causal ? "c" : "w", o->window_left,
+                 o->window_right);
+    else
+        snprintf(mask, sizeof(mask), "%s", o->causal ? "causal" : "full");
+    printf("%8d %5d %5d %8lld %5d %9s %11s %10.2f %9.1f %10.2f %9.1f ", o->batch, o->heads,
+           o->kv_heads, (long long)len, o->dim, zc_datatype_name(o->dtype), mask,
+           o->run_fwd ? t_fwd * 1e3 : 0.0, *fwd_rate,
            o->run_bwd ? t_bwd * 1e3 : 0.0, *bwd_rate);
     if (o->check)
         printf("%6d\n", wrong);
@@ -531,8 +573,8 @@ int main(int argc, char **argv)
            zc_get_version() / 10000, zc_get_version() / 100 % 100, zc_get_version() % 100);
     printf("# threads %s, SIMD path %s, %d timed + %d warmup iterations\n",
            threads ? threads : "(online cores)", isa ? isa : "auto", o.iters, o.warmup);
-    printf("# %6s %5s %5s %8s %5s %9s %6s %10s %9s %10s %9s %6s\n", "batch", "heads", "kvh",
-           "seqlen", "dim", "type", "causal", "fwd(ms)", "GFLOP/s", "bwd(ms)", "GFLOP/s",
+    printf("# %6s %5s %5s %8s %5s %9s %11s %10s %9s %10s %9s %6s\n", "batch", "heads", "kvh",
+           "seqlen", "dim", "type", "mask", "fwd(ms)", "GFLOP/s", "bwd(ms)", "GFLOP/s",
            "#wrong");
     for (double len = (double)o.min_len; len <= (double)o.max_len; len *= o.factor) {
         wrong += run_len(&o, (int64_t)len, &fwd, &bwd);

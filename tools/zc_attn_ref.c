@@ -61,13 +61,24 @@ static double zar_dot(const float *a, const float *b, int d)
     return s;
 }
 
+/* How far left and right of itself a query sees (-1: unbounded), written
+ * out here rather than taken from kernels/attn_math.h, so that the reference
+ * does not share the kernels' definition. */
+static void zar_reach(const zar_call_t *c, int64_t *left, int64_t *right)
+{
+    *left = c->window ? c->window_left : -1;
+    *right = c->causal ? 0 : c->window ? c->window_right : -1;
+}
+
 /* The keys query `token` sees: [first, end) of the token index. */
 static void zar_keys(const zar_call_t *c, int64_t token, int64_t *first, int64_t *end)
 {
     const int s = zar_seq(c, token);
+    int64_t left, right;
 
-    *first = c->cu[s];
-    *end = c->causal ? token + 1 : c->cu[s + 1];
+    zar_reach(c, &left, &right);
+    *first = left >= 0 && token - left > c->cu[s] ? token - left : c->cu[s];
+    *end = right >= 0 && token + right + 1 < c->cu[s + 1] ? token + right + 1 : c->cu[s + 1];
 }
 
 #define ZAR_ROW(t, heads, h, c) ((((int64_t)(t) * (heads)) + (h)) * (c)->d)
@@ -128,12 +139,17 @@ void zar_dq_row(const zar_call_t *c, int64_t token, int h, double *dq)
 void zar_dkv_row(const zar_call_t *c, int64_t token, int hk, double *dk, double *dv)
 {
     const int g = c->hq / c->hkv, s = zar_seq(c, token);
+    int64_t left, right, first, end;
     double p;
 
+    /* the rows that see key `token`: the mask mirrored */
+    zar_reach(c, &left, &right);
+    first = right >= 0 && token - right > c->cu[s] ? token - right : c->cu[s];
+    end = left >= 0 && token + left + 1 < c->cu[s + 1] ? token + left + 1 : c->cu[s + 1];
     for (int x = 0; x < c->d; x++)
         dk[x] = dv[x] = 0;
     for (int h = hk * g; h < (hk + 1) * g; h++)
-        for (int64_t i = c->causal ? token : c->cu[s]; i < c->cu[s + 1]; i++) {
+        for (int64_t i = first; i < end; i++) {
             const double ds = zar_ds(c, i, h, token, hk, &p);
             const float *q = c->q + ZAR_ROW(i, c->hq, h, c);
             const float *dout = c->dout + ZAR_ROW(i, c->hq, h, c);

@@ -2,7 +2,9 @@
  * call, for the checks of zc_attn_perf (CPU and -G) and zc_ring_attn_perf
  * -G: self-attention over packed sequences cu[batch + 1] (a sequence's
  * queries and keys are the same tokens; causal: query i sees keys 0..i of
- * its sequence), tensors [token, head, dim] as host fp32 copies.  A row
+ * its sequence; a window as zc_attn_args_t's ZC_ATTN_WINDOW, causal hiding
+ * the keys right of the query), tensors [token, head, dim] as host fp32
+ * copies.  A row
  * costs one pass over its sequence, so a check of a few dozen rows stays
  * cheap beside the attention it checks. */
 #ifndef ZC_TOOLS_ZC_ATTN_REF_H
@@ -15,6 +17,7 @@
 typedef struct {
     const int32_t *cu;
     int batch, hq, hkv, d, causal;
+    int window, window_left, window_right; /* ZC_ATTN_WINDOW's; -1: unbounded */
     double scale;
     const float *q, *k, *v, *dout; /* the inputs */
     const float *out, *lse;        /* the forward's results that the backward takes */

@@ -21,18 +21,61 @@ static void usage(FILE *f)
             "               [--lengths FILE|-] [--dataset arxiv|github|prolong64k --total TOKENS"
             " [--seed S]]\n"
             "               [--cluster FILE [--model 3b|7b] [--dkv-bytes B] [--cp-size C]]\n"
-            "               [--rails R] [--json] [--compare] [LENGTH...]\n");
+            "               [--window LEFT,RIGHT | --full] [--rails R] [--json] [--compare]"
+            " [LENGTH...]\n");
+}
+
+static const char *layout_name[] = {"zigzag", "contiguous"};
+
+/* The plan's mask in words. */
+static void mask_text(const zc_plan_info_t *in, char *buf, size_t len)
+{
+    if (in->window_left == -1 && in->window_right == 0)
+        snprintf(buf, len, "causal");
+    else if (in->window_left == -1 && in->window_right == -1)
+        snprintf(buf, len, "full");
+    else
+        snprintf(buf, len, "window (%d, %d)", in->window_left, in->window_right);
+}
+
+/* --window LEFT,RIGHT: two integers >= -1. */
+static int parse_window(const char *s, zc_plan_opts_t *opts)
+{
+    long long left, right;
+    char *end, *comma = strchr(s, ',');
+
+    if (!comma)
+        goto bad;
+    errno = 0;
+    left = strtoll(s, &end, 10);
+    if (errno || end != comma || end == s)
+        goto bad;
+    right = strtoll(comma + 1, &end, 10);
+    if (errno || *end || end == comma + 1 || left < -1 || right < -1 || left > INT_MAX ||
+        right > INT_MAX)
+        goto bad;
+    opts->flags |= ZC_PLAN_WINDOW;
+    opts->window_left = (int)left;
+    opts->window_right = (int)right;
+    return 0;
+bad:
+    fprintf(stderr, "zc_plan: --window: '%s' is not LEFT,RIGHT (keys each side, -1 for all)\n",
+            s);
+    return -1;
 }
 
 /* The paper's model sizes (section 5: LLaMA with multi-head attention).
  * 3B: open_llama_3b's config.json; 7B: Llama-2-7b's config.json; both the
- * LLaMA tokenizer's 32000 rows. */
+ * LLaMA tokenizer's 32000 rows.  And a model trained with a sliding window:
+ * Mistral-7B-v0.1's config.json (8 KV heads, FFN 14336, sliding_window
+ * 4096: pair it with --window 4095,0). */
 static const struct {
     const char *name;
     int layers, hidden, heads, head_dim, kv_heads, ffn_hidden, vocab;
 } models[] = {
     {"3b", 26, 3200, 32, 100, 32, 8640, 32000},
     {"7b", 32, 4096, 32, 128, 32, 11008, 32000},
+    {"mistral-7b", 32, 4096, 32, 128, 8, 14336, 32000},
 };
 
 static int parse_int(const char *opt, const char *s, long long min, long long *v)
@@ -106,9 +149,12 @@ static void print_text(zc_plan_h plan, const zc_plan_info_t *in)
     const zc_plan_transfer_t *t;
     size_t nt;
 
-    printf("# plan: %d nodes x %d GPUs, capacity %lld tokens/GPU, %zu sequences, %lld tokens\n",
-           in->nnodes, in->gpus_per_node, (long long)in->capacity, in->nseqs,
-           (long long)in->total_tokens);
+    char mask[64];
+
+    mask_text(in, mask, sizeof(mask));
+    printf("# plan: %d nodes x %d GPUs, capacity %lld tokens/GPU, %zu sequences, %lld tokens, "
+           "%s mask\n", in->nnodes, in->gpus_per_node, (long long)in->capacity, in->nseqs,
+           (long long)in->total_tokens, mask);
     printf("# thresholds: s1 = %lld%s%s\n", (long long)in->s1,
            in->flags & ZC_PLAN_CUT ? "  (fill step: some sequences cut, see below)" : "",
            in->flags & ZC_PLAN_EVEN_SPLIT ? "  (even split requested)" : "");
@@ -141,18 +187,22 @@ static void print_text(zc_plan_h plan, const zc_plan_info_t *in)
         printf("%-6d %-5d %10lld %10lld %14.4g  %zu/%zu/%zu\n", r, rk.node,
                (long long)rk.tokens, (long long)rk.linear_tokens, rk.attn_pairs, z[2], z[1], z[0]);
     }
-    printf("\n%-6s %10s %-6s %6s  %s\n", "seq", "length", "zone", "ring", "ranks (ring order)");
+    printf("\n%-6s %10s %-6s %6s %-10s  %s\n", "seq", "length", "zone", "ring", "layout",
+           "ranks (ring order)");
     for (size_t s = 0; s < in->nseqs; s++) {
         zc_plan_seq_t q;
         zc_plan_ring_t ring;
+        zc_ring_layout_t layout;
 
         zc_plan_seq(plan, s, &q);
-        printf("%-6zu %10lld %-6s %6d  ", s, (long long)q.length, zone_name[q.zone], q.ring);
+        printf("%-6zu %10lld %-6s %6d ", s, (long long)q.length, zone_name[q.zone], q.ring);
         if (q.ring < 0) {
-            printf("%d\n", q.rank);
+            printf("%-10s  %d\n", "-", q.rank);
             continue;
         }
         zc_plan_ring(plan, q.ring, &ring);
+        zc_plan_ring_layout(plan, q.ring, &layout);
+        printf("%-10s  ", layout_name[layout]);
         for (int i = 0; i < ring.nranks && i < 16; i++)
             if (q.cut)
                 printf("%s%d:%lld", i ? "," : "", ring.ranks[i], (long long)ring.tokens[i]);
@@ -194,8 +244,9 @@ static void print_json(zc_plan_h plan, const zc_plan_info_t *in, const zc_plan_o
            in->gpus_per_node, (long long)in->capacity, opts->b_intra, opts->b_inter, opts->rails,
            cl ? ", \"name\": \"" : "",
            cl ? cl->name : "", cl ? "\"" : "");
-    printf(" \"s1\": %lld, \"cut\": %s,\n \"sequences\": [", (long long)in->s1,
-           in->flags & ZC_PLAN_CUT ? "true" : "false");
+    printf(" \"s1\": %lld, \"cut\": %s, \"window\": [%d, %d],\n \"sequences\": [",
+           (long long)in->s1, in->flags & ZC_PLAN_CUT ? "true" : "false", in->window_left,
+           in->window_right);
     for (size_t s = 0; s < in->nseqs; s++) {
         zc_plan_seq_t q;
 
@@ -212,10 +263,13 @@ static void print_json(zc_plan_h plan, const zc_plan_info_t *in, const zc_plan_o
     printf("],\n \"rings\": [");
     for (int r = 0; r < in->nrings; r++) {
         zc_plan_ring_t ring;
+        zc_ring_layout_t layout;
 
         zc_plan_ring(plan, r, &ring);
-        printf("%s\n  {\"id\": %d, \"zone\": \"%s\", \"seq\": %zu, \"ranks\": [", r ? "," : "", r,
-               zone_name[ring.zone], ring.seq);
+        zc_plan_ring_layout(plan, r, &layout);
+        printf("%s\n  {\"id\": %d, \"zone\": \"%s\", \"seq\": %zu, \"layout\": \"%s\", "
+               "\"ranks\": [", r ? "," : "", r, zone_name[ring.zone], ring.seq,
+               layout_name[layout]);
         for (int i = 0; i < ring.nranks; i++)
             printf("%s%d", i ? ", " : "", ring.ranks[i]);
         printf("], \"tokens\": [");
@@ -279,15 +333,18 @@ static int step_cost(zc_plan_h plan, const zc_cluster_t *cl, const zc_step_model
 }
 
 /* The whole step per method, then the slowest ring of one layer. */
-static int compare(zc_plan_h plan, const zc_cluster_t *cl, const zc_step_model_t *step)
+static int compare(zc_plan_h plan, const zc_plan_info_t *in, const zc_cluster_t *cl,
+                   const zc_step_model_t *step)
 {
     zc_step_cost_t base, c[ZC_COST_METHOD_COUNT];
+    char mask[64];
 
     if (step_cost(plan, cl, step, ZC_COST_TE_CP, &base))
         return -1;
+    mask_text(in, mask, sizeof(mask));
     printf("\n# modeled training step on %s (seconds): %.3g B parameters, %d layers, "
-           "dK/dV %d bytes, baselines' CP group %d GPUs\n", cl->name, base.params / 1e9,
-           cl->layers, step->dkv_bytes, base.cp_size);
+           "dK/dV %d bytes, baselines' CP group %d GPUs, %s mask\n", cl->name,
+           base.params / 1e9, cl->layers, step->dkv_bytes, base.cp_size, mask);
     printf("%-18s %9s %9s %9s %9s %9s %9s %9s %8s\n", "method", "attn-fwd", "attn-bwd",
            "linear", "remap", "allreduce", "optimizer", "total", "speedup");
     for (int m = 0; m < ZC_COST_METHOD_COUNT; m++) {
@@ -298,13 +355,15 @@ static int compare(zc_plan_h plan, const zc_cluster_t *cl, const zc_step_model_t
                c[m].allreduce, c[m].optimizer, c[m].total, base.total / c[m].total);
     }
     printf("\n# one layer (ms): attention fwd + bwd; the slowest ring's rounds, a forward "
-           "and a backward round, its inter-node hop's wire step\n");
-    printf("%-18s %10s %7s %10s %10s %10s\n", "method", "attn/layer", "rounds", "fwd-round",
-           "bwd-round", "hop-wire");
+           "and a backward round, its inter-node hop's wire step; MB the layer's attention "
+           "and remap move (fwd + bwd, all GPUs) inside nodes and between them\n");
+    printf("%-18s %10s %7s %10s %10s %10s %10s %10s\n", "method", "attn/layer", "rounds",
+           "fwd-round", "bwd-round", "hop-wire", "MB-intra", "MB-inter");
     for (int m = 0; m < ZC_COST_METHOD_COUNT; m++)
-        printf("%-18s %10.3f %7d %10.3f %10.3f %10.3f\n", zc_cost_method_name(m),
+        printf("%-18s %10.3f %7d %10.3f %10.3f %10.3f %10.1f %10.1f\n", zc_cost_method_name(m),
                (c[m].attn_fwd + c[m].attn_bwd) / cl->layers * 1e3, c[m].rounds,
-               c[m].round_fwd * 1e3, c[m].round_bwd * 1e3, c[m].hop_wire * 1e3);
+               c[m].round_fwd * 1e3, c[m].round_bwd * 1e3, c[m].hop_wire * 1e3,
+               c[m].bytes_intra / cl->layers / 1e6, c[m].bytes_inter / cl->layers / 1e6);
     return 0;
 }
 
@@ -325,13 +384,15 @@ int main(int argc, char **argv)
         {"model", required_argument, NULL, 'M'},
         {"dkv-bytes", required_argument, NULL, 'D'},
         {"cp-size", required_argument, NULL, 'G'},
+        {"window", required_argument, NULL, 'W'},
+        {"full", no_argument, NULL, 'F'},
         {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0},
     };
     long long nodes = 0, gpus = 0, cap = 0, total = 0, seed = 1, rails = 0, v;
     long long dkv_bytes = 0, cp_size = 0;
     const char *lengths_file = NULL, *cluster_file = NULL;
-    int dataset = -1, json = 0, cmp = 0, opt, rc = 1, model = -1;
+    int dataset = -1, json = 0, cmp = 0, opt, rc = 1, model = -1, masks = 0;
     int64_t *len = NULL;
     size_t n = 0;
     zc_plan_opts_t opts = ZC_PLAN_OPTS_INITIALIZER;
@@ -348,7 +409,8 @@ int main(int argc, char **argv)
     for (int i = 1; i < argc; i++)
         if (argv[i][0] == '-' && argv[i][1] >= '0' && argv[i][1] <= '9' &&
             (i == 1 || argv[i - 1][0] != '-' || strchr(argv[i - 1], '=') ||
-             strcmp(argv[i - 1], "--json") == 0 || strcmp(argv[i - 1], "--compare") == 0)) {
+             strcmp(argv[i - 1], "--json") == 0 || strcmp(argv[i - 1], "--compare") == 0 ||
+             strcmp(argv[i - 1], "--full") == 0)) {
             fprintf(stderr, "zc_plan: length: '%s' is negative\n", argv[i]);
             return 2;
         }
@@ -366,13 +428,19 @@ int main(int argc, char **argv)
         case 'C': cmp = 1; break;
         case 'D': if (parse_int("--dkv-bytes", optarg, 1, &dkv_bytes)) return 2; break;
         case 'G': if (parse_int("--cp-size", optarg, 1, &cp_size)) return 2; break;
+        case 'W': if (parse_window(optarg, &opts)) return 2; masks++; break;
+        case 'F':
+            opts.flags |= ZC_PLAN_WINDOW;
+            opts.window_left = opts.window_right = -1;
+            masks++;
+            break;
         case 'M':
             model = -1;
             for (size_t k = 0; k < sizeof(models) / sizeof(models[0]); k++)
                 if (strcmp(optarg, models[k].name) == 0)
                     model = (int)k;
             if (model < 0) {
-                fprintf(stderr, "zc_plan: --model: unknown '%s' (3b, 7b)\n", optarg);
+                fprintf(stderr, "zc_plan: --model: unknown '%s' (3b, 7b, mistral-7b)\n", optarg);
                 return 2;
             }
             break;
@@ -387,6 +455,10 @@ int main(int argc, char **argv)
         case 'h': usage(stdout); return 0;
         default: usage(stderr); return 2;
         }
+    }
+    if (masks > 1) {
+        fprintf(stderr, "zc_plan: give the mask once: --window or --full\n");
+        return 2;
     }
     if (!nodes || !gpus || !cap) {
         fprintf(stderr, "zc_plan: --nodes, --gpus-per-node and --capacity are required\n");
@@ -511,7 +583,7 @@ int main(int argc, char **argv)
                    cost.attn_bwd, cost.linear, cost.remap, cost.allreduce, cost.optimizer,
                    cost.total);
     }
-    if (cmp && !json && compare(plan, &cl, &step))
+    if (cmp && !json && compare(plan, &info, &cl, &step))
         goto out;
     rc = 0;
 out:

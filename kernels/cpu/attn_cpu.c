@@ -121,9 +121,11 @@ static const zc_attn_cpu_kernels_t *zc_attn_kernels(void)
 
 /* ---- argument checks ---------------------------------------------------- */
 
+/* What the checks find out about a call. */
 typedef struct {
     int64_t total_q;
     int64_t total_kv;
+    zc_attn_mask_t mask;
 } zc_attn_totals_t;
 
 static int zc_attn_dtype_ok(zc_datatype_t dtype)
@@ -133,7 +135,7 @@ static int zc_attn_dtype_ok(zc_datatype_t dtype)
 
 static zc_status_t zc_attn_check_common(const zc_attn_args_t *args, zc_attn_totals_t *totals)
 {
-    ZC_CHECK(zc_attn_check_shape(args, &totals->total_q, &totals->total_kv));
+    ZC_CHECK(zc_attn_check_call(args, &totals->total_q, &totals->total_kv, &totals->mask));
     ZC_ARG_CHECK(zc_attn_dtype_ok(args->dtype), "dtype: %s, must be float32 or bfloat16",
                  zc_datatype_name(args->dtype));
     return ZC_OK;
@@ -409,6 +411,7 @@ static void zc_attn_call_init(zc_attn_call_t *call, const zc_attn_args_t *args,
 {
     memset(call, 0, sizeof(*call));
     call->job.args = args;
+    call->job.mask = totals->mask;
     call->job.hq = args->num_heads_q;
     call->job.hk = args->num_heads_kv;
     call->job.group = args->num_heads_q / args->num_heads_kv;
@@ -460,7 +463,8 @@ static void zc_attn_end(void)
 
 /* ---- forward ---------------------------------------------------------------- */
 
-/* Units in decreasing order of causal cost: last query block first. */
+/* Units in decreasing order of causal cost: last query block first (under
+ * a window, blocks cost about the same and the order does not matter). */
 static void zc_attn_fwd_body(void *ctx, int64_t begin, int64_t end, int thread)
 {
     const zc_attn_call_t *call = ctx;

@@ -31,6 +31,7 @@ typedef struct {
 
 typedef struct {
     const zc_attn_args_t *args;
+    zc_attn_mask_t mask;        /* the call's (zc_attn_check_call) */
     int hq, hk, group;          /* query heads, kv heads, hq / hk */
     int d, dp;                  /* head dim, padded head dim */
     float scale;
@@ -58,22 +59,24 @@ static inline void zc_attn_store(void *p, zc_datatype_t dtype, int64_t i, float 
         ((uint16_t *)p)[i] = zc_float_to_bf16(x);
 }
 
-/* Keys [0, limit) of segment b are visible to its query row i. */
-static inline int64_t zc_attn_key_limit(const zc_attn_args_t *args, int b, int64_t i, int64_t lk)
+/* Keys [*lo, *hi) of segment b (lk keys) that its query row i sees. */
+static inline void zc_attn_keys_seen(const zc_attn_cpu_job_t *job, int b, int64_t i, int64_t lk,
+                                     int64_t *lo, int64_t *hi)
 {
-    if (!args->causal)
-        return lk;
-    return zc_attn_causal_limit(i, args->q_start ? args->q_start[b] : 0,
-                                args->kv_start ? args->kv_start[b] : 0, lk);
+    const zc_attn_args_t *args = job->args;
+
+    zc_attn_mask_keys(job->mask, i, args->q_start ? args->q_start[b] : 0,
+                      args->kv_start ? args->kv_start[b] : 0, lk, lo, hi);
 }
 
-/* The first query row of segment b that sees its key j (lq if none). */
-static inline int64_t zc_attn_first_row(const zc_attn_args_t *args, int b, int64_t j, int64_t lq)
+/* Rows [*lo, *hi) of segment b (lq rows) that see its key j. */
+static inline void zc_attn_rows_seeing(const zc_attn_cpu_job_t *job, int b, int64_t j,
+                                       int64_t lq, int64_t *lo, int64_t *hi)
 {
-    if (!args->causal)
-        return 0;
-    return zc_attn_causal_first_row(j, args->q_start ? args->q_start[b] : 0,
-                                    args->kv_start ? args->kv_start[b] : 0, lq);
+    const zc_attn_args_t *args = job->args;
+
+    zc_attn_mask_rows(job->mask, j, args->q_start ? args->q_start[b] : 0,
+                      args->kv_start ? args->kv_start[b] : 0, lq, lo, hi);
 }
 
 /* Block kernels of one SIMD path. */

@@ -53,10 +53,11 @@ static inline float zv_hsum(zv_t v)
     return _mm_cvtss_f32(x);
 }
 
-static inline zv_t zv_keep_first(zv_t x, int n, float fill)
+static inline zv_t zv_keep_range(zv_t x, int a, int b, float fill)
 {
     const __m256 lane = _mm256_setr_ps(0, 1, 2, 3, 4, 5, 6, 7);
-    __m256 keep = _mm256_cmp_ps(lane, _mm256_set1_ps((float)n), _CMP_LT_OQ);
+    __m256 keep = _mm256_and_ps(_mm256_cmp_ps(lane, _mm256_set1_ps((float)a), _CMP_GE_OQ),
+                                _mm256_cmp_ps(lane, _mm256_set1_ps((float)b), _CMP_LT_OQ));
 
     return _mm256_blendv_ps(_mm256_set1_ps(fill), x, keep);
 }

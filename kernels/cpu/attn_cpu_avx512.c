@@ -38,9 +38,15 @@ typedef __m512 zv_t;
 #define zv_hmax(v)        _mm512_reduce_max_ps(v)
 #define zv_hsum(v)        _mm512_reduce_add_ps(v)
 
-static inline zv_t zv_keep_first(zv_t x, int n, float fill)
+/* lanes [0, n) of a mask */
+static inline __mmask16 zv_lanes_below(int n)
 {
-    __mmask16 keep = n >= 16 ? (__mmask16)0xffff : n <= 0 ? 0 : (__mmask16)((1u << n) - 1);
+    return n >= 16 ? (__mmask16)0xffff : n <= 0 ? 0 : (__mmask16)((1u << n) - 1);
+}
+
+static inline zv_t zv_keep_range(zv_t x, int a, int b, float fill)
+{
+    __mmask16 keep = zv_lanes_below(b) & (__mmask16)~zv_lanes_below(a);
 
     return _mm512_mask_blend_ps(keep, _mm512_set1_ps(fill), x);
 }

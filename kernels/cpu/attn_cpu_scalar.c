@@ -24,6 +24,6 @@ typedef float zv_t;
 #define zv_hmax(v)        (v)
 #define zv_hsum(v)        (v)
 #define zv_exp2(v)        exp2f(v)
-#define zv_keep_first(x, n, fill) ((n) > 0 ? (x) : (fill))
+#define zv_keep_range(x, a, b, fill) ((a) <= 0 && (b) > 0 ? (x) : (fill))
 
 #include "kernels/cpu/attn_cpu_kernel.h"

@@ -80,6 +80,16 @@ tap.ok(p1.rank_pieces(0) == [{"seq": 0, "begin": 0, "end": 10, "zone": "local", 
        "the pieces of a 1-rank plan are its two whole sequences, as dicts", p1.rank_pieces(0))
 tap.ok(p1.remap_counts(0) == ([16], [0], [16], [0]),
        "its remap keeps the 16 tokens at home", p1.remap_counts(0))
+# Masks: a plan balances the one it is given, and says which layout each ring takes.
+pc = zcomm.Plan([65536], 2, 8, 4096)
+pw = zcomm.Plan([65536], 2, 8, 4096, window_size=(4095, 0))
+tap.ok((pc.window_size, pc.ring_layout(0), pw.window_size, pw.ring_layout(0)) ==
+       ((-1, 0), "zigzag", (4095, 0), "contiguous"),
+       "one 64K sequence on 16 ranks: a causal plan's ring is zigzag, a window of 4096's "
+       "contiguous", (pc.ring_layout(0), pw.ring_layout(0)))
+tap.raises(lambda: zcomm.Plan([10], 1, 1, 50, window_size=(-2, 0)),
+           "window_size (-2, 0) is ZC_ERR_INVALID_ARG naming opts->window_left",
+           "ZC_ERR_INVALID_ARG", "opts->window_left")
 tap.raises(lambda: comm.remap(p2, torch.zeros(16, 4), torch.zeros(16, 4)),
            "remap with a plan of 2 ranks on a 1-rank communicator", "ZC_ERR_MISMATCH",
            "plan: has 2 ranks")

@@ -91,7 +91,8 @@ class PlanOpts(ctypes.Structure):
     _c_name_ = "zc_plan_opts_t"
     _fields_ = [("size", ctypes.c_size_t), ("b_intra", ctypes.c_double),
                 ("b_inter", ctypes.c_double), ("flags", ctypes.c_uint),
-                ("rails", ctypes.c_int), ("reserved", ctypes.c_int)]
+                ("rails", ctypes.c_int), ("reserved", ctypes.c_int),
+                ("window_left", ctypes.c_int), ("window_right", ctypes.c_int)]
 
 
 class PlanInfo(_Sized):
@@ -101,7 +102,8 @@ class PlanInfo(_Sized):
                 ("nranks", ctypes.c_int), ("capacity", ctypes.c_int64),
                 ("nseqs", ctypes.c_size_t), ("nrings", ctypes.c_int),
                 ("total_tokens", ctypes.c_int64), ("s1", ctypes.c_int64),
-                ("flags", ctypes.c_uint), ("remap_objective", ctypes.c_double)]
+                ("flags", ctypes.c_uint), ("remap_objective", ctypes.c_double),
+                ("window_left", ctypes.c_int), ("window_right", ctypes.c_int)]
 
 
 class PlanRank(ctypes.Structure):
@@ -144,7 +146,9 @@ class RingAttnArgs(ctypes.Structure):
                 ("q", ctypes.c_void_p), ("k", ctypes.c_void_p), ("v", ctypes.c_void_p),
                 ("out", ctypes.c_void_p), ("lse", ctypes.c_void_p), ("dout", ctypes.c_void_p),
                 ("dq", ctypes.c_void_p), ("dk", ctypes.c_void_p), ("dv", ctypes.c_void_p),
-                ("stats", ctypes.POINTER(RingAttnStats))]
+                ("stats", ctypes.POINTER(RingAttnStats)),
+                ("flags", ctypes.c_uint), ("window_left", ctypes.c_int),
+                ("window_right", ctypes.c_int)]
 
 
 STRUCTS = [Config, UniqueId, PlanOpts, PlanInfo, PlanRank, PlanPiece, Transfer, RingAttnStats,
@@ -193,6 +197,7 @@ FUNCTIONS = {
     "zc_plan_destroy": (None, [_p]),
     "zc_plan_check": (_st, [_p]),
     "zc_plan_info": (_st, [_p, ctypes.POINTER(PlanInfo)]),
+    "zc_plan_ring_layout": (_st, [_p, _int, _ip]),
     "zc_plan_rank": (_st, [_p, _int, ctypes.POINTER(PlanRank)]),
     "zc_plan_rank_pieces": (_st, [_p, _int, ctypes.POINTER(ctypes.POINTER(PlanPiece)),
                                   ctypes.POINTER(_sz)]),

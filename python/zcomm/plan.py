@@ -7,8 +7,10 @@ from . import _lib
 from ._lib import call
 
 ZONE_NAMES = {0: "local", 1: "intra", 2: "inter"}
+LAYOUT_NAMES = {0: "zigzag", 1: "contiguous"}
 EVEN_SPLIT = 1
 CUT = 2
+WINDOW = 4
 FORWARD = 0
 INVERSE = 1
 
@@ -20,16 +22,22 @@ def _piece_dicts(array, count):
 
 class Plan(_lib.Handle):
     """zc_plan_h of `lengths` on nnodes x gpus_per_node ranks of `capacity`
-    tokens each.  even_split=True gives the TE CP layout."""
+    tokens each.  even_split=True gives the TE CP layout.  window_size =
+    (left, right), flash-attention's convention (-1: unbounded), is the
+    attention mask the plan balances: None or (-1, 0) causal, (-1, -1)
+    full, (w - 1, 0) a sliding window of w keys (zc_plan_create(3),
+    "Masks")."""
 
     _destroy, _what = "zc_plan_destroy", "plan"
 
     def __init__(self, lengths, nnodes, gpus_per_node, capacity, even_split=False,
-                 b_intra=1.0, b_inter=10.0, rails=0):
+                 b_intra=1.0, b_inter=10.0, rails=0, window_size=None):
         self.lengths = [int(n) for n in lengths]
+        left, right = (0, 0) if window_size is None else (int(w) for w in window_size)
+        flags = (EVEN_SPLIT if even_split else 0) | (0 if window_size is None else WINDOW)
         # rails: the communicator's zc_comm_rail_count (0: one per GPU)
-        opts = _lib.PlanOpts(ctypes.sizeof(_lib.PlanOpts), b_intra, b_inter,
-                             EVEN_SPLIT if even_split else 0, int(rails), 0)
+        opts = _lib.PlanOpts(ctypes.sizeof(_lib.PlanOpts), b_intra, b_inter, flags,
+                             int(rails), 0, left, right)
         handle = ctypes.c_void_p()
         call("zc_plan_create", int(nnodes), int(gpus_per_node), int(capacity),
              _lib.int64_array(self.lengths), len(self.lengths), ctypes.byref(opts),
@@ -42,9 +50,16 @@ class Plan(_lib.Handle):
         self.capacity, self.nrings, self.total_tokens = (info.capacity, info.nrings,
                                                          info.total_tokens)
         self.cut = bool(info.flags & CUT)
+        self.window_size = (info.window_left, info.window_right)
 
     def check(self):
         call("zc_plan_check", self.handle)
+
+    def ring_layout(self, ring):
+        """'zigzag' or 'contiguous': how ring `ring` lays its sequence out."""
+        layout = ctypes.c_int()
+        call("zc_plan_ring_layout", self.handle, int(ring), ctypes.byref(layout))
+        return LAYOUT_NAMES[layout.value]
 
     def rank(self, rank):
         """{'tokens', 'linear_tokens', 'attn_pairs', 'node', 's0'} of `rank`."""

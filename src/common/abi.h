@@ -31,12 +31,25 @@
 #define ZC_ATTN_ARGS_SIZE_V1    ZC_ABI_END(zc_attn_args_t, dv)
 #define ZC_RING_ATTN_ARGS_SIZE_V1 ZC_ABI_END(zc_ring_attn_args_t, stats)
 #define ZC_CLUSTER_SIZE_V1      ZC_ABI_END(zc_cluster_t, bytes_per_elem)
-/* zc_plan_opts_t's first layout ended after flags, padded: 32 on LP64
- * (rails now lies in that padding, so such a caller's bytes are read only
- * up to the end of flags) */
-#define ZC_PLAN_OPTS_SIZE_V1                                                    \
-    ((offsetof(zc_plan_opts_t, rails) + _Alignof(zc_plan_opts_t) - 1) /         \
-     _Alignof(zc_plan_opts_t) * _Alignof(zc_plan_opts_t))
+/* zc_plan_opts_t's layouts end in padding where the next layout put a
+ * field: the first ended after flags (32 on LP64, rails in its padding), the
+ * second after reserved (40, window_left in its padding).  A caller's bytes
+ * are read only up to the end of its layout's last field
+ * (zc_plan_opts_read_limit). */
+#define ZC_ABI_PADDED(type, end) \
+    (((end) + _Alignof(type) - 1) / _Alignof(type) * _Alignof(type))
+#define ZC_PLAN_OPTS_SIZE_V1 ZC_ABI_PADDED(zc_plan_opts_t, offsetof(zc_plan_opts_t, rails))
+#define ZC_PLAN_OPTS_SIZE_V2 ZC_ABI_PADDED(zc_plan_opts_t, offsetof(zc_plan_opts_t, window_left))
+
+/* Bytes of a zc_plan_opts_t of `size` that hold fields. */
+static inline size_t zc_plan_opts_read_limit(size_t size)
+{
+    if (size < ZC_PLAN_OPTS_SIZE_V2)
+        return offsetof(zc_plan_opts_t, rails);
+    if (size < sizeof(zc_plan_opts_t))
+        return offsetof(zc_plan_opts_t, window_left);
+    return sizeof(zc_plan_opts_t);
+}
 
 /* First layouts of the structs the library fills. */
 #define ZC_TOPO_GPU_SIZE_V1     ZC_ABI_END(zc_topo_gpu_t, cuda_device)

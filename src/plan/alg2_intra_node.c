@@ -2,11 +2,14 @@
  * 3.1, Sequence Partitioner), on every node after Algorithm 1
  * (src/plan/alg1_inter_node.c): the node's fragments of inter-node (z2)
  * sequences split evenly over its P devices (line 4); threshold s0 = L;
- * every sequence of z1 = { |s| >= s0 } cut into ceil(|s|^2 / c_avg)
- * fragments, c_avg = sum(z1 |s|^2) / P, given to devices round robin;
- * every sequence of z0 whole on the least-loaded device; a z0 sequence
- * that does not fit lowers s0 to max(z0) and the node restarts.  The
- * fragments of a ring are its zigzag positions (src/plan/zigzag.c).  The
+ * every sequence of z1 = { |s| >= s0 } cut into ceil(c(s) / c_avg)
+ * fragments, c_avg = sum(z1 c(s)) / P, given to devices round robin, where
+ * c(s) is the sequence's attention work: its visible (query, key) pairs
+ * under the plan's mask (the paper's |s|^2 has the causal mask's shape; a
+ * window's work is about |s| w, so its rings take devices in proportion to
+ * tokens); every sequence of z0 whole on the least-loaded device; a z0
+ * sequence that does not fit lowers s0 to max(z0) and the node restarts.
+ * The fragments of a ring are its positions (src/plan/zigzag.c).  The
  * driver is src/plan/partition.c.
  *
  * Open cases decided here (the whole list is in src/plan/partition.c):
@@ -17,7 +20,7 @@
  *      round-robin devices are kept when they have room; otherwise the g
  *      devices with most room; otherwise g grows up to P.  If even g = P
  *      does not fit: the fill partitioner.
- *  (g) an intra-node sequence whose quadratic share gives g = 1 fragment is
+ *  (g) an intra-node sequence whose share of the work gives g = 1 fragment is
  *      local: a ring of one device needs no communication.
  *  (i) zero-length sequences are local on the least-loaded device and hold
  *      no piece.
@@ -113,20 +116,20 @@ static zc_status_t zc_alg2_node(zc_partitioner_t *pt, int node, const size_t *z0
 
     for (;;) {
         size_t m = 0;
-        unsigned __int128 sumsq = 0;
+        zc_pairs_t sum = 0;
         int cursor = 0, again = 0;
 
         pt->pool_len = pool_mark;
         memcpy(loads + node * P, base_load, (size_t)P * sizeof(*loads));
         while (m < nz && pt->len[z01[m]] >= s0 && pt->len[z01[m]] > 0) {
-            sumsq += (unsigned __int128)pt->len[z01[m]] * (unsigned __int128)pt->len[z01[m]];
+            sum += zc_mask_pairs(pt->mask, pt->len[z01[m]], 0, pt->len[z01[m]]);
             m++;
         }
-        /* z1: ceil(|s|^2 / c_avg) fragments, c_avg = sum(|s|^2) / P */
+        /* z1: ceil(c(s) / c_avg) fragments, c_avg = sum(c(s)) / P */
         for (size_t k = 0; k < m; k++) {
             size_t s = z01[k];
-            unsigned __int128 sq = (unsigned __int128)pt->len[s] * (unsigned __int128)pt->len[s];
-            unsigned __int128 gg = (sq * (unsigned)P + sumsq - 1) / sumsq;
+            zc_pairs_t gg = (zc_mask_pairs(pt->mask, pt->len[s], 0, pt->len[s]) * (unsigned)P +
+                             sum - 1) / sum;
             int g = gg > (unsigned)P ? P : (int)gg;
 
             ZC_CHECK(zc_place_intra(pt, node, s, g, &cursor, loads, devs, share, placed));

@@ -3,14 +3,20 @@
  * or by a baseline.  zc_plan_step_cost (src/plan/cost.h) gives every term,
  * zc_plan_cost(3) the public sum of attention, linear and remap.
  *
- *  - attention: causal (query, key) pairs x 4 * heads * head_dim FLOPs
+ *  - attention: the (query, key) pairs the plan's mask leaves visible
+ *    (causal by default; src/plan/mask_cost.c) x 4 * heads * head_dim FLOPs
  *    forward, 2.5x that backward, at attn_tflops;
  *  - a ring of G ranks runs G rounds; each overlaps 1/G of a rank's pairs
  *    with sending its KV block (2 * kv_heads * head_dim * bytes_per_elem per
- *    token) to the next rank; backward sends KV and then dK/dV, whose
- *    elements are dkv_bytes wide (libzcomm's engine accumulates and sends
- *    them in fp32: 4; Transformer Engine sends them in the activations'
- *    dtype).  A round lasts max(compute, slowest hop); rings on a device run
+ *    token) to the next rank.  Zeppelin's rings (the partition and zeppelin
+ *    methods) run only the rounds their mask needs: reach + 1 of them
+ *    (zc_ring_reach: 1 + ceil((w - 1) / c) under a sliding window of w on a
+ *    contiguous ring of c-token positions, G under causal or full), every
+ *    block passing reach hops; the baselines run all G rounds, masked, as
+ *    Transformer Engine does.  Backward sends KV and then dK/dV (as many
+ *    hops back), whose elements are dkv_bytes wide (libzcomm's engine
+ *    accumulates and sends them in fp32: 4; Transformer Engine sends them
+ *    in the activations' dtype).  A round lasts max(compute, slowest hop); rings on a device run
  *    one after the other, inter, intra, then local (the engine's order);
  *  - a hop inside a node moves at intra_gbytes; a direct inter-node hop at
  *    one NIC's rate; a routed hop (the plan's hops, below
@@ -57,13 +63,15 @@
 typedef struct {
     const zc_cluster_t *c;
     const zc_step_model_t *step;
+    zc_attn_mask_t mask;    /* the plan's */
+    int skip;               /* rings run only the rounds their mask needs */
     int ppn;
     double kv_bytes;        /* per token, in the activations' dtype */
     double dkv_ratio;       /* dK/dV bytes per KV byte */
     double pair_flops;      /* forward, per (query, key) pair */
     double intra_bps, nic_bps;
     double *fwd, *bwd;      /* attention seconds per device, one layer (of the group priced) */
-    double *pairs;          /* scratch: causal pairs per ring position */
+    double *pairs;          /* scratch: visible pairs per ring position */
     int64_t *bounds;        /* scratch: 2G + 1 chunk bounds */
     int64_t *share;         /* scratch: tokens per ring position */
     double bytes_intra, bytes_inter;
@@ -84,15 +92,23 @@ static double zc_max(double a, double b)
     return a > b ? a : b;
 }
 
-/* The busiest ring position's causal pairs (zigzag keeps them within a
- * few tokens' worth of each other). */
-static double zc_ring_max_pairs(int64_t len, int g)
+/* The busiest position's pairs of a ring in `layout`. */
+static double zc_ring_most(zc_pricer_t *pr, const int64_t *share, int g, zc_ring_layout_t layout)
 {
-    double pairs = 0;
+    double most = 0;
 
+    zc_ring_pairs(pr->mask, share, g, layout, pr->bounds, pr->pairs);
     for (int i = 0; i < g; i++)
-        pairs = zc_max(pairs, zc_zigzag_pairs(len, g, i));
-    return pairs;
+        most = zc_max(most, pr->pairs[i]);
+    return most;
+}
+
+/* The busiest position's pairs of an even zigzag ring of a sequence. */
+static double zc_even_ring_most(zc_pricer_t *pr, int64_t len, int g)
+{
+    for (int i = 0; i < g; i++)
+        pr->share[i] = zc_zigzag_share(len, g, i);
+    return zc_ring_most(pr, pr->share, g, ZC_RING_LAYOUT_ZIGZAG);
 }
 
 /* Seconds of one hop moving `bytes` from a to b: inside the node, direct,
@@ -123,21 +139,20 @@ static double zc_hop_seconds(zc_pricer_t *pr, int a, int b, int64_t bytes,
 }
 
 /* Price one ring of G ranks holding share[i] tokens each (even or cut by
- * the fill step); `hops` are its routed inter-node hops in ring order, NULL
- * for direct transfers.  A round lasts as long as its busiest position:
- * 1/G of the largest position's pairs (a cut ring's uneven shares cost
- * here), or the slowest hop; backward's hop is KV then dK/dV, two calls
- * on the same links. */
+ * the fill step) in `layout`; `hops` are its routed inter-node hops in ring
+ * order, NULL for direct transfers.  It runs n rounds (G, or reach + 1
+ * where rings skip what the mask hides).  A round lasts as long as its
+ * busiest position: 1/n of the largest position's pairs (a cut ring's
+ * uneven shares cost here), or the slowest hop; backward's hop is KV then
+ * dK/dV, two calls on the same links. */
 static void zc_price_ring(zc_pricer_t *pr, int g, const int *ranks, const int64_t *share,
-                          const zc_plan_hop_t *hops)
+                          zc_ring_layout_t layout, const zc_plan_hop_t *hops)
 {
-    double comm = 0, bcomm = 0, wire = 0, cr, bcr, rf, rb, most = 0;
+    double comm = 0, bcomm = 0, wire = 0, cr, bcr, rf, rb;
+    int n = pr->skip ? zc_ring_reach(pr->mask, share, g, layout, pr->bounds) + 1 : g;
     size_t h = 0;
 
-    zc_ring_pairs(share, g, pr->bounds, pr->pairs);
-    for (int i = 0; i < g; i++)
-        most = zc_max(most, pr->pairs[i]);
-    cr = zc_attn_seconds(pr, most) / g;
+    cr = zc_attn_seconds(pr, zc_ring_most(pr, share, g, layout)) / n;
     bcr = ZC_BWD_COMPUTE * cr;
     for (int i = 0; i < g && g > 1; i++) {
         int a = ranks[i], b = ranks[(i + 1) % g];
@@ -154,17 +169,17 @@ static void zc_price_ring(zc_pricer_t *pr, int g, const int *ranks, const int64_
         bcomm = zc_max(bcomm, s + zc_hop_seconds(pr, a, b, dbytes, hop, &wd));
         wire = zc_max(wire, w);
         *(inter ? &pr->bytes_inter : &pr->bytes_intra) +=
-            (double)(g - 1) * (2.0 * (double)nbytes + (double)dbytes);
+            (double)(n - 1) * (2.0 * (double)nbytes + (double)dbytes);
     }
-    rf = zc_max(cr, comm);
-    rb = zc_max(bcr, bcomm);
+    rf = n > 1 ? zc_max(cr, comm) : cr;
+    rb = n > 1 ? zc_max(bcr, bcomm) : bcr;
     for (int i = 0; i < g; i++) {
-        pr->fwd[ranks[i]] += cr + (g - 1) * rf;
-        pr->bwd[ranks[i]] += bcr + (g - 1) * rb;
+        pr->fwd[ranks[i]] += cr + (n - 1) * rf;
+        pr->bwd[ranks[i]] += bcr + (n - 1) * rb;
     }
-    if (g > 1 && cr + bcr + (g - 1) * (rf + rb) > pr->ring_t) {
-        pr->ring_t = cr + bcr + (g - 1) * (rf + rb);
-        pr->rounds = g;
+    if (g > 1 && cr + bcr + (n - 1) * (rf + rb) > pr->ring_t) {
+        pr->ring_t = cr + bcr + (n - 1) * (rf + rb);
+        pr->rounds = n;
         pr->round_fwd = rf;
         pr->round_bwd = rb;
         pr->hop_wire = wire;
@@ -173,7 +188,7 @@ static void zc_price_ring(zc_pricer_t *pr, int g, const int *ranks, const int64_
 
 static void zc_price_local(zc_pricer_t *pr, int64_t len, int rank)
 {
-    double t = zc_attn_seconds(pr, zc_causal_pairs(0, len));
+    double t = zc_attn_seconds(pr, (double)zc_mask_pairs(pr->mask, len, 0, len));
 
     pr->fwd[rank] += t;
     pr->bwd[rank] += ZC_BWD_COMPUTE * t;
@@ -186,6 +201,7 @@ static void zc_price_plan_attention(zc_pricer_t *pr, const struct zc_plan *plan,
         const zc_plan_ring_t *ring = &plan->rings[r];
 
         zc_price_ring(pr, ring->nranks, ring->ranks, ring->tokens,
+                      plan->part.seqs[ring->seq].layout,
                       routed ? plan->hops + plan->hop_off[r] : NULL);
     }
     for (size_t s = 0; s < plan->nseqs; s++)
@@ -205,7 +221,7 @@ static void zc_price_llama(zc_pricer_t *pr, const struct zc_plan *plan)
 
     for (size_t s = 0; s < plan->nseqs; s++) {
         kv += (double)plan->lengths[s] * pr->kv_bytes;
-        compute += zc_attn_seconds(pr, zc_ring_max_pairs(plan->lengths[s], g));
+        compute += zc_attn_seconds(pr, zc_even_ring_most(pr, plan->lengths[s], g));
     }
     bw = N > 1 ? pr->nic_bps * pr->c->nics_per_node : pr->intra_bps;
     gather = kv * (g - 1) / g / bw;
@@ -257,7 +273,7 @@ static zc_status_t zc_price_hybrid(zc_pricer_t *pr, const struct zc_plan *plan,
                 tokens[ranks[i]] += pr->share[i];
             }
             cursor = (cursor + g) % plan->nranks;
-            zc_price_ring(pr, g, ranks, pr->share, NULL);
+            zc_price_ring(pr, g, ranks, pr->share, ZC_RING_LAYOUT_ZIGZAG, NULL);
         } else if (len > 0) {
             int best = 0;
 
@@ -444,6 +460,10 @@ static zc_status_t zc_step_price(const struct zc_plan *plan, const zc_cluster_t 
     memset(&pr, 0, sizeof(pr));
     pr.c = c;
     pr.step = step;
+    pr.mask = plan->mask;
+    /* Zeppelin's engine runs only the rounds the mask needs; the baselines
+     * run every round, masked */
+    pr.skip = method == ZC_COST_PARTITION || method == ZC_COST_ZEPPELIN;
     pr.ppn = plan->ppn;
     pr.kv_bytes = 2.0 * c->kv_heads * c->head_dim * c->bytes_per_elem;
     pr.dkv_ratio = (double)step->dkv_bytes / c->bytes_per_elem;

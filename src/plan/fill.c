@@ -16,7 +16,8 @@
  *      of sequences cut between nodes): they cannot stretch, rings can;
  *   2. rings for the long sequences: a z2 sequence (at least s1 = P*L
  *      tokens) over k nodes as Alg. 1 says, a z1 sequence (at least
- *      s0 = L) over the g devices its quadratic share asks for (Alg. 2),
+ *      s0 = L) over the g devices its share of the node's attention work
+ *      asks for (Alg. 2: its visible pairs under the plan's mask),
  *      with the zigzag shares of an even ring where the chosen bins have
  *      room, else poured into the bins with most room, most room first
  *      (an uneven ring): the rings absorb what step 1 left over;
@@ -58,7 +59,7 @@
  *      most room that hold it, g growing up to P (ZC_PLAN_SEQ_UNEVEN).
  *  (f) the even split (one global ring per sequence, TE CP layout) is only
  *      built when asked for with ZC_PLAN_EVEN_SPLIT; it is never a fallback.
- *  (g) an intra-node sequence whose quadratic share gives g = 1 fragment is
+ *  (g) an intra-node sequence whose share of the work gives g = 1 fragment is
  *      local: a ring of one device needs no communication.
  *  (h) N = 1: s1 = P*L can only catch a sequence of exactly P*L tokens, which
  *      (d) makes intra; there is no inter-node zone.  P = 1: every ring
@@ -116,6 +117,7 @@ typedef struct {
     int64_t s1;
     int64_t *s0;            /* [nnodes] */
     unsigned flags;
+    zc_attn_mask_t mask;    /* prices a sequence: its visible pairs */
 } zc_filler_t;
 
 /* Append a fragment of `seq` on `node`; the fragments of one sequence must
@@ -421,7 +423,7 @@ static zc_status_t zc_fill_node_devices(zc_filler_t *pt, int node, zc_frag_t **i
 {
     int P = pt->ppn, cursor = 0, at = 0;
     int64_t s0 = pt->capacity, *loads = pt->dev_load + node * P;
-    unsigned __int128 sumsq = 0;
+    zc_pairs_t sum = 0;
     size_t nd = 0, first = 0;
 
     for (size_t k = 0; k < ni; k++)
@@ -435,7 +437,7 @@ static zc_status_t zc_fill_node_devices(zc_filler_t *pt, int node, zc_frag_t **i
     qsort(items, ni, sizeof(*items), zc_frag_len_cmp);
     for (size_t k = 0; k < ni; k++)
         if (zc_is_z1(pt, items[k], s0))
-            sumsq += (unsigned __int128)items[k]->tokens * (unsigned __int128)items[k]->tokens;
+            sum += zc_mask_pairs(pt->mask, items[k]->tokens, 0, items[k]->tokens);
     /* z0 and pieces of cut sequences first, as they cannot stretch: whole
      * on the least-loaded device where they fit */
     for (size_t k = 0; k < ni; k++) {
@@ -450,14 +452,15 @@ static zc_status_t zc_fill_node_devices(zc_filler_t *pt, int node, zc_frag_t **i
         else
             zc_place_one(pt, f, node * P + d, f->tokens);
     }
-    /* z1: ceil(|s|^2 / c_avg) fragments, c_avg = sum(|s|^2) / P */
+    /* z1: ceil(c(s) / c_avg) fragments, c_avg = sum(c(s)) / P, c(s) the
+     * sequence's visible pairs under the mask (|s|^2 in the paper) */
     for (size_t k = 0; k < ni; k++) {
         zc_frag_t *f = items[k];
-        unsigned __int128 sq = (unsigned __int128)f->tokens * (unsigned __int128)f->tokens, gg;
+        zc_pairs_t gg;
 
         if (!zc_is_z1(pt, f, s0))
             continue;
-        gg = (sq * (unsigned)P + sumsq - 1) / sumsq;
+        gg = (zc_mask_pairs(pt->mask, f->tokens, 0, f->tokens) * (unsigned)P + sum - 1) / sum;
         if (!zc_place_ring(pt, f, gg > (unsigned)P ? P : (int)gg, &cursor, devs, bin, take))
             deferred[nd++] = f;
     }
@@ -561,10 +564,11 @@ static void zc_rings_out(zc_filler_t *pt, zc_part_t *part)
 
 
 zc_status_t zc_partition_fill(int nnodes, int ppn, int64_t capacity, const int64_t *lengths,
-                              size_t count, zc_part_t *part)
+                              size_t count, zc_attn_mask_t mask, zc_part_t *part)
 {
     zc_filler_t pt = {
         .nnodes = nnodes, .ppn = ppn, .capacity = capacity, .len = lengths, .nseqs = count,
+        .mask = mask,
     };
     size_t n = count ? count : 1, npos;
     int nr = nnodes * ppn;

@@ -66,11 +66,12 @@
 /* The paper's algorithms; *placed = 0 (and nothing in part) when they give
  * up (cases e and f). */
 static zc_status_t zc_partition_paper(int nnodes, int ppn, int64_t capacity,
-                                      const int64_t *lengths, size_t count, zc_part_t *part,
-                                      int *placed)
+                                      const int64_t *lengths, size_t count, zc_attn_mask_t mask,
+                                      zc_part_t *part, int *placed)
 {
     zc_partitioner_t pt = {
         .nnodes = nnodes, .ppn = ppn, .capacity = capacity, .len = lengths, .nseqs = count,
+        .mask = mask,
     };
     size_t n = count ? count : 1;
     int nr = nnodes * ppn;
@@ -188,7 +189,8 @@ static zc_status_t zc_even_split(int nnodes, int ppn, const int64_t *lengths, si
 }
 
 zc_status_t zc_partition(int nnodes, int ppn, int64_t capacity, const int64_t *lengths,
-                         size_t count, int64_t total, unsigned flags, zc_part_t *part)
+                         size_t count, int64_t total, unsigned flags, zc_attn_mask_t mask,
+                         zc_part_t *part)
 {
     int placed = 0;
 
@@ -196,10 +198,11 @@ zc_status_t zc_partition(int nnodes, int ppn, int64_t capacity, const int64_t *l
     if (flags & ZC_PLAN_EVEN_SPLIT)
         return zc_even_split(nnodes, ppn, lengths, count, part);
     if (nnodes <= ZC_PAPER_MAX_NODES && total < (int64_t)nnodes * ppn * capacity)
-        ZC_CHECK(zc_partition_paper(nnodes, ppn, capacity, lengths, count, part, &placed));
+        ZC_CHECK(zc_partition_paper(nnodes, ppn, capacity, lengths, count, mask, part,
+                                    &placed));
     if (placed)
         return ZC_OK;
     zc_log_debug("partition: %zu sequences on %d x %d x %lld: the fill partitioner", count,
                  nnodes, ppn, (long long)capacity);
-    return zc_partition_fill(nnodes, ppn, capacity, lengths, count, part);
+    return zc_partition_fill(nnodes, ppn, capacity, lengths, count, mask, part);
 }

@@ -41,6 +41,7 @@ typedef struct {
     int64_t s1;
     int64_t *s0;            /* [nnodes] */
     unsigned flags;
+    zc_attn_mask_t mask;    /* prices a sequence: its visible pairs (Alg. 2's c) */
 } zc_partitioner_t;
 
 /* Room in the ring pool for the n positions of sequence seq's ring. */

@@ -1,21 +1,23 @@
 /* The plan handle: argument checks, the build pipeline (partition ->
- * zigzag layout -> proxies -> remap) and the read-only queries. */
+ * ring layouts -> pieces and their work -> proxies -> remap) and the
+ * read-only queries. */
 #include "config.h"
 
 #include <limits.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "kernels/attn_check.h"
 #include "src/plan/plan.h"
 #include "src/common/abi.h"
 #include "src/common/status.h"
 
-#define ZC_PLAN_KNOWN_FLAGS ZC_PLAN_EVEN_SPLIT
+#define ZC_PLAN_KNOWN_FLAGS (ZC_PLAN_EVEN_SPLIT | ZC_PLAN_WINDOW)
 
 static zc_status_t zc_plan_check_args(int nnodes, int ppn, int64_t capacity,
                                       const int64_t *lengths, size_t count,
-                                      const zc_plan_opts_t *user_opts,
-                                      zc_plan_opts_t *opts, zc_plan_h *plan, int64_t *total)
+                                      const zc_plan_opts_t *user_opts, zc_plan_opts_t *opts,
+                                      zc_attn_mask_t *mask, zc_plan_h *plan, int64_t *total)
 {
     static const zc_plan_opts_t defaults = ZC_PLAN_OPTS_INITIALIZER;
     int64_t sum = 0;
@@ -33,13 +35,9 @@ static zc_status_t zc_plan_check_args(int nnodes, int ppn, int64_t capacity,
     ZC_ARG_CHECK(count == 0 || lengths != NULL, "lengths: NULL with count %zu", count);
     *opts = defaults;
     if (user_opts) {
-        /* Only the caller's size is read, the defaults past it.  The first
-         * layout (ZC_PLAN_OPTS_SIZE_V1) ended after flags, and its padding
-         * is where rails lies now: from a caller shorter than today's
-         * layout, nothing past flags is read. */
-        ZC_CHECK(zc_abi_read(opts, sizeof(*opts),
-                             user_opts->size < sizeof(*opts) ? offsetof(zc_plan_opts_t, rails)
-                                                             : sizeof(*opts),
+        /* Only the caller's size is read, the defaults past it, and of an
+         * older layout only its fields: newer fields lie in its padding. */
+        ZC_CHECK(zc_abi_read(opts, sizeof(*opts), zc_plan_opts_read_limit(user_opts->size),
                              user_opts, user_opts->size, ZC_PLAN_OPTS_SIZE_V1, "opts",
                              "ZC_PLAN_OPTS_INITIALIZER"));
         opts->size = sizeof(*opts);
@@ -54,6 +52,10 @@ static zc_status_t zc_plan_check_args(int nnodes, int ppn, int64_t capacity,
                      ZC_PLAN_MAX_RAILS);
         ZC_ARG_CHECK(opts->reserved == 0, "opts->reserved: %d, must be 0", opts->reserved);
     }
+    /* causal unless ZC_PLAN_WINDOW; with it the window alone */
+    ZC_CHECK(zc_attn_mask_resolve(!(opts->flags & ZC_PLAN_WINDOW), opts->flags & ZC_PLAN_WINDOW,
+                                  opts->window_left, opts->window_right, "opts->",
+                                  "ZC_PLAN_WINDOW", mask));
     for (size_t i = 0; i < count; i++) {
         ZC_ARG_CHECK(lengths[i] >= 0, "lengths[%zu]: %lld is negative", i, (long long)lengths[i]);
         if (lengths[i] > INT64_MAX - sum)
@@ -98,6 +100,22 @@ static zc_status_t zc_plan_rings(struct zc_plan *plan)
     return ZC_OK;
 }
 
+/* Each rank's attention work: its pieces' visible pairs under the mask. */
+static zc_status_t zc_plan_pairs(struct zc_plan *plan)
+{
+    plan->pairs = calloc((size_t)plan->nranks, sizeof(*plan->pairs));
+    if (!plan->pairs)
+        return zc_error(ZC_ERR_NO_MEMORY, "plan: cannot allocate %d ranks", plan->nranks);
+    for (int r = 0; r < plan->nranks; r++)
+        for (size_t k = plan->piece_off[r]; k < plan->piece_off[r + 1]; k++) {
+            const zc_plan_piece_t *p = &plan->pieces[k];
+
+            plan->pairs[r] +=
+                (double)zc_mask_pairs(plan->mask, plan->lengths[p->seq], p->begin, p->end);
+        }
+    return ZC_OK;
+}
+
 void zc_plan_destroy(zc_plan_h plan)
 {
     if (!plan)
@@ -114,6 +132,7 @@ void zc_plan_destroy(zc_plan_h plan)
     }
     free(plan->before);
     free(plan->after);
+    free(plan->pairs);
     free(plan->hops);
     free(plan->hop_off);
     free(plan->proxy_pool);
@@ -126,13 +145,14 @@ zc_status_t zc_plan_create(int nnodes, int gpus_per_node, int64_t capacity,
                            zc_plan_h *plan_p)
 {
     zc_plan_opts_t local;
+    zc_attn_mask_t mask = zc_attn_mask_make(-1, 0);
     struct zc_plan *plan;
     int64_t total = 0;
     zc_status_t st;
 
     zc_error_clear();
     ZC_CHECK(zc_plan_check_args(nnodes, gpus_per_node, capacity, lengths, count, opts, &local,
-                                plan_p, &total));
+                                &mask, plan_p, &total));
     if (total > (int64_t)nnodes * gpus_per_node * capacity) {
         for (size_t i = 0; i < count; i++)
             if (lengths[i] > (int64_t)nnodes * gpus_per_node * capacity)
@@ -155,6 +175,7 @@ zc_status_t zc_plan_create(int nnodes, int gpus_per_node, int64_t capacity,
     plan->nseqs = count;
     plan->total = total;
     plan->opts = local;
+    plan->mask = mask;
     plan->rails = plan->opts.rails ? plan->opts.rails
                                    : (gpus_per_node < ZC_PLAN_MAX_RAILS ? gpus_per_node
                                                                         : ZC_PLAN_MAX_RAILS);
@@ -166,9 +187,11 @@ zc_status_t zc_plan_create(int nnodes, int gpus_per_node, int64_t capacity,
     if (count)
         memcpy(plan->lengths, lengths, count * sizeof(*lengths));
     ZC_CHECK_GOTO(zc_partition(nnodes, gpus_per_node, capacity, plan->lengths, count, total,
-                               plan->opts.flags, &plan->part), st, err_destroy);
+                               plan->opts.flags, plan->mask, &plan->part), st, err_destroy);
     ZC_CHECK_GOTO(zc_plan_rings(plan), st, err_destroy);
+    ZC_CHECK_GOTO(zc_plan_pick_layouts(plan), st, err_destroy);
     ZC_CHECK_GOTO(zc_plan_layout(plan), st, err_destroy);
+    ZC_CHECK_GOTO(zc_plan_pairs(plan), st, err_destroy);
     ZC_CHECK_GOTO(zc_plan_proxies(plan), st, err_destroy);
     ZC_CHECK_GOTO(zc_plan_remap(plan), st, err_destroy);
     *plan_p = plan;
@@ -203,8 +226,10 @@ zc_status_t zc_plan_info(zc_plan_h plan, zc_plan_info_t *out)
     info.nrings = plan->nrings;
     info.total_tokens = plan->total;
     info.s1 = plan->part.s1;
-    info.flags = plan->part.flags | (plan->opts.flags & ZC_PLAN_EVEN_SPLIT);
+    info.flags = plan->part.flags | (plan->opts.flags & (ZC_PLAN_EVEN_SPLIT | ZC_PLAN_WINDOW));
     info.remap_objective = plan->remap_objective;
+    info.window_left = (int)plan->mask.left;
+    info.window_right = (int)plan->mask.right;
     zc_abi_write(out, &info, sizeof(info));
     return ZC_OK;
 }
@@ -227,33 +252,45 @@ zc_status_t zc_plan_seq(zc_plan_h plan, size_t seq, zc_plan_seq_t *out)
     return ZC_OK;
 }
 
-zc_status_t zc_plan_ring(zc_plan_h plan, int ring, zc_plan_ring_t *out)
+/* The checks of a call about ring `ring` writing to `out` (named `what`). */
+static zc_status_t zc_plan_check_ring(zc_plan_h plan, int ring, const void *out,
+                                      const char *what)
 {
-    zc_error_clear();
     ZC_ARG_CHECK(plan != NULL, "plan: NULL");
     ZC_ARG_CHECK(ring >= 0 && ring < plan->nrings, "ring: %d, the plan has %d rings", ring,
                  plan->nrings);
-    ZC_ARG_CHECK(out != NULL, "out: NULL");
+    ZC_ARG_CHECK(out != NULL, "%s: NULL", what);
+    return ZC_OK;
+}
+
+zc_status_t zc_plan_ring(zc_plan_h plan, int ring, zc_plan_ring_t *out)
+{
+    zc_error_clear();
+    ZC_CHECK(zc_plan_check_ring(plan, ring, out, "out"));
     *out = plan->rings[ring];
     return ZC_OK;
 }
 
 zc_status_t zc_plan_rank(zc_plan_h plan, int rank, zc_plan_rank_t *out)
 {
-    double pairs = 0;
-
     zc_error_clear();
     ZC_ARG_CHECK(plan != NULL, "plan: NULL");
     ZC_ARG_CHECK(rank >= 0 && rank < plan->nranks, "rank: %d, the plan has %d ranks", rank,
                  plan->nranks);
     ZC_ARG_CHECK(out != NULL, "out: NULL");
-    for (size_t k = plan->piece_off[rank]; k < plan->piece_off[rank + 1]; k++)
-        pairs += zc_causal_pairs(plan->pieces[k].begin, plan->pieces[k].end);
     out->tokens = plan->before[rank];
     out->linear_tokens = plan->after[rank];
-    out->attn_pairs = pairs;
+    out->attn_pairs = plan->pairs[rank];
     out->node = rank / plan->ppn;
     out->s0 = plan->part.s0[rank / plan->ppn];
+    return ZC_OK;
+}
+
+zc_status_t zc_plan_ring_layout(zc_plan_h plan, int ring, zc_ring_layout_t *layout)
+{
+    zc_error_clear();
+    ZC_CHECK(zc_plan_check_ring(plan, ring, layout, "layout"));
+    *layout = plan->part.seqs[plan->rings[ring].seq].layout;
     return ZC_OK;
 }
 
@@ -291,10 +328,7 @@ zc_status_t zc_plan_ring_hops(zc_plan_h plan, int ring, const zc_plan_hop_t **ho
                               size_t *count)
 {
     zc_error_clear();
-    ZC_ARG_CHECK(plan != NULL, "plan: NULL");
-    ZC_ARG_CHECK(ring >= 0 && ring < plan->nrings, "ring: %d, the plan has %d rings", ring,
-                 plan->nrings);
-    ZC_ARG_CHECK(hops != NULL, "hops: NULL");
+    ZC_CHECK(zc_plan_check_ring(plan, ring, hops, "hops"));
     ZC_ARG_CHECK(count != NULL, "count: NULL");
     *hops = plan->hops + plan->hop_off[ring];
     *count = plan->hop_off[ring + 1] - plan->hop_off[ring];

@@ -6,6 +6,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "kernels/attn_math.h"
 #include "kernels/zigzag.h"
 #include "zcomm.h"
 
@@ -19,6 +20,7 @@ typedef struct {
     int *ranks;              /* points into zc_part_t.rank_pool */
     int64_t *share;          /* tokens of each position; into zc_part_t.share_pool */
     unsigned cut;            /* ZC_PLAN_SEQ_* */
+    zc_ring_layout_t layout; /* set by zc_plan_pick_layouts */
 } zc_part_ring_t;
 
 /* Output of the partitioner: one entry per sequence, in input order. */
@@ -39,6 +41,7 @@ struct zc_plan {
     int64_t total;
     zc_plan_opts_t opts;     /* the caller's, completed with defaults to the full size */
     int rails;               /* opts.rails resolved: the routed hops' slices */
+    zc_attn_mask_t mask;     /* opts' mask resolved: what the plan balances */
     zc_part_t part;
 
     int nrings;
@@ -50,6 +53,7 @@ struct zc_plan {
     zc_plan_piece_t *lpieces;/* linear layout, grouped by rank */
     size_t *lpiece_off;      /* [nranks + 1] */
     int64_t *before, *after; /* tokens per rank: A and B */
+    double *pairs;           /* visible (query, key) pairs per rank in layout A */
 
     zc_plan_hop_t *hops;     /* grouped by ring */
     size_t *hop_off;         /* [nrings + 1] */
@@ -60,34 +64,69 @@ struct zc_plan {
     double remap_objective;
 };
 
-/* ---- zigzag chunk arithmetic (src/plan/zigzag.c) ---- */
-/* Tokens held by ring position i: chunks i and 2G-1-i. */
+/* ---- ring layouts (src/plan/zigzag.c) ---- */
+/* Tokens held by ring position i of an even ring: zigzag chunks i and
+ * 2G-1-i (a contiguous ring uses the same shares). */
 int64_t zc_zigzag_share(int64_t n, int g, int i);
-/* Causal (query, key) pairs of the queries [b, e): query q sees keys 0..q. */
-double zc_causal_pairs(int64_t b, int64_t e);
-/* Causal (query, key) pairs of ring position i (its two chunks' queries
- * against every earlier key of the sequence). */
-double zc_zigzag_pairs(int64_t n, int g, int i);
-/* Any ring, even or not: ring position i of `share[i]` tokens holds chunk i,
- * its first ceil(share[i] / 2) tokens' worth, and chunk 2G-1-i, the other
- * floor(share[i] / 2); chunks lie in index order.  For the shares of an
- * even ring this is zc_zigzag_chunk.  Writes the 2G + 1 chunk bounds. */
-void zc_ring_bounds(const int64_t *share, int g, int64_t *bounds);
-/* The causal pairs of each position of such a ring into pairs[0..g);
- * `bounds` is scratch of 2G + 1 entries. */
-void zc_ring_pairs(const int64_t *share, int g, int64_t *bounds, double *pairs);
-/* Build plan->pieces and plan->before from the partition. */
+/* Chunks of a ring of g positions in `layout`, and the position holding
+ * chunk c. */
+static inline int zc_ring_chunks(zc_ring_layout_t layout, int g)
+{
+    return layout == ZC_RING_LAYOUT_CONTIGUOUS ? g : 2 * g;
+}
+
+static inline int zc_ring_chunk_pos(zc_ring_layout_t layout, int g, int c)
+{
+    return layout == ZC_RING_LAYOUT_ZIGZAG && c >= g ? 2 * g - 1 - c : c;
+}
+
+/* Any ring, even or not: position i holds share[i] tokens.  Zigzag: chunk
+ * i, its first ceil(share[i] / 2) tokens' worth, and chunk 2G-1-i, the
+ * other floor(share[i] / 2) (for the shares of an even ring, the chunks of
+ * zc_zigzag_chunk); contiguous: chunk i, all of it.  Chunks lie in index
+ * order.  Writes the chunks' bounds (count + 1 of them, at most 2G + 1)
+ * and returns their count. */
+int zc_ring_bounds(const int64_t *share, int g, zc_ring_layout_t layout, int64_t *bounds);
+/* Build plan->pieces and plan->before from the partition, each ring in the
+ * layout zc_plan_pick_layouts chose. */
 zc_status_t zc_plan_layout(struct zc_plan *plan);
+
+/* ---- attention work under the mask (src/plan/mask_cost.c) ---- */
+/* Visible (query, key) pairs, exact: sums of them stay exact to 2^127. */
+typedef unsigned __int128 zc_pairs_t;
+/* Pairs of the queries at positions [qb, qe) of a sequence of len tokens
+ * against all its keys; a whole sequence is [0, len). */
+zc_pairs_t zc_mask_pairs(zc_attn_mask_t mask, int64_t len, int64_t qb, int64_t qe);
+/* The pairs of each position of a ring in `layout` into pairs[0..g);
+ * `bounds` is scratch of 2G + 1 entries. */
+void zc_ring_pairs(zc_attn_mask_t mask, const int64_t *share, int g, zc_ring_layout_t layout,
+                   int64_t *bounds, double *pairs);
+/* The ring's layout under the mask: zigzag for causal; otherwise
+ * contiguous unless zigzag cuts the busiest position's pairs to below 7/8
+ * of contiguous's (zc_plan_create(3), "Masks").  Scratch as above. */
+zc_ring_layout_t zc_ring_layout_pick(zc_attn_mask_t mask, const int64_t *share, int g,
+                                     int64_t *bounds, double *pairs);
+/* Every ring's layout: zigzag for an even split (TE CP's layout, whatever
+ * the mask), else zc_ring_layout_pick's. */
+zc_status_t zc_plan_pick_layouts(struct zc_plan *plan);
+/* The farthest ring distance r < g at which some position's queries see
+ * keys held by the position r before it (0: none but its own): passing KV
+ * one way round, a ring needs reach + 1 steps, and a block need not go
+ * further than reach hops.  `bounds` is scratch of 2G + 1 entries. */
+int zc_ring_reach(zc_attn_mask_t mask, const int64_t *share, int g, zc_ring_layout_t layout,
+                  int64_t *bounds);
 
 /* ---- partition (src/plan/partition.c: the driver of the paper's Alg. 1
  * (src/plan/alg1_inter_node.c) and Alg. 2 (src/plan/alg2_intra_node.c);
  * src/plan/fill.c: the fill partitioner for what they cannot place;
  * zc_partition_free in src/plan/bins.c, below both) ---- */
 /* total: the lengths' sum (zc_plan_create has it checked). */
+/* `mask` prices the sequences (Alg. 2's and the fill step's shares). */
 zc_status_t zc_partition(int nnodes, int ppn, int64_t capacity, const int64_t *lengths,
-                         size_t count, int64_t total, unsigned flags, zc_part_t *part);
+                         size_t count, int64_t total, unsigned flags, zc_attn_mask_t mask,
+                         zc_part_t *part);
 zc_status_t zc_partition_fill(int nnodes, int ppn, int64_t capacity, const int64_t *lengths,
-                              size_t count, zc_part_t *part);
+                              size_t count, zc_attn_mask_t mask, zc_part_t *part);
 void zc_partition_free(zc_part_t *part);
 
 /* ---- bins: nodes or devices with token loads (src/plan/bins.c) ---- */

@@ -1,10 +1,14 @@
-/* Zigzag layout (paper section 3.2): a ring of G ranks cuts each of its
- * sequences into 2G chunks and ring position i holds chunks i and 2G-1-i,
- * which gives every position the same share of the causal mask.  A ring cut
- * by the fill partitioner (src/plan/fill.c) holds uneven shares: each position
- * still holds its two mirrored chunks, half its share each, so its causal
- * work stays close to share / n of the sequence's.  This file owns the chunk
- * arithmetic and turns a partition into per-rank pieces. */
+/* Ring layouts.  Zigzag (paper section 3.2): a ring of G ranks cuts each of
+ * its sequences into 2G chunks and ring position i holds chunks i and
+ * 2G-1-i, which gives every position the same share of the causal mask.  A
+ * ring cut by the fill partitioner (src/plan/fill.c) holds uneven shares:
+ * each position still holds its two mirrored chunks, half its share each,
+ * so its causal work stays close to share / n of the sequence's.
+ * Contiguous: position i holds the i-th run of the sequence, its share
+ * long, which balances a sliding window or the full mask as well while a
+ * window's KV needs only the positions just before (src/plan/mask_cost.c
+ * picks per ring).  This file owns the chunk arithmetic and turns a
+ * partition into per-rank pieces, each ring in its layout. */
 #include "config.h"
 
 #include <stdlib.h>
@@ -21,40 +25,23 @@ int64_t zc_zigzag_share(int64_t n, int g, int i)
     return (e0 - b0) + (e1 - b1);
 }
 
-double zc_causal_pairs(int64_t b, int64_t e)
+/* Tokens of chunk c of a ring of g positions holding share[]: a zigzag
+ * position's front chunk takes the odd token. */
+static int64_t zc_ring_chunk_len(const int64_t *share, int g, zc_ring_layout_t layout, int c)
 {
-    return ((double)e * (double)(e + 1) - (double)b * (double)(b + 1)) / 2.0;
-}
-
-double zc_zigzag_pairs(int64_t n, int g, int i)
-{
-    int64_t b0, e0, b1, e1;
-
-    zc_zigzag_chunk(n, g, i, &b0, &e0);
-    zc_zigzag_chunk(n, g, 2 * g - 1 - i, &b1, &e1);
-    return zc_causal_pairs(b0, e0) + zc_causal_pairs(b1, e1);
-}
-
-/* Tokens of chunk c of a ring of g positions holding share[]: the front
- * chunk of a position takes the odd token. */
-static int64_t zc_ring_chunk_len(const int64_t *share, int g, int c)
-{
+    if (layout == ZC_RING_LAYOUT_CONTIGUOUS)
+        return share[c];
     return c < g ? share[c] - share[c] / 2 : share[2 * g - 1 - c] / 2;
 }
 
-void zc_ring_bounds(const int64_t *share, int g, int64_t *bounds)
+int zc_ring_bounds(const int64_t *share, int g, zc_ring_layout_t layout, int64_t *bounds)
 {
-    bounds[0] = 0;
-    for (int c = 0; c < 2 * g; c++)
-        bounds[c + 1] = bounds[c] + zc_ring_chunk_len(share, g, c);
-}
+    int n = zc_ring_chunks(layout, g);
 
-void zc_ring_pairs(const int64_t *share, int g, int64_t *bounds, double *pairs)
-{
-    zc_ring_bounds(share, g, bounds);
-    for (int i = 0; i < g; i++)
-        pairs[i] = zc_causal_pairs(bounds[i], bounds[i + 1]) +
-                   zc_causal_pairs(bounds[2 * g - 1 - i], bounds[2 * g - i]);
+    bounds[0] = 0;
+    for (int c = 0; c < n; c++)
+        bounds[c + 1] = bounds[c] + zc_ring_chunk_len(share, g, layout, c);
+    return n;
 }
 
 static void zc_layout_add(zc_plan_piece_t *pieces, size_t *fill, int rank, size_t seq,
@@ -75,7 +62,7 @@ static void zc_layout_seq(struct zc_plan *plan, size_t s, zc_plan_piece_t *piece
 {
     const zc_part_ring_t *pr = &plan->part.seqs[s];
     int64_t n = plan->lengths[s], b = 0;
-    int g = pr->nranks;
+    int g = pr->nranks, nchunks = zc_ring_chunks(pr->layout, g);
 
     if (n == 0)
         return;
@@ -86,13 +73,12 @@ static void zc_layout_seq(struct zc_plan *plan, size_t s, zc_plan_piece_t *piece
             fill[pr->ranks[0]]++;
         return;
     }
-    for (int c = 0; c < 2 * g; c++) {
-        int pos = c < g ? c : 2 * g - 1 - c;
-        int rank = pr->ranks[pos];
-        int64_t e = b + zc_ring_chunk_len(pr->share, g, c);
+    for (int c = 0; c < nchunks; c++) {
+        int rank = pr->ranks[zc_ring_chunk_pos(pr->layout, g, c)];
+        int64_t e = b + zc_ring_chunk_len(pr->share, g, pr->layout, c);
 
         if (b == e)
-            continue; /* sequences shorter than 2G leave some chunks empty */
+            continue; /* sequences shorter than their chunks leave some empty */
         if (pieces)
             zc_layout_add(pieces, fill, rank, s, b, e, pr->zone, plan->seq_ring[s], c);
         else

@@ -23,6 +23,7 @@
 #include "src/core/agree.h"
 #include "src/common/clock.h"
 #include "src/common/hash.h"
+#include "kernels/attn_check.h"
 #include "kernels/attn_math.h"
 #include "src/core/memtype.h"
 #include "src/plan/plan.h"
@@ -87,6 +88,7 @@ zc_status_t zc_ra_check_args(zc_comm_h comm, zc_plan_h plan, const zc_ring_attn_
 {
     zc_plan_info_t info = ZC_PLAN_INFO_INITIALIZER;
     zc_plan_rank_t mine;
+    zc_attn_mask_t mask = zc_attn_mask_make(-1, 0);
 
     ZC_ARG_CHECK(plan != NULL, "plan: NULL");
     ZC_ARG_CHECK(a != NULL, "args: NULL");
@@ -106,6 +108,16 @@ zc_status_t zc_ra_check_args(zc_comm_h comm, zc_plan_h plan, const zc_ring_attn_
     ZC_ARG_CHECK(a->head_dim >= 1 && a->head_dim <= ZC_ATTN_MAX_HEAD_DIM,
                  "head_dim: %d, must be in 1..%d", a->head_dim, ZC_ATTN_MAX_HEAD_DIM);
     ZC_ARG_CHECK(isfinite(a->scale), "scale: %g is not finite", (double)a->scale);
+    /* windows and the full mask come with the engine's KV skipping */
+    ZC_CHECK(zc_attn_ring_mask(a, &mask));
+    if (!zc_attn_mask_is_causal(mask))
+        return zc_error(ZC_ERR_UNSUPPORTED, "%s: rings compute the causal mask only, not (%lld, "
+                        "%lld)", mask.left != -1 ? "window_left" : "window_right",
+                        (long long)mask.left, (long long)mask.right);
+    if (!zc_attn_mask_is_causal(plan->mask))
+        return zc_error(ZC_ERR_UNSUPPORTED, "plan: balanced for the mask (%lld, %lld), rings "
+                        "compute the causal mask only", (long long)plan->mask.left,
+                        (long long)plan->mask.right);
     ZC_CHECK(zc_plan_info(plan, &info));
     if (info.nranks != comm->size)
         return zc_error(ZC_ERR_MISMATCH, "plan: built for %d ranks, the communicator has %d",
