@@ -409,8 +409,11 @@ zc_status_t zc_device_create(zc_comm_h comm)
         return zc_error(ZC_ERR_NO_MEMORY, "cannot allocate the NCCL backend");
     dev->base.ops = &zc_nccl_ops;
     dev->base.comm = comm;
+    dev->base.cuda_device = -1;
     comm->device = &dev->base;
-    st = zc_nccl_init(dev);
+    st = zc_cuda_device_get(&dev->base.cuda_device);
+    if (st == ZC_OK)
+        st = zc_nccl_init(dev);
     if (st != ZC_OK)
         (void)zc_nccl_fail(dev, st);
     return st;
