@@ -4,9 +4,9 @@
  *   - N calls in a row allocate device memory O(1) times, not O(N): the
  *     calls after the second allocate nothing, the engine holds at most
  *     one block between calls, and every call's results are bit for bit
- *     those of the first, which match the single-process reference (the
- *     Zeppelin, TE CP and LLaMA CP modes, forward and backward, 2 ranks on
- *     two emulated nodes);
+ *     those of the first, which match the single-process reference (every
+ *     mode of tests/ring_attn_modes.h, forward and backward, 2 ranks on two
+ *     emulated nodes);
  *   - the ring layout (groups, routed calls, gathers) is built once per
  *     plan and shape: 2 builds (forward, backward) for N iterations; a
  *     new plan builds again, and so does a plan made after the first was
@@ -27,9 +27,9 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "device_emu.h"
-#include "mp.h"
+#include "emu_comm.h"
 #include "rails_lo.h"
+#include "ring_attn_modes.h"
 #include "src/coll/ring_attn/ring_attn.h"
 #include "src/core/comm.h"
 #include "stream_emu.h"
@@ -39,19 +39,6 @@
 
 #define CASE_TIMEOUT_S 120
 #define ITERATIONS 5
-#define NMODES 3
-
-typedef struct {
-    const char *name;
-    zc_ring_attn_mode_t mode;
-    unsigned plan_flags;
-} mode_cfg_t;
-
-static const mode_cfg_t modes[NMODES] = {
-    {"zeppelin", ZC_RING_ATTN_ZEPPELIN, 0},
-    {"te_cp", ZC_RING_ATTN_TE_CP, ZC_PLAN_EVEN_SPLIT},
-    {"llama_cp", ZC_RING_ATTN_LLAMA_CP, ZC_PLAN_EVEN_SPLIT},
-};
 
 /* 2 ranks of 170 tokens: the first sequence spans both (a ring), the
  * others fill the ranks. */
@@ -70,17 +57,6 @@ static zc_status_t make_plan(int nranks, unsigned flags, int64_t capacity, zc_pl
     return zc_plan_create(nnodes, nranks / nnodes, capacity, lengths, NSEQS, &opts, plan);
 }
 
-/* Ranks of the first half on node a; the emulated device installed. */
-static int init(int rank, int nranks, int timeout_ms, zc_comm_h *comm)
-{
-    zc_config_t config = ZC_CONFIG_INITIALIZER;
-
-    config.timeout_ms = timeout_ms;
-    config.node_id = rank < nranks / 2 ? "keep-node-a" : "keep-node-b";
-    MP_CHECK(mp_comm_init(rank, nranks, &config, comm) == ZC_OK, "init");
-    MP_CHECK(device_emu_install(*comm) == ZC_OK, "install: %s", zc_get_last_error());
-    return 0;
-}
 
 static int64_t layouts_built(zc_comm_h comm)
 {
@@ -146,8 +122,7 @@ static int rank_repeat(int rank, int nranks, void *arg)
     int64_t allocs[ITERATIONS];
 
     (void)arg;
-    setenv("ZC_NUM_THREADS", "1", 1);
-    if (init(rank, nranks, 30000, &comm) != 0)
+    if (emu_comm_init(rank, nranks, 30000, &comm) != 0)
         return 1;
     for (int mi = 0; mi < NMODES; mi++) {
         const mode_cfg_t *m = &modes[mi];
@@ -219,8 +194,7 @@ static int rank_layouts(int rank, int nranks, void *arg)
     int64_t built;
 
     (void)arg;
-    setenv("ZC_NUM_THREADS", "1", 1);
-    if (init(rank, nranks, 30000, &comm) != 0)
+    if (emu_comm_init(rank, nranks, 30000, &comm) != 0)
         return 1;
     /* the same plan made, used and destroyed in turn: whether or not the
      * next one lands at the same address, each builds its own layout */
@@ -253,8 +227,7 @@ static int rank_streams(int rank, int nranks, void *arg)
     zc_plan_h plan;
 
     (void)arg;
-    setenv("ZC_NUM_THREADS", "1", 1);
-    if (init(rank, nranks, 30000, &comm) != 0)
+    if (emu_comm_init(rank, nranks, 30000, &comm) != 0)
         return 1;
     MP_CHECK(make_plan(nranks, 0, CAPACITY, &plan) == ZC_OK, "plan");
     /* each stream its own tensors: the caller orders its own work; the
@@ -301,10 +274,9 @@ static int rank_inject(int rank, int nranks, void *arg)
     int64_t before;
     zc_status_t st;
 
-    setenv("ZC_NUM_THREADS", "1", 1);
     /* a peer left waiting on a failed rank's transfers notices it is gone
      * (device_emu.h) well before this timeout */
-    if (init(rank, nranks, 20000, &comm) != 0)
+    if (emu_comm_init(rank, nranks, 20000, &comm) != 0)
         return 1;
     MP_CHECK(make_plan(nranks, m->plan_flags, nranks == 1 ? 400 : CAPACITY, &plan) == ZC_OK,
              "plan");
@@ -385,13 +357,14 @@ int main(void)
     int have_rails;
 
     setenv("ZC_SOCKET_IFNAME", "lo", 0);
+    setenv("ZC_NUM_THREADS", "1", 1); /* the ranks share 2 cores */
     setenv("ZC_ROUTED_MIN_BYTES", "1024", 1); /* small hops: routed all the same */
     have_rails = rails_on_loopback(topo, sizeof(topo));
     if (rad_batch_init(&ref, lengths, NSEQS, 4, 2, 40, ZC_BFLOAT16, 36) != 0 ||
         rad_batch_reference(&ref, 1) != ZC_OK)
         tap_skip_all("no memory for the reference");
     ok(mp_run(2, CASE_TIMEOUT_S, rank_repeat, NULL) == 0,
-       "2 ranks, zeppelin, te_cp, llama_cp: %d forward and backward calls in a row allocate "
+       "2 ranks, every mode: %d forward and backward calls in a row allocate "
        "device memory in the first two only, hold one block between calls, give "
        "bit-identical results that match the reference, build 2 layouts per plan; "
        "nothing left after zc_comm_destroy", ITERATIONS);
@@ -401,10 +374,10 @@ int main(void)
     ok(mp_run(2, CASE_TIMEOUT_S, rank_streams, NULL) == 0,
        "2 ranks: forward and backward calls on %d caller streams in turn reuse the engine's "
        "memory with no race, results match the reference", EMU_CALLER_STREAMS);
-    test_inject(1, 0, 0, 0);
-    test_inject(1, 0, 1, 1);
-    test_inject(2, 0, 1, 0);
-    test_inject(2, 2, 1, 1);
+    test_inject(1, MODE_ZEPPELIN, 0, 0);
+    test_inject(1, MODE_ZEPPELIN, 1, 1);
+    test_inject(2, MODE_ZEPPELIN, 1, 0);
+    test_inject(2, MODE_LLAMA_CP, 1, 1);
     if (have_rails)
         unlink(topo);
     rad_batch_free(&ref);
