@@ -60,11 +60,6 @@ typedef struct {
     float *dp[2], *din[2];    /* ring backward: dK|dV partials sent, accumulators received */
 } zc_ras_t;
 
-static zc_status_t zc_ras_alloc(zc_ras_t *s, size_t bytes, void **ptr)
-{
-    return zc_ras_keep_take(s->keep, bytes, ptr);
-}
-
 /* Record a new event on `on`. */
 static zc_status_t zc_ras_signal(zc_ras_t *s, zc_ds_stream_t on, int *event)
 {
@@ -257,10 +252,10 @@ static zc_status_t zc_ras_allgather(zc_ras_t *s, int gi, const zc_ra_gathered_t 
     int n = 0;
     zc_status_t st = ZC_OK;
 
-    ZC_CHECK(zc_ras_alloc(s, bytes, &gk));
-    ZC_CHECK(zc_ras_alloc(s, bytes, &gv));
-    ZC_CHECK(zc_ras_alloc(s, bytes, k));
-    ZC_CHECK(zc_ras_alloc(s, bytes, v));
+    ZC_CHECK(zc_ras_keep_take(s->keep, bytes, &gk));
+    ZC_CHECK(zc_ras_keep_take(s->keep, bytes, &gv));
+    ZC_CHECK(zc_ras_keep_take(s->keep, bytes, k));
+    ZC_CHECK(zc_ras_keep_take(s->keep, bytes, v));
     ops = malloc(4 * (size_t)g->G * sizeof(*ops));
     if (!ops)
         return zc_error(ZC_ERR_NO_MEMORY, "ring attention: cannot allocate a gather of %d", g->G);
@@ -373,10 +368,11 @@ static zc_status_t zc_ras_gather_bwd(zc_ras_t *s, int gi)
     ZC_CHECK(zc_ras_allgather(s, gi, lay, &k, &v));
     half = (size_t)lay->total * (size_t)ra->row_kv;
     mine = (size_t)me->tokens * (size_t)ra->row_kv;
-    ZC_CHECK(zc_ras_alloc(s, 2 * half * sizeof(float), &dseq));
-    ZC_CHECK(zc_ras_alloc(s, 2 * half * sizeof(float), &down));
-    ZC_CHECK(zc_ras_alloc(s, 2 * mine * (size_t)(g->G > 1 ? g->G - 1 : 1) * sizeof(float),
-                          &drecv));
+    ZC_CHECK(zc_ras_keep_take(s->keep, 2 * half * sizeof(float), &dseq));
+    ZC_CHECK(zc_ras_keep_take(s->keep, 2 * half * sizeof(float), &down));
+    ZC_CHECK(zc_ras_keep_take(s->keep,
+                              2 * mine * (size_t)(g->G > 1 ? g->G - 1 : 1) * sizeof(float),
+                              &drecv));
     ZC_CHECK(s->ops->fill(s->dev, dseq, 2 * half, 0.0f));
     kv = (zc_ra_kv_t){.pieces = lay->seqs, .npieces = (size_t)g->nrings, .k = k, .v = v,
                       .dk = dseq, .dv = (float *)dseq + half};
@@ -409,7 +405,7 @@ static zc_status_t zc_ras_local(zc_ras_t *s)
         return ZC_OK;
     if (!ra->backward)
         return zc_ra_compute(ra, lp, n, ra->local_row0, &kv);
-    ZC_CHECK(zc_ras_alloc(s, 2 * half * sizeof(float), &dkv));
+    ZC_CHECK(zc_ras_keep_take(s->keep, 2 * half * sizeof(float), &dkv));
     ZC_CHECK(s->ops->fill(s->dev, dkv, 2 * half, 0.0f));
     kv.dk = dkv;
     kv.dv = (float *)dkv + half;
@@ -428,7 +424,7 @@ static zc_status_t zc_ras_accumulators(zc_ras_t *s)
     void *mem;
 
     if (!acc) {
-        ZC_CHECK(zc_ras_alloc(s, rows * sizeof(float), &mem));
+        ZC_CHECK(zc_ras_keep_take(s->keep, rows * sizeof(float), &mem));
         acc = mem;
     }
     if (rows > 0)
@@ -438,7 +434,7 @@ static zc_status_t zc_ras_accumulators(zc_ras_t *s)
         return lse > 0 ? s->ops->fill(s->dev, a->lse, lse, -INFINITY) : ZC_OK;
     }
     ra->dq_acc = acc;
-    ZC_CHECK(zc_ras_alloc(s, lse * sizeof(float), &mem));
+    ZC_CHECK(zc_ras_keep_take(s->keep, lse * sizeof(float), &mem));
     ra->delta = mem;
     if (ra->tokens > 0) {
         int32_t cu_q[2], cu_kv[2];
@@ -464,12 +460,12 @@ static zc_status_t zc_ras_ring_buffers(zc_ras_t *s)
     for (int i = 0; i < 2; i++) {
         void *mem;
 
-        ZC_CHECK(zc_ras_alloc(s, zc_ra_kv_bytes(ra, most), &s->kv[i]));
+        ZC_CHECK(zc_ras_keep_take(s->keep, zc_ra_kv_bytes(ra, most), &s->kv[i]));
         if (!ra->backward)
             continue;
-        ZC_CHECK(zc_ras_alloc(s, zc_ra_dkv_bytes(ra, most), &mem));
+        ZC_CHECK(zc_ras_keep_take(s->keep, zc_ra_dkv_bytes(ra, most), &mem));
         s->dp[i] = mem;
-        ZC_CHECK(zc_ras_alloc(s, zc_ra_dkv_bytes(ra, most), &mem));
+        ZC_CHECK(zc_ras_keep_take(s->keep, zc_ra_dkv_bytes(ra, most), &mem));
         s->din[i] = mem;
     }
     return ZC_OK;
