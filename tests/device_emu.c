@@ -97,6 +97,12 @@ zc_status_t device_emu_group(zc_comm_h comm, const zc_device_op_t *ops, int nops
             stalled_since = zc_now_ms();
             continue;
         }
+        for (int i = 0; i < nops && st == ZC_OK; i++)
+            if (zc_comm_peer_failed(comm, ops[i].peer))
+                st = zc_error(ZC_ERR_PEER_FAILED, "emulated device: rank %d failed during a "
+                              "group of %d sends and receives", ops[i].peer, nops);
+        if (st != ZC_OK)
+            break;
         if (zc_now_ms() - stalled_since > comm->timeout_ms) {
             st = zc_error(ZC_ERR_TIMEOUT, "emulated device: a group of %d sends and receives "
                           "made no progress for %d ms: the peers' groups do not match (NCCL "
@@ -191,6 +197,7 @@ zc_status_t device_emu_install(zc_comm_h comm)
     if (!dev)
         return zc_error(ZC_ERR_NO_MEMORY, "emulated device: no memory");
     dev->ops = &emu_device_ops;
+    dev->cuda_device = -1;
     st = zc_device_install(comm, dev);
     if (st != ZC_OK)
         free(dev);

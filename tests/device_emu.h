@@ -9,7 +9,9 @@
  *     acknowledges each receive as it lands), so that a group waiting on a
  *     peer's later group hangs here as it would on NCCL: such a deadlock
  *     ends in ZC_ERR_TIMEOUT naming the group instead of passing because
- *     UCX buffered the data. */
+ *     UCX buffered the data;
+ *   - a group waiting on a peer that is gone ends in ZC_ERR_PEER_FAILED,
+ *     as the NCCL backend's waits do (device_nccl.c). */
 #ifndef ZC_TEST_DEVICE_EMU_H
 #define ZC_TEST_DEVICE_EMU_H
 

@@ -1,6 +1,6 @@
 /* The fake of kernels/cuda/cuda_mem.h (see fake_cuda_mem.h).  Only the
- * functions kernels/cuda/staging.c calls are here: a call it gains without
- * a fake fails the test's link. */
+ * functions kernels/cuda/staging.c and src/coll/ring_attn/stream_cuda.c
+ * call are here: a call they gain without a fake fails the tests' link. */
 #include "config.h"
 
 #include <pthread.h>
@@ -72,7 +72,20 @@ void *fake_cuda_last_recorded(void)
 int fake_cuda_live(void)
 {
     return fake_cuda.host_allocs - fake_cuda.host_frees + fake_cuda.dev_allocs -
-           fake_cuda.dev_frees + fake_cuda.event_creates - fake_cuda.event_destroys;
+           fake_cuda.dev_frees + fake_cuda.event_creates - fake_cuda.event_destroys +
+           fake_cuda.stream_creates - fake_cuda.stream_destroys;
+}
+
+/* One stream call in the trace (under the lock). */
+static void fake_trace(char what, void *stream)
+{
+    size_t n = strlen(fake_cuda.trace);
+
+    if (n + 1 < sizeof(fake_cuda.trace)) {
+        fake_cuda.trace_stream[n] = stream;
+        fake_cuda.trace[n] = what;
+        fake_cuda.trace[n + 1] = '\0';
+    }
 }
 
 /* An allocation of `what` counted in *count, or the injected failure. */
@@ -133,6 +146,44 @@ void zc_cuda_free(void *ptr)
     fake_free(ptr, &fake_cuda.dev_frees);
 }
 
+zc_status_t zc_cuda_alloc_async(size_t bytes, void *stream, void **ptr)
+{
+    (void)stream;
+    return fake_alloc(&fake_cuda.fail_dev, "cudaMallocAsync", &fake_cuda.dev_allocs, bytes, 0xee,
+                      ptr);
+}
+
+void zc_cuda_free_async(void *ptr, void *stream)
+{
+    if (!ptr)
+        return;
+    pthread_mutex_lock(&fake_lock);
+    fake_trace('F', stream);
+    pthread_mutex_unlock(&fake_lock);
+    fake_free(ptr, &fake_cuda.dev_frees);
+}
+
+zc_status_t zc_cuda_stream_create(void **stream)
+{
+    return fake_alloc(&fake_cuda.fail_stream, "cudaStreamCreateWithFlags",
+                      &fake_cuda.stream_creates, 16, 0, stream);
+}
+
+void zc_cuda_stream_destroy(void *stream)
+{
+    fake_free(stream, &fake_cuda.stream_destroys);
+}
+
+zc_status_t zc_cuda_stream_wait_event(void *stream, void *event)
+{
+    pthread_mutex_lock(&fake_lock);
+    fake_cuda.stream_waits++;
+    fake_cuda.last_waited = event;
+    fake_trace('W', stream);
+    pthread_mutex_unlock(&fake_lock);
+    return ZC_OK;
+}
+
 zc_status_t zc_cuda_device_get(int *device)
 {
     *device = fake_cuda.device;
@@ -159,6 +210,7 @@ zc_status_t zc_cuda_stream_sync(void *stream)
     (void)stream;
     pthread_mutex_lock(&fake_lock);
     fake_cuda.stream_syncs++;
+    fake_trace('S', stream);
     if (fake_cuda.fail_stream_sync)
         st = fake_fail(&fake_cuda.fail_stream_sync, ZC_ERR_TRANSPORT, "cudaStreamSynchronize");
     else
@@ -183,7 +235,6 @@ zc_status_t zc_cuda_event_record(void *event, void *stream)
     fake_event_t *e = event;
     zc_status_t st = ZC_OK;
 
-    (void)stream;
     pthread_mutex_lock(&fake_lock);
     if (fake_cuda.fail_record) {
         st = fake_fail(&fake_cuda.fail_record, ZC_ERR_TRANSPORT, "cudaEventRecord");
@@ -193,6 +244,7 @@ zc_status_t zc_cuda_event_record(void *event, void *stream)
         e->upto = fake_cuda.copies;
         fake_recorded = e;
         fake_cuda.event_records++;
+        fake_trace('R', stream);
     }
     pthread_mutex_unlock(&fake_lock);
     return st;

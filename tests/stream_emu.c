@@ -13,7 +13,17 @@
 #include "stream_emu.h"
 
 #define EMU_MAX_RANGES 12
-#define EMU_OTHER(s) (1 - (s))
+/* Vector clock slots: the communication stream, then the caller streams. */
+#define EMU_COMM 0
+#define EMU_NSTREAMS (1 + EMU_CALLER_STREAMS)
+
+emu_counts_t emu_counts;
+static int64_t emu_fail_countdown; /* 0: no failure to inject */
+
+void emu_fail_at(int64_t n)
+{
+    emu_fail_countdown = n;
+}
 
 /* Bytes one operation reads or writes. */
 typedef struct {
@@ -37,24 +47,45 @@ typedef struct {
     int64_t knows;  /* the other stream's operations known done before it */
 } emu_op_t;
 
+/* The emulated device of one communicator, kept by the engine between
+ * calls (the `dev` of its operations). */
 typedef struct {
     zc_comm_h comm;
-    int64_t clk[ZC_DS_NSTREAMS];                  /* operations enqueued per stream */
-    int64_t know[ZC_DS_NSTREAMS][ZC_DS_NSTREAMS]; /* [s][t]: t's ops done before s's next */
-    int64_t (*events)[ZC_DS_NSTREAMS];            /* each event's snapshot, -1: unrecorded */
+    int cur;                                      /* this call's compute stream slot */
+    int64_t clk[EMU_NSTREAMS];                    /* operations enqueued per stream */
+    int64_t know[EMU_NSTREAMS][EMU_NSTREAMS];     /* [s][t]: t's ops done before s's next */
+    int64_t (*events)[EMU_NSTREAMS];              /* each event's snapshot, -1: unrecorded */
     int nevents;
     emu_access_t *log;
     size_t nlog, cap_log;
-    emu_op_t *kernels, *transfers;
-    int nkernels, ntransfers, cap_kernels, cap_transfers;
     emu_range_t *allocs;                          /* live allocations */
     int nallocs;
     size_t cap_allocs;
+    int abandoned;                                /* a transfer failed: receives may land */
     zc_status_t race;                             /* the first ordering fault, kept */
     char why[512];
+    /* this call's */
+    emu_op_t *kernels, *transfers;
+    int nkernels, ntransfers, cap_kernels, cap_transfers, records;
     int what_if_native;                           /* emu_what_if's fallbacks */
     char what_if_why[320];
 } emu_t;
+
+/* The slot of one of the engine's streams in this call. */
+static int emu_slot(const emu_t *e, zc_ds_stream_t stream)
+{
+    return stream == ZC_DS_COMM ? EMU_COMM : e->cur;
+}
+
+/* Counted; the injected failure when its turn comes. */
+static zc_status_t emu_op(const char *what)
+{
+    emu_counts.ops++;
+    if (emu_fail_countdown > 0 && --emu_fail_countdown == 0)
+        return zc_error(ZC_ERR_TRANSPORT, "emulated device: %s failed: injected (operation "
+                        "%lld)", what, (long long)emu_counts.ops);
+    return ZC_OK;
+}
 
 /* ---- the race detector ------------------------------------------------- */
 
@@ -93,33 +124,45 @@ static void emu_note(emu_t *e, emu_op_t **v, int *n, int *cap, int stream)
         return;
     }
     *cap = (int)c;
-    (*v)[(*n)++] = (emu_op_t){stream, e->clk[stream], e->know[stream][EMU_OTHER(stream)]};
+    (*v)[(*n)++] = (emu_op_t){stream, e->clk[stream],
+                              e->know[stream][stream == EMU_COMM ? e->cur : EMU_COMM]};
 }
 
-/* Drop the accesses every later operation of the other stream is ordered
- * after (know only grows). */
+/* Drop the accesses that every stream used so far is ordered after (know
+ * only grows). */
 static void emu_prune(emu_t *e)
 {
     size_t keep = 0;
 
     for (size_t i = 0; i < e->nlog; i++) {
         const emu_access_t *a = &e->log[i];
-        if (a->index > e->know[EMU_OTHER(a->stream)][a->stream])
+        int known = 1;
+
+        for (int s = 0; s < EMU_NSTREAMS; s++)
+            if (s != a->stream && e->clk[s] > 0 && e->know[s][a->stream] < a->index)
+                known = 0;
+        if (!known)
             e->log[keep++] = *a;
     }
     e->nlog = keep;
 }
 
-/* One operation on `stream` touching `r`: check it against every access of
- * the other stream not ordered before it, then log it. */
+static const char *emu_stream_name(int slot)
+{
+    static const char *names[EMU_NSTREAMS] = {"comm", "caller 0", "caller 1", "caller 2"};
+
+    return names[slot];
+}
+
+/* One operation on `stream` (a slot) touching `r`: check it against every
+ * access of the other streams not ordered before it, then log it. */
 static void emu_access(emu_t *e, int stream, const char *what, const emu_range_t *r, int nr)
 {
-    int other = EMU_OTHER(stream);
     int64_t index = ++e->clk[stream];
 
     for (size_t i = 0; i < e->nlog; i++) {
         const emu_access_t *a = &e->log[i];
-        if (a->stream != other || a->index <= e->know[stream][other])
+        if (a->stream == stream || a->index <= e->know[stream][a->stream])
             continue;
         for (int k = 0; k < nr; k++) {
             if (r[k].n == 0 || !(r[k].write || a->r.write))
@@ -127,8 +170,8 @@ static void emu_access(emu_t *e, int stream, const char *what, const emu_range_t
             if (r[k].p < a->r.p + a->r.n && a->r.p < r[k].p + r[k].n)
                 emu_fault(e, "race: %s (%s stream, op %lld) and %s (%s stream, op %lld) touch "
                           "the same bytes with no event between them", what,
-                          stream == ZC_DS_COMM ? "comm" : "compute", (long long)index, a->what,
-                          other == ZC_DS_COMM ? "comm" : "compute", (long long)a->index);
+                          emu_stream_name(stream), (long long)index, a->what,
+                          emu_stream_name(a->stream), (long long)a->index);
         }
     }
     if (e->nlog + (size_t)nr > 4096)
@@ -149,8 +192,10 @@ static void emu_access(emu_t *e, int stream, const char *what, const emu_range_t
 static zc_status_t emu_alloc(void *dev, size_t bytes, void **ptr)
 {
     emu_t *e = dev;
-    void *p = malloc(bytes);
+    void *p;
 
+    ZC_CHECK(emu_op("alloc"));
+    p = malloc(bytes);
     if (!p)
         return zc_error(ZC_ERR_NO_MEMORY, "emulated device: cannot allocate %zu bytes", bytes);
     memset(p, 0xa5, bytes); /* device memory starts as garbage */
@@ -159,9 +204,24 @@ static zc_status_t emu_alloc(void *dev, size_t bytes, void **ptr)
         return zc_error(ZC_ERR_NO_MEMORY, "emulated device: cannot track allocations");
     }
     e->allocs[e->nallocs++] = (emu_range_t){p, bytes, 1};
-    emu_access(e, ZC_DS_COMPUTE, "alloc", &(emu_range_t){p, bytes, 1}, 1);
+    emu_counts.allocs++;
+    emu_counts.live++;
+    emu_access(e, e->cur, "alloc", &(emu_range_t){p, bytes, 1}, 1);
     *ptr = p;
     return ZC_OK;
+}
+
+/* Memory the engine gave back: freed, unless a failed transfer may still
+ * write into it (then kept, and counted). */
+static void emu_drop(emu_t *e, int i)
+{
+    if (e->abandoned)
+        emu_counts.leaked++;
+    else
+        free((void *)e->allocs[i].p);
+    emu_counts.frees++;
+    emu_counts.live--;
+    e->allocs[i] = e->allocs[--e->nallocs];
 }
 
 static void emu_free(void *dev, void *ptr)
@@ -171,54 +231,96 @@ static void emu_free(void *dev, void *ptr)
     for (int i = 0; i < e->nallocs; i++) {
         if (e->allocs[i].p != ptr)
             continue;
-        emu_access(e, ZC_DS_COMPUTE, "free", &e->allocs[i], 1);
-        e->allocs[i] = e->allocs[--e->nallocs];
-        if (e->comm->device->failed == ZC_OK)
-            free(ptr); /* else an abandoned receive may still land in it: leak it */
+        emu_access(e, e->cur, "free", &e->allocs[i], 1);
+        emu_drop(e, i);
         return;
     }
     emu_fault(e, "free of %p, which the engine did not allocate", ptr);
 }
 
-static zc_status_t emu_record(void *dev, zc_ds_stream_t stream, int event)
+static void emu_release(void *dev, void *const *blocks, int nblocks, int ended)
 {
     emu_t *e = dev;
 
+    (void)ended; /* every operation ran when it was enqueued */
+    emu_counts.releases++;
+    for (int b = 0; b < nblocks; b++) {
+        int i = 0;
+
+        while (i < e->nallocs && e->allocs[i].p != blocks[b])
+            i++;
+        if (i < e->nallocs)
+            emu_drop(e, i);
+        else
+            fprintf(stderr, "# emulated device: release of %p, which the engine did not "
+                    "allocate\n", blocks[b]);
+    }
+    if (e->nallocs > 0)
+        fprintf(stderr, "# emulated device: released with %d allocations the engine did not "
+                "give back\n", e->nallocs);
+    free(e->allocs);
+    free(e->events);
+    free(e->log);
+    free(e->kernels);
+    free(e->transfers);
+    free(e);
+}
+
+static zc_status_t emu_record(void *dev, zc_ds_stream_t stream, int event)
+{
+    emu_t *e = dev;
+    int s = emu_slot(e, stream);
+
+    ZC_CHECK(emu_op("record"));
     if (event >= e->nevents) {
         int n = event + 64;
-        int64_t(*ev)[ZC_DS_NSTREAMS] = realloc(e->events, (size_t)n * sizeof(*ev));
+        int64_t(*ev)[EMU_NSTREAMS] = realloc(e->events, (size_t)n * sizeof(*ev));
         if (!ev)
             return zc_error(ZC_ERR_NO_MEMORY, "emulated device: %d events", n);
         for (int i = e->nevents; i < n; i++)
-            ev[i][0] = ev[i][1] = -1;
+            for (int t = 0; t < EMU_NSTREAMS; t++)
+                ev[i][t] = -1;
         e->events = ev;
         e->nevents = n;
     }
-    e->events[event][stream] = e->clk[stream];
-    e->events[event][EMU_OTHER(stream)] = e->know[stream][EMU_OTHER(stream)];
+    for (int t = 0; t < EMU_NSTREAMS; t++)
+        e->events[event][t] = t == s ? e->clk[s] : e->know[s][t];
+    e->records++;
     return ZC_OK;
 }
 
 static zc_status_t emu_wait(void *dev, zc_ds_stream_t stream, int event)
 {
     emu_t *e = dev;
-    int other = EMU_OTHER(stream);
+    int s = emu_slot(e, stream);
 
-    if (event >= e->nevents || e->events[event][stream] < 0) {
+    ZC_CHECK(emu_op("wait"));
+    if (event >= e->nevents || e->events[event][0] < 0) {
         emu_fault(e, "event %d waited on before it was recorded", event);
         return zc_error(ZC_ERR_INTERNAL, "emulated device: event %d waited on before it was "
                         "recorded", event);
     }
-    if (e->events[event][other] > e->know[stream][other])
-        e->know[stream][other] = e->events[event][other];
+    for (int t = 0; t < EMU_NSTREAMS; t++)
+        if (t != s && e->events[event][t] > e->know[s][t])
+            e->know[s][t] = e->events[event][t];
     return ZC_OK;
+}
+
+/* A group or routed call that failed may leave receives that still land. */
+static zc_status_t emu_transfer_done(emu_t *e, zc_status_t st)
+{
+    if (st != ZC_OK)
+        e->abandoned = 1;
+    return st;
 }
 
 static zc_status_t emu_group(void *dev, const zc_device_op_t *ops, int nops)
 {
     emu_t *e = dev;
-    emu_range_t *r = calloc((size_t)nops, sizeof(*r));
+    emu_range_t *r;
 
+    ZC_CHECK(emu_op("group"));
+    r = calloc((size_t)nops, sizeof(*r));
     if (!r)
         return zc_error(ZC_ERR_NO_MEMORY, "emulated device: a group of %d", nops);
     for (int i = 0; i < nops; i++)
@@ -229,10 +331,10 @@ static zc_status_t emu_group(void *dev, const zc_device_op_t *ops, int nops)
             if ((r[i].write || r[j].write) && r[i].n && r[j].n && r[i].p < r[j].p + r[j].n &&
                 r[j].p < r[i].p + r[i].n)
                 emu_fault(e, "race: ops %d and %d of one group touch the same bytes", j, i);
-    emu_access(e, ZC_DS_COMM, "group", r, nops);
+    emu_access(e, EMU_COMM, "group", r, nops);
     free(r);
-    emu_note(e, &e->transfers, &e->ntransfers, &e->cap_transfers, ZC_DS_COMM);
-    return zc_device_group(e->comm->device, ops, nops, NULL);
+    emu_note(e, &e->transfers, &e->ntransfers, &e->cap_transfers, EMU_COMM);
+    return emu_transfer_done(e, zc_device_group(e->comm->device, ops, nops, NULL));
 }
 
 static zc_status_t emu_routed(void *dev, const zc_transfer_t *t, int n, const void *sendbuf,
@@ -241,16 +343,18 @@ static zc_status_t emu_routed(void *dev, const zc_transfer_t *t, int n, const vo
     emu_t *e = dev;
     emu_range_t r[2] = {{0}};
 
+    ZC_CHECK(emu_op("routed"));
     for (int i = 0; i < n; i++) {
         if (t[i].src == e->comm->rank)
             r[0] = (emu_range_t){sendbuf, (size_t)t[i].count, 0};
         if (t[i].dst == e->comm->rank)
             r[1] = (emu_range_t){recvbuf, (size_t)t[i].count, 1};
     }
-    emu_access(e, ZC_DS_COMM, "routed call", r, 2);
-    emu_note(e, &e->transfers, &e->ntransfers, &e->cap_transfers, ZC_DS_COMM);
+    emu_access(e, EMU_COMM, "routed call", r, 2);
+    emu_note(e, &e->transfers, &e->ntransfers, &e->cap_transfers, EMU_COMM);
     /* the device form, on the emulated device backend of the communicator */
-    return zc_routed_sendrecv_stream(t, n, sendbuf, recvbuf, ZC_BYTE, e->comm, NULL);
+    return emu_transfer_done(e, zc_routed_sendrecv_stream(t, n, sendbuf, recvbuf, ZC_BYTE,
+                                                          e->comm, NULL));
 }
 
 static size_t emu_rows(const int32_t *cu, int batch)
@@ -308,11 +412,12 @@ static zc_status_t emu_attn(void *dev, zc_ds_pass_t pass, const zc_attn_args_t *
     int n = 0;
 
     *route = ZC_ATTN_NATIVE_CHOSEN;
+    ZC_CHECK(emu_op(pass == ZC_DS_DELTA ? "delta" : "attention"));
     if (pass == ZC_DS_DELTA) {
         r[n++] = (emu_range_t){a->dout, nq * rq * es, 0};
         r[n++] = (emu_range_t){a->out, nq * rq * os, 0};
         r[n++] = (emu_range_t){(const char *)a->delta, nq * hq * sizeof(float), 1};
-        emu_access(e, ZC_DS_COMPUTE, "delta", r, n);
+        emu_access(e, e->cur, "delta", r, n);
         return zc_attn_bwd_delta(a);
     }
     if (zc_attn_backend() == ZC_ATTN_BACKEND_CUDNN)
@@ -333,25 +438,28 @@ static zc_status_t emu_attn(void *dev, zc_ds_pass_t pass, const zc_attn_args_t *
         r[n++] = (emu_range_t){a->dk, nk * rk * gs, 1};
         r[n++] = (emu_range_t){a->dv, nk * rk * gs, 1};
     }
-    emu_access(e, ZC_DS_COMPUTE, pass == ZC_DS_FWD ? "attention forward" : "attention backward",
-               r, n);
-    emu_note(e, &e->kernels, &e->nkernels, &e->cap_kernels, ZC_DS_COMPUTE);
+    emu_access(e, e->cur, pass == ZC_DS_FWD ? "attention forward" : "attention backward", r, n);
+    emu_note(e, &e->kernels, &e->nkernels, &e->cap_kernels, e->cur);
     return pass == ZC_DS_FWD ? zc_attn_fwd(a) : zc_attn_bwd(a);
 }
 
 static zc_status_t emu_copy(void *dev, void *dst, const void *src, size_t bytes)
 {
+    emu_t *e = dev;
     emu_range_t r[2] = {{src, bytes, 0}, {dst, bytes, 1}};
 
-    emu_access(dev, ZC_DS_COMPUTE, "copy", r, 2);
+    ZC_CHECK(emu_op("copy"));
+    emu_access(e, e->cur, "copy", r, 2);
     memcpy(dst, src, bytes);
     return ZC_OK;
 }
 
 static zc_status_t emu_fill(void *dev, float *dst, size_t count, float value)
 {
-    emu_access(dev, ZC_DS_COMPUTE, "fill", &(emu_range_t){(char *)dst, count * sizeof(float), 1},
-               1);
+    emu_t *e = dev;
+
+    ZC_CHECK(emu_op("fill"));
+    emu_access(e, e->cur, "fill", &(emu_range_t){(char *)dst, count * sizeof(float), 1}, 1);
     for (size_t i = 0; i < count; i++)
         dst[i] = value;
     return ZC_OK;
@@ -359,10 +467,12 @@ static zc_status_t emu_fill(void *dev, float *dst, size_t count, float value)
 
 static zc_status_t emu_add(void *dev, float *dst, const float *src, size_t count)
 {
+    emu_t *e = dev;
     emu_range_t r[2] = {{(const char *)src, count * sizeof(float), 0},
                         {(char *)dst, count * sizeof(float), 1}};
 
-    emu_access(dev, ZC_DS_COMPUTE, "add", r, 2);
+    ZC_CHECK(emu_op("add"));
+    emu_access(e, e->cur, "add", r, 2);
     for (size_t i = 0; i < count; i++)
         dst[i] += src[i];
     return ZC_OK;
@@ -371,25 +481,39 @@ static zc_status_t emu_add(void *dev, float *dst, const float *src, size_t count
 static zc_status_t emu_convert(void *dev, const void *src, zc_datatype_t src_dtype, int64_t count,
                                zc_datatype_t dst_dtype, void *dst)
 {
+    emu_t *e = dev;
     emu_range_t r[2] = {{src, (size_t)count * zc_datatype_size(src_dtype), 0},
                         {dst, (size_t)count * zc_datatype_size(dst_dtype), 1}};
 
-    emu_access(dev, ZC_DS_COMPUTE, "convert", r, 2);
+    ZC_CHECK(emu_op("convert"));
+    emu_access(e, e->cur, "convert", r, 2);
     return zc_attn_convert(src, src_dtype, count, dst_dtype, dst);
 }
 
 static const zc_ds_ops_t emu_ops = {
-    .alloc = emu_alloc, .free = emu_free, .record = emu_record, .wait = emu_wait,
-    .group = emu_group, .routed = emu_routed, .attn = emu_attn, .copy = emu_copy,
-    .fill = emu_fill, .add = emu_add, .convert = emu_convert,
+    .alloc = emu_alloc, .free = emu_free, .release = emu_release, .record = emu_record,
+    .wait = emu_wait, .group = emu_group, .routed = emu_routed, .attn = emu_attn,
+    .copy = emu_copy, .fill = emu_fill, .add = emu_add, .convert = emu_convert,
 };
+
+static zc_status_t emu_make(zc_comm_h comm, void **dev)
+{
+    emu_t *e = calloc(1, sizeof(*e));
+
+    if (!e)
+        return zc_error(ZC_ERR_NO_MEMORY, "emulated device: no memory");
+    e->comm = comm;
+    emu_counts.devices++;
+    *dev = e;
+    return ZC_OK;
+}
 
 /* ---- a call ------------------------------------------------------------- */
 
 /* The emulated device holds host memory: the host engine's dtypes. */
-static zc_status_t emu_check(const zc_ring_attn_args_t *a, int backward)
+static zc_status_t emu_check(zc_comm_h comm, const zc_ring_attn_args_t *a, int backward)
 {
-    (void)backward;
+    (void)comm, (void)backward;
     ZC_ARG_CHECK(a->dtype == ZC_FLOAT32 || a->dtype == ZC_BFLOAT16,
                  "dtype: %s, must be float32 or bfloat16", zc_datatype_name(a->dtype));
     return ZC_OK;
@@ -408,7 +532,7 @@ static void emu_caller(emu_t *e, const zc_ring_attn_args_t *a, int64_t tokens)
         {a->dout, a->dout ? rq : 0, 1}, {a->dq, a->dq ? rq : 0, 1}, {a->dk, a->dk ? rk : 0, 1},
         {a->dv, a->dv ? rk : 0, 1}};
 
-    emu_access(e, ZC_DS_COMPUTE, "the caller's work before the call", r, 9);
+    emu_access(e, e->cur, "the caller's work before the call", r, 9);
 }
 
 static void emu_summary(const emu_t *e, emu_report_t *rep)
@@ -417,7 +541,7 @@ static void emu_summary(const emu_t *e, emu_report_t *rep)
     rep->what_if_native = e->what_if_native;
     snprintf(rep->what_if_why, sizeof(rep->what_if_why), "%s", e->what_if_why);
     rep->transfers = e->ntransfers;
-    rep->events = e->nevents;
+    rep->events = e->records;
     rep->overlapped = 0;
     for (int c = 0; c < e->ntransfers; c++) {
         const emu_op_t *t = &e->transfers[c];
@@ -432,35 +556,64 @@ static void emu_summary(const emu_t *e, emu_report_t *rep)
     }
 }
 
-zc_status_t emu_ring_attn(zc_comm_h comm, zc_plan_h plan, const zc_ring_attn_args_t *args,
-                          int backward, emu_report_t *report)
+/* A new call on caller stream `stream`: its own counts, the events of the
+ * previous call but ZC_DS_EVENT_END unrecorded (each is recorded before it
+ * is waited on within a call). */
+static void emu_call_start(emu_t *e, int stream)
+{
+    e->cur = 1 + stream;
+    e->race = ZC_OK;
+    e->nkernels = e->ntransfers = e->records = e->what_if_native = 0;
+    e->what_if_why[0] = '\0';
+    for (int i = ZC_DS_EVENT_END + 1; i < e->nevents; i++)
+        for (int t = 0; t < EMU_NSTREAMS; t++)
+            e->events[i][t] = -1;
+}
+
+zc_status_t emu_ring_attn_on(zc_comm_h comm, zc_plan_h plan, const zc_ring_attn_args_t *args,
+                             int backward, int stream, emu_report_t *report)
 {
     zc_ra_ctx_t ctx = {.comm = comm, .plan = plan, .args = args, .backward = backward};
-    emu_t e = {.comm = comm};
+    zc_ras_keep_t *keep;
+    emu_t *e;
     zc_status_t st;
 
     zc_error_clear();
+    if (stream < 0 || stream >= EMU_CALLER_STREAMS)
+        return zc_error(ZC_ERR_INVALID_ARG, "stream: %d, the emulated device has %d", stream,
+                        EMU_CALLER_STREAMS);
     ZC_CHECK(zc_ra_begin(&ctx, emu_check, 1));
     if (!comm->device)
         return zc_error(ZC_ERR_INVALID_ARG, "comm: no emulated device (device_emu_install)");
-    emu_caller(&e, args, ctx.tokens);
-    st = zc_ra_stream_run(&ctx, &emu_ops, &e);
-    if (st == ZC_OK && e.know[ZC_DS_COMPUTE][ZC_DS_COMM] < e.clk[ZC_DS_COMM])
-        emu_fault(&e, "the call returned with %lld transfers not ordered before the rest of "
-                  "the caller's stream", (long long)(e.clk[ZC_DS_COMM] -
-                                                     e.know[ZC_DS_COMPUTE][ZC_DS_COMM]));
-    if (st == ZC_OK && e.nallocs > 0)
-        emu_fault(&e, "the call returned with %d device allocations not freed", e.nallocs);
-    if (st == ZC_OK && e.race != ZC_OK)
-        st = zc_error(e.race, "stream schedule: %s", e.why);
+    ZC_CHECK(zc_ras_keep_get(comm, &emu_ops, emu_make, &keep));
+    e = zc_ras_keep_dev(keep);
+    emu_call_start(e, stream);
+    emu_caller(e, args, ctx.tokens);
+    st = zc_ra_stream_run(&ctx, keep);
+    if (st != ZC_OK) { /* the engine released its state, e with it */
+        if (report)
+            memset(report, 0, sizeof(*report));
+        return st;
+    }
+    if (e->know[e->cur][EMU_COMM] < e->clk[EMU_COMM])
+        emu_fault(e, "the call returned with %lld transfers not ordered before the rest of "
+                  "the caller's stream", (long long)(e->clk[EMU_COMM] -
+                                                     e->know[e->cur][EMU_COMM]));
+    if (e->nallocs > 1)
+        emu_fault(e, "the call returned with %d device allocations kept (the engine keeps at "
+                  "most one between calls)", e->nallocs);
+    if (e->nallocs != zc_ras_keep_blocks(keep))
+        emu_fault(e, "%d device allocations live, the engine holds %d", e->nallocs,
+                  zc_ras_keep_blocks(keep));
+    if (e->race != ZC_OK)
+        st = zc_error(e->race, "stream schedule: %s", e->why);
     if (report)
-        emu_summary(&e, report);
-    for (int i = 0; i < e.nallocs && comm->device->failed == ZC_OK; i++)
-        free((void *)e.allocs[i].p);
-    free(e.allocs);
-    free(e.events);
-    free(e.log);
-    free(e.kernels);
-    free(e.transfers);
+        emu_summary(e, report);
     return st;
+}
+
+zc_status_t emu_ring_attn(zc_comm_h comm, zc_plan_h plan, const zc_ring_attn_args_t *args,
+                          int backward, emu_report_t *report)
+{
+    return emu_ring_attn_on(comm, plan, args, backward, 0, report);
 }

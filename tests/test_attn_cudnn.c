@@ -1,7 +1,8 @@
 /* The cuDNN attention backend (kernels/cudnn/attn_cudnn.h) where it can be
  * tested without a GPU: the ZC_ATTN_BACKEND switch, the routing decision
  * (shape -> cudnn or native, with the reason), the graph-cache keys and
- * table (its bound), the argument checks, the cuDNN status conversion and
+ * table (its bound), its lookup by threads (a build does not hold up the
+ * callers of graphs already built), the argument checks, the cuDNN status conversion and
  * the feature bit, and every kind of graph as cuDNN takes it: tensors,
  * operations and the operation graph finalized without a handle, and
  * cuDNN's engine heuristics asked, without a GPU, whether an engine takes
@@ -16,9 +17,11 @@
 #include "config.h"
 
 #include <math.h>
+#include <pthread.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "kernels/cuda/cuda_check.h"
 #include "kernels/cudnn/attn_cudnn.h"
@@ -860,11 +863,176 @@ static void test_gpu(void)
 #endif
 }
 
+/* ---- builds outside the cache's lock ------------------------------------ */
+
+/* Graphs are tokens here; one key's build waits until the test lets it
+ * finish, so that what others can do meanwhile is seen without timing. */
+typedef struct {
+    pthread_mutex_t m;
+    pthread_cond_t c;
+    int building, go, builds, destroyed, other_done, fail;
+    int inserted_meanwhile;     /* the slow build puts another caller's graph in first */
+    pthread_mutex_t lock, build_lock;
+    zc_cudnn_cache_locks_t locks;
+    zc_cudnn_cache_t cache;
+    zc_cudnn_key_t slow, other;
+    zc_cudnn_entry_t *got[3];
+    zc_status_t st[3];
+} lk_t;
+
+static lk_t lk = {.m = PTHREAD_MUTEX_INITIALIZER, .c = PTHREAD_COND_INITIALIZER,
+                  .lock = PTHREAD_MUTEX_INITIALIZER, .build_lock = PTHREAD_MUTEX_INITIALIZER};
+static int lk_token_other; /* the graph another caller put in */
+
+static zc_status_t lk_build(void *arg, const zc_cudnn_key_t *key, void **graph)
+{
+    lk_t *t = arg;
+
+    pthread_mutex_lock(&t->m);
+    t->builds++;
+    if (t->fail) {
+        pthread_mutex_unlock(&t->m);
+        return ZC_ERR_NO_MEMORY;
+    }
+    if (zc_cudnn_key_equal(key, &t->slow)) {
+        t->building = 1;
+        pthread_cond_broadcast(&t->c);
+        while (!t->go)
+            pthread_cond_wait(&t->c, &t->m);
+    }
+    pthread_mutex_unlock(&t->m);
+    if (t->inserted_meanwhile) { /* the cache's lock is free during a build */
+        zc_cudnn_entry_t *e;
+
+        if (pthread_mutex_trylock(&t->lock) != 0)
+            return ZC_ERR_INTERNAL; /* held: this thread's own, it would never come free */
+        e = zc_cudnn_cache_get(&t->cache, key);
+        e->graph = &lk_token_other;
+        e->state = 1;
+        pthread_mutex_unlock(&t->lock);
+    }
+    *graph = malloc(16);
+    return *graph ? ZC_OK : ZC_ERR_NO_MEMORY;
+}
+
+static void lk_destroy(void *graph)
+{
+    lk.destroyed++;
+    if (graph != &lk_token_other)
+        free(graph);
+}
+
+/* Thread i looks up `key` as a backend call would: under the lock. */
+static void lk_lookup(int i, const zc_cudnn_key_t *key)
+{
+    pthread_mutex_lock(&lk.lock);
+    lk.st[i] = zc_cudnn_cache_lookup(&lk.cache, &lk.locks, key, lk_build, lk_destroy, &lk,
+                                     &lk.got[i]);
+    pthread_mutex_unlock(&lk.lock);
+}
+
+static void *lk_slow(void *arg)
+{
+    lk_lookup((int)(intptr_t)arg, &lk.slow);
+    return NULL;
+}
+
+static void *lk_other(void *arg)
+{
+    (void)arg;
+    lk_lookup(1, &lk.other);
+    pthread_mutex_lock(&lk.m);
+    lk.other_done = 1;
+    pthread_cond_broadcast(&lk.c);
+    pthread_mutex_unlock(&lk.m);
+    return NULL;
+}
+
+/* Wait (a guard against a hang, not a timing) until *flag is set. */
+static int lk_wait(int *flag)
+{
+    struct timespec until;
+    int rc = 0;
+
+    clock_gettime(CLOCK_REALTIME, &until);
+    until.tv_sec += 60;
+    pthread_mutex_lock(&lk.m);
+    while (!*flag && rc == 0)
+        rc = pthread_cond_timedwait(&lk.c, &lk.m, &until);
+    pthread_mutex_unlock(&lk.m);
+    return *flag;
+}
+
+static void lk_go(void)
+{
+    pthread_mutex_lock(&lk.m);
+    lk.go = 1;
+    pthread_cond_broadcast(&lk.c);
+    pthread_mutex_unlock(&lk.m);
+}
+
+static void test_lookup(void)
+{
+    pthread_t a, b, c;
+    int served, built;
+
+    lk.locks = (zc_cudnn_cache_locks_t){&lk.lock, &lk.build_lock, 4};
+    lk.slow = lk.other = (zc_cudnn_key_t){.direction = ZC_CUDNN_FWD, .dtype = ZC_BFLOAT16,
+                                          .heads_q = 8, .heads_kv = 2, .head_dim = 64,
+                                          .mask = ZC_CUDNN_MASK_CAUSAL, .segments = 2,
+                                          .max_q = 128, .max_kv = 128};
+    lk.slow.head_dim = 128;
+    lk_lookup(1, &lk.other);
+    ok(lk.st[1] == ZC_OK && lk.got[1] && lk.got[1]->state == 1 && lk.builds == 1,
+       "lookup: a new key is built and put in");
+    pthread_create(&a, NULL, lk_slow, (void *)(intptr_t)0);
+    built = lk_wait(&lk.building);
+    pthread_create(&b, NULL, lk_other, NULL);
+    served = built && lk_wait(&lk.other_done);
+    ok(built && served && !lk.go && lk.st[1] == ZC_OK && lk.got[1]->state == 1,
+       "lookup: while a new graph builds, a graph already built is served (the cache's lock "
+       "is not held during a build)");
+    pthread_create(&c, NULL, lk_slow, (void *)(intptr_t)2);
+    lk_go();
+    pthread_join(a, NULL);
+    pthread_join(b, NULL);
+    pthread_join(c, NULL);
+    ok(lk.st[0] == ZC_OK && lk.st[2] == ZC_OK && lk.got[0] == lk.got[2] &&
+           lk.got[0]->state == 1 && lk.builds == 2 && lk.destroyed == 0,
+       "lookup: two callers of the same new key: one build, one entry (%d builds)",
+       lk.builds);
+
+    /* another caller's graph went in during our build: ours is discarded */
+    lk.inserted_meanwhile = 1;
+    lk.other.segments = 4;
+    lk_lookup(1, &lk.other);
+    lk.inserted_meanwhile = 0;
+    ok(lk.st[1] == ZC_OK && lk.got[1]->graph == &lk_token_other && lk.destroyed == 1,
+       "lookup: a graph put in during the build is kept, the one built discarded");
+    lk.fail = 1;
+    lk.other.segments = 8;
+    lk_lookup(1, &lk.other);
+    lk.fail = 0;
+    pthread_mutex_lock(&lk.lock);
+    ok(lk.st[1] == ZC_ERR_NO_MEMORY && !zc_cudnn_cache_find(&lk.cache, &lk.other),
+       "lookup: a build that fails puts nothing in and says why");
+    pthread_mutex_unlock(&lk.lock);
+    for (int i = 0; i < 6; i++) {
+        lk.other.segments = 16 << i;
+        lk_lookup(1, &lk.other);
+    }
+    ok(lk.cache.count == 4 && lk.got[1] == zc_cudnn_cache_find(&lk.cache, &lk.other),
+       "lookup: bounded to 4 entries, the least recently used going first (%zu)",
+       lk.cache.count);
+    zc_cudnn_cache_clear(&lk.cache, lk_destroy);
+}
+
 int main(void)
 {
     test_switch();
     test_decide();
     test_keys();
+    test_lookup();
     test_graphs();
     test_checks();
     test_gpu();

@@ -15,8 +15,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "device_emu.h"
-#include "mp.h"
+#include "emu_comm.h"
 #include "rails_lo.h"
 #include "stream_cases.h"
 #include "src/core/comm.h"
@@ -28,18 +27,6 @@
 static int have_rails;
 
 
-/* Ranks of the first half on node a, the rest on node b; the emulated
- * device installed. */
-static int init(int rank, int nranks, int timeout_ms, zc_comm_h *comm)
-{
-    zc_config_t config = ZC_CONFIG_INITIALIZER;
-
-    config.timeout_ms = timeout_ms;
-    config.node_id = rank < nranks / 2 ? "emu-node-a" : "emu-node-b";
-    MP_CHECK(mp_comm_init(rank, nranks, &config, comm) == ZC_OK, "init");
-    MP_CHECK(device_emu_install(*comm) == ZC_OK, "install: %s", zc_get_last_error());
-    return 0;
-}
 
 /* Both ranks of a crossing case hold their communicators until both have
  * their result: one that timed out first and left would otherwise be a
@@ -68,7 +55,7 @@ static int rank_crossing_sends(int rank, int nranks, void *arg)
     zc_comm_h comm;
     zc_status_t st;
 
-    if (init(rank, nranks, c->one_group ? 30000 : 1500, &comm))
+    if (emu_comm_init(rank, nranks, c->one_group ? 30000 : 1500, &comm))
         return 1;
     st = device_emu_group(comm, ops, c->one_group ? 2 : 1);
     crossing_rendezvous(c->waiting);
@@ -90,7 +77,7 @@ static int emu_init(int rank, int nranks, int timeout_ms, zc_comm_h *comm, void 
     int nrails = 0;
 
     *stream = NULL;
-    if (init(rank, nranks, timeout_ms, comm))
+    if (emu_comm_init(rank, nranks, timeout_ms, comm))
         return 1;
     zc_comm_rail_count(*comm, &nrails);
     MP_CHECK(!have_rails || nrails == 4, "4 rails (got %d)", nrails);

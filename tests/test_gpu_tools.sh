@@ -31,15 +31,15 @@ fi
 
 bash -n "$top/tests/gpu/validate.sh"
 result $? "tests/gpu/validate.sh parses (bash -n)"
-# bash -n does not see a call of a function that is not defined: the step
-# helpers (tap_step, perf_step, ring_perf...) a line starts with
-missing=
-for f in $(grep -oE '^[[:space:]]*[a-z_]+_(step|perf)[[:space:]]' "$top/tests/gpu/validate.sh" |
-    sort -u); do
-    grep -qE "^$f\(\) \{" "$top/tests/gpu/validate.sh" || missing="$missing $f"
-done
+# bash -n does not see a command that is nowhere: every word that starts
+# a command line of validate.sh is a builtin, a program here or one of its
+# functions
+missing=$(bash -c 'for f in $(grep -oE "^[[:space:]]*[a-z_]+([[:space:]]|\$)" "$1" |
+                             tr -d " \t" | sort -u); do
+                     type "$f" >/dev/null 2>&1 || grep -qE "^$f\(\) \{" "$1" || printf "%s " "$f"
+                   done' _ "$top/tests/gpu/validate.sh")
 [ -z "$missing" ]
-result $? "tests/gpu/validate.sh defines every step helper it calls (missing:${missing:- none})"
+result $? "validate.sh defines every function it calls (missing: ${missing:-none})"
 if [ $gpu -eq 0 ]; then
     out=$(ZC_GPU_BUILD="$tmp/build-gpu" bash "$top/tests/gpu/validate.sh" "$tmp/report" 2>&1)
     rc=$?
@@ -88,10 +88,17 @@ if [ $gpu -eq 0 ]; then
     rc=$?
     [ $rc -eq 2 ] && grep -q "no CUDA device" "$tmp/ring"
     result $? "zc_ring_attn_perf -G with validate.sh's options, one rank, no device: says so, exit 2 ($rc)"
+    ZC_RANK=0 ZC_SIZE=1 ZC_LOCAL_RANK=0 ZC_MASTER_ADDR=127.0.0.1 ZC_MASTER_PORT=$((29500 + $$ % 1000)) \
+        timeout 60 ./tools/zc_ring_attn_perf -G -d bfloat16 -H 16 -K 4 -A 128 -D arxiv -b 1K \
+        -e 1K -n 20 -w 3 -v >"$tmp/ring" 2>&1
+    rc=$?
+    [ $rc -eq 2 ] && grep -q "no CUDA device" "$tmp/ring"
+    result $? "zc_ring_attn_perf -G with validate.sh's per-call options, one rank, no device: says so, exit 2 ($rc)"
 else
     skip "a GPU is here: zc_attn_perf -G would run"
     skip "a GPU is here: zc_attn_perf -G would run"
     skip "a GPU is here: zc_ring_attn_perf -G would run"
+    skip "a GPU is here: zc_ring_attn_perf -G (per call) would run"
 fi
 python=${ZC_PYTHON3:-/usr/bin/python3}
 if "$python" -c 'import torch' 2>/dev/null; then

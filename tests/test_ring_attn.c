@@ -44,6 +44,7 @@
 #include "mp.h"
 #include "src/core/comm.h"
 #include "rails_lo.h"
+#include "ring_attn_modes.h"
 #include "device_emu.h"
 #include "stream_emu.h"
 #include "tap.h"
@@ -52,7 +53,6 @@
 
 #define MAX_BATCHES 10
 #define NSHAPES 2
-#define NMODES 4
 #define MAX_CASES (MAX_BATCHES * NSHAPES * NMODES)
 #define MAX_RANKS 8
 #define MAX_SEQS 256
@@ -60,19 +60,6 @@
 #define TOKENS_PER_RANK 256  /* batch size per rank */
 #define PAD_ROWS 3           /* rows past the plan's tokens, must stay untouched */
 #define CASE_TIMEOUT_S 120
-
-typedef struct {
-    const char *name;
-    zc_ring_attn_mode_t mode;
-    unsigned plan_flags;
-} mode_cfg_t;
-
-static const mode_cfg_t modes[NMODES] = {
-    {"zeppelin", ZC_RING_ATTN_ZEPPELIN, 0},
-    {"routing", ZC_RING_ATTN_ZEPPELIN, ZC_PLAN_EVEN_SPLIT},
-    {"te_cp", ZC_RING_ATTN_TE_CP, ZC_PLAN_EVEN_SPLIT},
-    {"llama_cp", ZC_RING_ATTN_LLAMA_CP, ZC_PLAN_EVEN_SPLIT},
-};
 
 typedef struct {
     int hq, hkv, d;

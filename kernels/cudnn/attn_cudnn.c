@@ -5,8 +5,15 @@
  * Per device: a handle, the graph cache (bounded: ZC_CUDNN_MAX_GRAPHS,
  * the least recently used going first) and one scratch buffer kept across
  * calls (grown, never shrunk), all behind the device's own lock, so that
- * building a graph (heuristics, plan: milliseconds) on one device never
- * holds up another.  The scratch is ordered across streams by an event:
+ * one device never holds up another.  A graph is built (heuristics, kernel
+ * compilation: milliseconds to seconds) outside that lock, on a second
+ * handle of the device behind a lock of its own, then put in the cache
+ * (zc_cudnn_cache_lookup): the calls of graphs already built go on during
+ * a build.  A plan built on one handle runs on the other: an execution
+ * plan carries its device's properties, not its handle (cuDNN 9.8 even
+ * builds plans without a handle, cudnn-frontend's deviceless compilation,
+ * and runs them on any handle of such a device).  The scratch is ordered
+ * across streams by an event:
  * a call on another stream than the previous one waits for that one's end
  * of use, so that no call allocates device memory once the largest shape
  * has run (the int32 arrays go through the pinned staging pool).
@@ -43,8 +50,10 @@
 
 typedef struct {
     pthread_mutex_t lock;
+    pthread_mutex_t build_lock;
     int ready;
     cudnnHandle_t handle;
+    cudnnHandle_t build_handle; /* for builds, under build_lock */
     zc_cudnn_cache_t cache;
     void *scratch;            /* device memory kept across calls */
     size_t scratch_bytes;
@@ -69,6 +78,7 @@ static zc_status_t zc_cudnn_device_lock(zc_cudnn_device_t **out)
     pthread_mutex_lock(&zc_cudnn_devices_lock);
     if (!d->ready) {
         pthread_mutex_init(&d->lock, NULL);
+        pthread_mutex_init(&d->build_lock, NULL);
         d->ready = 1;
     }
     pthread_mutex_unlock(&zc_cudnn_devices_lock);
@@ -93,11 +103,14 @@ void zc_cudnn_attn_release(void)
 
         if (!d->ready)
             continue;
+        pthread_mutex_lock(&d->build_lock);
         pthread_mutex_lock(&d->lock);
         zc_cudnn_cache_clear(&d->cache, zc_cd_graph_destroy);
         if (d->handle)
             cudnnDestroy(d->handle);
-        d->handle = NULL;
+        if (d->build_handle)
+            cudnnDestroy(d->build_handle);
+        d->handle = d->build_handle = NULL;
         if (d->done)
             zc_cuda_event_sync(d->done);
         zc_cuda_free(d->scratch);
@@ -106,49 +119,59 @@ void zc_cudnn_attn_release(void)
         d->scratch_bytes = 0;
         d->done = d->done_on = NULL;
         pthread_mutex_unlock(&d->lock);
+        pthread_mutex_unlock(&d->build_lock);
     }
 }
 
-/* The built graph of key, or *graph NULL where cuDNN cannot build it (one
- * INFO line per shape).  Under the device's lock. */
+/* Build key's graph on the device's build handle (zc_cudnn_build_t; under
+ * its build lock): NULL where cuDNN cannot build it (one INFO line per
+ * shape). */
+static zc_status_t zc_cudnn_build(void *arg, const zc_cudnn_key_t *key, void **out)
+{
+    zc_cudnn_device_t *d = arg;
+    zc_cd_graph_t *g;
+    char shape[160];
+    zc_status_t st;
+
+    *out = NULL;
+    if (!d->build_handle) {
+        cudnnStatus_t cs = cudnnCreate(&d->build_handle);
+
+        if (cs != CUDNN_STATUS_SUCCESS) {
+            d->build_handle = NULL;
+            return zc_cudnn_status((int)cs, "cudnnCreate");
+        }
+    }
+    g = calloc(1, sizeof(*g));
+    if (!g)
+        return zc_error(ZC_ERR_NO_MEMORY, "cuDNN backend: graph");
+    st = zc_cd_graph_ops(g, key);
+    if (st == ZC_OK)
+        st = zc_cd_graph_plan(g, d->build_handle);
+    if (st != ZC_OK) {
+        zc_cd_graph_destroy(g);
+        zc_log_info("ZC_ATTN_BACKEND=cudnn: %s runs on the native kernels: %s",
+                    zc_cudnn_key_str(key, shape, sizeof(shape)), zc_get_last_error());
+        zc_error_clear();
+        return ZC_OK;
+    }
+    zc_log_debug("cuDNN SDPA graph built: %s, workspace %lld bytes",
+                 zc_cudnn_key_str(key, shape, sizeof(shape)), (long long)g->workspace);
+    *out = g;
+    return ZC_OK;
+}
+
+/* The built graph of key, or *graph NULL where cuDNN cannot build it.
+ * Under the device's lock, which the build releases meanwhile. */
 static zc_status_t zc_cudnn_graph(zc_cudnn_device_t *d, const zc_cudnn_key_t *key,
                                   zc_cd_graph_t **graph)
 {
+    const zc_cudnn_cache_locks_t locks = {&d->lock, &d->build_lock, ZC_CUDNN_MAX_GRAPHS};
     zc_cudnn_entry_t *e;
-    char shape[160];
 
     *graph = NULL;
-    e = zc_cudnn_cache_find(&d->cache, key);
-    if (!e) {
-        while (d->cache.count >= ZC_CUDNN_MAX_GRAPHS &&
-               zc_cudnn_cache_evict(&d->cache, zc_cd_graph_destroy))
-            ;
-    }
-    e = zc_cudnn_cache_get(&d->cache, key);
-    if (!e)
-        return zc_error(ZC_ERR_NO_MEMORY, "cuDNN backend: graph cache entry");
-    if (e->state == 0) {
-        zc_cd_graph_t *g = calloc(1, sizeof(*g));
-        zc_status_t st;
-
-        if (!g)
-            return zc_error(ZC_ERR_NO_MEMORY, "cuDNN backend: graph");
-        st = zc_cd_graph_ops(g, key);
-        if (st == ZC_OK)
-            st = zc_cd_graph_plan(g, d->handle);
-        if (st == ZC_OK) {
-            e->graph = g;
-            e->state = 1;
-            zc_log_debug("cuDNN SDPA graph built: %s, workspace %lld bytes",
-                         zc_cudnn_key_str(key, shape, sizeof(shape)), (long long)g->workspace);
-        } else {
-            zc_cd_graph_destroy(g);
-            e->state = -1;
-            zc_log_info("ZC_ATTN_BACKEND=cudnn: %s runs on the native kernels: %s",
-                        zc_cudnn_key_str(key, shape, sizeof(shape)), zc_get_last_error());
-            zc_error_clear();
-        }
-    }
+    ZC_CHECK(zc_cudnn_cache_lookup(&d->cache, &locks, key, zc_cudnn_build, zc_cd_graph_destroy,
+                                   d, &e));
     *graph = e->state > 0 ? e->graph : NULL;
     return ZC_OK;
 }

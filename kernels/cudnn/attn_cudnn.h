@@ -46,6 +46,7 @@
 #ifndef ZC_KERNELS_CUDNN_ATTN_CUDNN_H
 #define ZC_KERNELS_CUDNN_ATTN_CUDNN_H
 
+#include <pthread.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -139,7 +140,8 @@ const char *zc_cudnn_key_str(const zc_cudnn_key_t *key, char *buf, size_t len);
  * built (1), could not be (-1: fall back), or not yet (0).  Entries never
  * move; one goes away only through zc_cudnn_cache_evict (the least
  * recently used, to keep the cache bounded) or zc_cudnn_cache_clear.  Not
- * locked (the backend holds its lock around it). */
+ * locked (the backend holds its lock around it; zc_cudnn_cache_lookup
+ * releases it while it builds). */
 #define ZC_CUDNN_MAX_GRAPHS 64  /* per device; past it the least recently used goes */
 
 typedef struct {
@@ -167,6 +169,32 @@ zc_cudnn_entry_t *zc_cudnn_cache_find(const zc_cudnn_cache_t *cache, const zc_cu
 int zc_cudnn_cache_evict(zc_cudnn_cache_t *cache, void (*destroy)(void *graph));
 /* Free every entry, calling destroy(entry->graph) on the built ones. */
 void zc_cudnn_cache_clear(zc_cudnn_cache_t *cache, void (*destroy)(void *graph));
+
+/* The locks of a cache shared by threads: `lock` guards the cache (and
+ * what its callers do with an entry's graph), `build_lock` lets one build
+ * run at a time; `max` bounds the entries. */
+typedef struct {
+    pthread_mutex_t *lock;
+    pthread_mutex_t *build_lock;
+    size_t max;
+} zc_cudnn_cache_locks_t;
+
+/* Build key's graph into *graph (NULL: it cannot be built, its calls fall
+ * back), or an error (nothing of it kept). */
+typedef zc_status_t (*zc_cudnn_build_t)(void *arg, const zc_cudnn_key_t *key, void **graph);
+
+/* The entry of `key`, built when the cache has none.  Called with
+ * locks->lock held, and returns with it held.  A build runs with `lock`
+ * released and `build_lock` held: callers of graphs already built go on
+ * meanwhile, and a caller of the same new key waits for the build and
+ * takes its result.  The graph built goes in unless one is there already
+ * (then it is destroyed), past `max` entries the least recently used going
+ * first; the entry returned is the most recently used.  When build fails,
+ * nothing goes in and its status is returned. */
+zc_status_t zc_cudnn_cache_lookup(zc_cudnn_cache_t *cache, const zc_cudnn_cache_locks_t *locks,
+                                  const zc_cudnn_key_t *key, zc_cudnn_build_t build,
+                                  void (*destroy)(void *graph), void *arg,
+                                  zc_cudnn_entry_t **entry);
 
 /* The arguments of one call of the backend: pass 0 or 1, and the
  * pointers that pass needs (see zc_attn_fwd_stream(3)); ZC_ERR_INVALID_ARG

@@ -376,6 +376,65 @@ void zc_cudnn_cache_clear(zc_cudnn_cache_t *cache, void (*destroy)(void *graph))
     cache->count = 0;
 }
 
+/* Key's graph built: into the cache, or destroyed for one already there
+ * (someone else's). */
+static zc_status_t zc_cudnn_cache_put(zc_cudnn_cache_t *cache, size_t max,
+                                      const zc_cudnn_key_t *key, void *graph,
+                                      void (*destroy)(void *graph))
+{
+    zc_cudnn_entry_t *e = zc_cudnn_cache_find(cache, key);
+
+    if (e && e->state != 0) {
+        if (graph && destroy)
+            destroy(graph);
+        return ZC_OK;
+    }
+    while (!e && cache->count >= max && zc_cudnn_cache_evict(cache, destroy))
+        ;
+    e = zc_cudnn_cache_get(cache, key);
+    if (!e) {
+        if (graph && destroy)
+            destroy(graph);
+        return zc_error(ZC_ERR_NO_MEMORY, "cuDNN backend: graph cache entry");
+    }
+    e->graph = graph;
+    e->state = graph ? 1 : -1;
+    return ZC_OK;
+}
+
+zc_status_t zc_cudnn_cache_lookup(zc_cudnn_cache_t *cache, const zc_cudnn_cache_locks_t *locks,
+                                  const zc_cudnn_key_t *key, zc_cudnn_build_t build,
+                                  void (*destroy)(void *graph), void *arg,
+                                  zc_cudnn_entry_t **out)
+{
+    zc_cudnn_entry_t *e = zc_cudnn_cache_find(cache, key);
+    zc_status_t st = ZC_OK;
+
+    if (!e || e->state == 0) {
+        /* built outside `lock`, so that the callers of graphs already
+         * built go on; in before the next build starts, so that the next
+         * caller of the key finds it */
+        pthread_mutex_unlock(locks->lock);
+        pthread_mutex_lock(locks->build_lock);
+        pthread_mutex_lock(locks->lock);
+        e = zc_cudnn_cache_find(cache, key); /* built while we waited for our turn? */
+        if (!e || e->state == 0) {
+            void *graph = NULL;
+
+            pthread_mutex_unlock(locks->lock);
+            st = build(arg, key, &graph);
+            pthread_mutex_lock(locks->lock);
+            if (st == ZC_OK)
+                st = zc_cudnn_cache_put(cache, locks->max, key, graph, destroy);
+        }
+        pthread_mutex_unlock(locks->build_lock);
+        if (st != ZC_OK)
+            return st;
+    }
+    *out = zc_cudnn_cache_get(cache, key); /* the most recently used now */
+    return ZC_OK;
+}
+
 /* ---- argument checks ---------------------------------------------------- */
 
 zc_status_t zc_cudnn_attn_check(int pass, const zc_attn_args_t *a)

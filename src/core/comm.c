@@ -129,6 +129,8 @@ static void zc_comm_free(struct zc_comm *comm)
     if (!comm)
         return;
     zc_device_release(comm);
+    if (comm->ring_attn_release)
+        comm->ring_attn_release(comm->ring_attn);
     if (comm->host)
         comm->host_ops->destroy(comm->host);
     free(comm->ranks);

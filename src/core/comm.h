@@ -70,6 +70,12 @@ struct zc_comm {
     zc_transport_t *host;
     struct zc_device *device;  /* device-memory backend (NCCL), made by the first
                                 * stream call; released with the comm (device.h) */
+    /* What ring attention keeps between calls (src/coll/ring_attn/state.c:
+     * ring layouts, the stream engine's streams, events and memory), made
+     * by its first call.  zc_comm_destroy releases it after the device
+     * backend, whose enqueued transfers may use that memory until then. */
+    void *ring_attn;
+    void (*ring_attn_release)(void *state);
     uint32_t barrier_seq;
     unsigned coll_seq;         /* numbers collective calls, for their tags */
     /* Finished requests kept for reuse (p2p.c): a message costs no malloc

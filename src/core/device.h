@@ -41,6 +41,8 @@ typedef struct {
 struct zc_device {
     const zc_device_ops_t *ops;
     zc_comm_h comm;
+    int cuda_device;         /* the CUDA device its transfers run on (NCCL's, the one
+                              * current at its creation); -1: not CUDA */
     zc_status_t failed;      /* sticky: creation failed or the backend was aborted */
     char why[256];           /* the detail of that failure */
 };

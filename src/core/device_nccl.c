@@ -43,7 +43,8 @@
 
 /* Groups of sends and receives followed at once; a group enqueued while
  * that many are still running goes untimed (it still ends in an error if a
- * peer dies or NCCL fails). */
+ * peer dies or NCCL fails).  Their events are kept for the next groups
+ * (spare), so that a stream call makes none once that many were made. */
 #define ZC_NCCL_MARKS 64
 
 /* One group on its stream: `start` is done when the stream reached it,
@@ -59,6 +60,8 @@ typedef struct {
     ncclComm_t nccl;       /* NULL once aborted or never made */
     zc_nccl_mark_t marks[ZC_NCCL_MARKS];
     int nmarks;
+    void *spare[2 * ZC_NCCL_MARKS]; /* events of finished marks */
+    int nspare;
 } zc_nccl_t;
 
 /* What rank 0 sends every rank: its verdict, then the id. */
@@ -107,10 +110,30 @@ static zc_status_t zc_nccl_fail(zc_nccl_t *dev, zc_status_t st)
     return st;
 }
 
+/* An event for a mark: a spare one, or a new one. */
+static zc_status_t zc_nccl_event(zc_nccl_t *dev, void **event)
+{
+    if (dev->nspare > 0) {
+        *event = dev->spare[--dev->nspare];
+        return ZC_OK;
+    }
+    return zc_cuda_event_create(event);
+}
+
+/* Keep an event for a later mark (a record again is safe: the waits on it
+ * are queries of the host, made before). */
+static void zc_nccl_event_put(zc_nccl_t *dev, void *event)
+{
+    if (event && dev->nspare < 2 * ZC_NCCL_MARKS)
+        dev->spare[dev->nspare++] = event;
+    else
+        zc_cuda_event_destroy(event);
+}
+
 static void zc_nccl_mark_drop(zc_nccl_t *dev, int i)
 {
-    zc_cuda_event_destroy(dev->marks[i].start);
-    zc_cuda_event_destroy(dev->marks[i].end);
+    zc_nccl_event_put(dev, dev->marks[i].start);
+    zc_nccl_event_put(dev, dev->marks[i].end);
     dev->marks[i] = dev->marks[--dev->nmarks];
 }
 
@@ -162,10 +185,10 @@ static zc_nccl_mark_t *zc_nccl_mark_begin(zc_nccl_t *dev, void *stream)
         return NULL;
     m = &dev->marks[dev->nmarks];
     *m = (zc_nccl_mark_t){NULL, NULL, 0};
-    if (zc_cuda_event_create(&m->start) != ZC_OK || zc_cuda_event_create(&m->end) != ZC_OK ||
+    if (zc_nccl_event(dev, &m->start) != ZC_OK || zc_nccl_event(dev, &m->end) != ZC_OK ||
         zc_cuda_event_record(m->start, stream) != ZC_OK) {
-        zc_cuda_event_destroy(m->start);
-        zc_cuda_event_destroy(m->end);
+        zc_nccl_event_put(dev, m->start);
+        zc_nccl_event_put(dev, m->end);
         zc_error_clear();
         return NULL;
     }
@@ -312,6 +335,8 @@ static void zc_nccl_release(zc_device_t *base)
 
     while (dev->nmarks > 0)
         zc_nccl_mark_drop(dev, dev->nmarks - 1);
+    while (dev->nspare > 0)
+        zc_cuda_event_destroy(dev->spare[--dev->nspare]);
     if (dev->nccl) {
         /* Finalize flushes what is enqueued; abort if that does not end. */
         zc_status_t st = zc_nccl_status(ncclCommFinalize(dev->nccl), "ncclCommFinalize");
@@ -409,8 +434,11 @@ zc_status_t zc_device_create(zc_comm_h comm)
         return zc_error(ZC_ERR_NO_MEMORY, "cannot allocate the NCCL backend");
     dev->base.ops = &zc_nccl_ops;
     dev->base.comm = comm;
+    dev->base.cuda_device = -1;
     comm->device = &dev->base;
-    st = zc_nccl_init(dev);
+    st = zc_cuda_device_get(&dev->base.cuda_device);
+    if (st == ZC_OK)
+        st = zc_nccl_init(dev);
     if (st != ZC_OK)
         (void)zc_nccl_fail(dev, st);
     return st;

@@ -140,6 +140,8 @@ void zc_plan_destroy(zc_plan_h plan)
     free(plan);
 }
 
+static uint64_t zc_plan_serials; /* the last serial given */
+
 zc_status_t zc_plan_create(int nnodes, int gpus_per_node, int64_t capacity,
                            const int64_t *lengths, size_t count, const zc_plan_opts_t *opts,
                            zc_plan_h *plan_p)
@@ -168,6 +170,7 @@ zc_status_t zc_plan_create(int nnodes, int gpus_per_node, int64_t capacity,
     plan = calloc(1, sizeof(*plan));
     if (!plan)
         return zc_error(ZC_ERR_NO_MEMORY, "plan: cannot allocate the handle");
+    plan->serial = __atomic_add_fetch(&zc_plan_serials, 1, __ATOMIC_RELAXED);
     plan->nnodes = nnodes;
     plan->ppn = gpus_per_node;
     plan->nranks = nnodes * gpus_per_node;

@@ -34,6 +34,10 @@ typedef struct {
 } zc_part_t;
 
 struct zc_plan {
+    /* Unique among the process's plans, never reused: what a cache of
+     * things derived from a plan is keyed by (a freed plan's address may
+     * come back as another plan's). */
+    uint64_t serial;
     int nnodes, ppn, nranks;
     int64_t capacity;
     size_t nseqs;

@@ -36,6 +36,8 @@
 #  7. one report (REPORT, default build-gpu/gpu-validation.txt): GPU,
 #     driver, CUDA, cuDNN, each test's TAP lines with their errors, each
 #     perf table.
+#  8. the cost of a call: zc_ring_attn_perf -G on a batch of 1K tokens, 1
+#     and 4 ranks, each call's time and (-v) each rank's enqueueing time.
 # Each step runs under min(ZC_GPU_TIMEOUT, what is left of the budget); a
 # step that no longer fits is reported as skipped, which fails the run.
 #
@@ -71,6 +73,27 @@ left() {
   ((rest < cap)) && echo "$rest" || echo "$cap"
 }
 section() { printf '\n==== %s\n' "$*" >>"$report"; echo "validate: $*"; }
+# A known failure marked TODO ("not ok ... # TODO why") is reported, not
+# failed; a TODO that passes ("ok ... # TODO") fails, so that it is taken out.
+tap_step() { # name command...: runs it in $build; fails on a bad exit, Bail out! or not ok
+  local name=$1 log=$build/validate-step.log rc bad todo xpass t
+  shift
+  t=$(left)
+  if ((t <= 5)); then
+    fail "$name: skipped, the ${budget} s budget is spent"
+    return
+  fi
+  (cd "$build" && timeout "$t" "$@") 2>&1 | tee "$log" >>"$report"
+  rc=${PIPESTATUS[0]}
+  grep -q '^Bail out!' "$log" && rc=1
+  bad=$(grep '^not ok' "$log" | grep -vc '# TODO')
+  todo=$(grep '^not ok' "$log" | grep -c '# TODO')
+  xpass=$(grep '^ok' "$log" | grep -c '# TODO')
+  ((todo)) && echo "validate: $name: $todo known failure(s) marked TODO" | tee -a "$report"
+  if ((rc != 0 || bad || xpass)); then
+    fail "$name ($bad not ok, $xpass unexpected TODO pass, exit $rc)"
+  fi
+}
 
 # ---- build ---------------------------------------------------------------------
 cudnn=
@@ -109,30 +132,6 @@ section "machine"
   "$build/tools/zc_info" 2>&1 | head -40
 } >>"$report"
 
-# Run directly (not through make check) so their TAP lines, with the error
-# of every comparison, go to the report; they are appended as they come, so
-# a step cut off by its timeout still leaves what it printed.  A known
-# failure marked TODO ("not ok ... # TODO why") is reported, not failed; a
-# TODO that passes ("ok ... # TODO") fails, so that it is taken out.
-tap_step() { # name command...: runs it in $build; fails on a bad exit, Bail out! or not ok
-  local name=$1 log=$build/validate-step.log rc bad todo xpass t
-  shift
-  t=$(left)
-  if ((t <= 5)); then
-    fail "$name: skipped, the ${budget} s budget is spent"
-    return
-  fi
-  (cd "$build" && timeout "$t" "$@") 2>&1 | tee "$log" >>"$report"
-  rc=${PIPESTATUS[0]}
-  grep -q '^Bail out!' "$log" && rc=1
-  bad=$(grep '^not ok' "$log" | grep -vc '# TODO')
-  todo=$(grep '^not ok' "$log" | grep -c '# TODO')
-  xpass=$(grep '^ok' "$log" | grep -c '# TODO')
-  ((todo)) && echo "validate: $name: $todo known failure(s) marked TODO" | tee -a "$report"
-  if ((rc != 0 || bad || xpass)); then
-    fail "$name ($bad not ok, $xpass unexpected TODO pass, exit $rc)"
-  fi
-}
 
 # ---- the cuDNN backend against the CPU kernels ------------------------------------
 if [[ -n $cudnn ]]; then
@@ -180,8 +179,9 @@ fi
 # One process per rank through zc_comm_init_env's ZC_* variables (no mpirun
 # needed on one machine); with fewer GPUs than ranks they share them, each
 # its own NCCL host.
-ring_perf() { # ranks backend
+ring_perf() { # ranks backend zc_ring_attn_perf-options...
   local n=$1 b=$2 port=$((29500 + RANDOM % 1000)) pids=() rc=0 t
+  shift 2
   t=$(left)
   if ((t <= 5)); then
     fail "zc_ring_attn_perf -G, $n rank(s), $b: skipped, the ${budget} s budget is spent"
@@ -193,8 +193,8 @@ ring_perf() { # ranks backend
     ( ((ngpu < n)) && export NCCL_HOSTID="zc-validate-$r"
       ZC_RANK=$r ZC_SIZE=$n ZC_LOCAL_RANK=$r ZC_MASTER_ADDR=127.0.0.1 ZC_MASTER_PORT=$port \
       ZC_ATTN_BACKEND=$b ZC_SOCKET_IFNAME=lo NCCL_SOCKET_IFNAME="${NCCL_SOCKET_IFNAME:-lo}" \
-      exec timeout "$t" "$build/tools/zc_ring_attn_perf" -G -d bfloat16 -H 16 -K 4 -A 128 -s 4 \
-      -b 16K -e 16K -n 3 -w 1 ) >"$build/validate-perf.$r.out" 2>&1 &
+      exec timeout "$t" "$build/tools/zc_ring_attn_perf" -G -d bfloat16 -H 16 -K 4 -A 128 \
+      "$@" ) >"$build/validate-perf.$r.out" 2>&1 &
     pids+=($!)
   done
   for p in "${pids[@]}"; do wait "$p" || rc=1; done
@@ -208,7 +208,7 @@ for b in "${ring_backends[@]}"; do
   for n in 1 4; do
     [[ $b == native && $n == 4 ]] && continue # the native kernels: 1 rank for the ratio
     section "zc_ring_attn_perf -G -d bfloat16, $n rank(s), ZC_ATTN_BACKEND=$b"
-    ring_perf "$n" "$b"
+    ring_perf "$n" "$b" -s 4 -b 16K -e 16K -n 3 -w 1
   done
 done
 
@@ -235,6 +235,17 @@ if torch_version=$("$py" -c 'import numpy, torch; print(torch.__version__)' 2>/d
 else
   section "python/tests/test_cuda.py: skipped, $py has no numpy or torch"
 fi
+
+# ---- the cost of a call ------------------------------------------------------------
+# A batch of 1K tokens, where a call's own cost (enqueueing, the kernels'
+# launches, the transfers' latency) is most of its time: fwd(ms) and
+# bwd(ms) per call, and with -v each rank's time inside the calls
+# (enqueueing only: the work runs later).  After the first calls the
+# communicator makes no stream, event or allocation (zc_ring_attn_fwd_stream(3)).
+for n in 1 4; do
+  section "per-call cost: zc_ring_attn_perf -G, 1K tokens, $n rank(s), ZC_ATTN_BACKEND=${ring_backends[0]}"
+  ring_perf "$n" "${ring_backends[0]}" -D arxiv -b 1K -e 1K -n 20 -w 3 -v
+done
 
 section "result: $( ((status)) && echo FAILED || echo passed), $((SECONDS - start)) s"
 echo "validate: report in $report"

@@ -17,7 +17,7 @@
 #include "src/common/status.h"
 
 enum { ZC_RA_SLOT_GK = 0, ZC_RA_SLOT_GV, ZC_RA_SLOT_SK, ZC_RA_SLOT_SV, ZC_RA_SLOT_DSEQ,
-       ZC_RA_SLOT_DOWN, ZC_RA_SLOT_DRECV, ZC_RA_SLOT_SEQS };
+       ZC_RA_SLOT_DOWN, ZC_RA_SLOT_DRECV };
 
 static int zc_ra_ring_index(const zc_ra_group_t *g, int ring)
 {
@@ -31,43 +31,6 @@ static int zc_ra_ring_index(const zc_ra_group_t *g, int ring)
             hi = mid;
     }
     return lo;
-}
-
-zc_status_t zc_ra_gathered_layout(zc_ra_ctx_t *ctx, const zc_ra_group_t *g,
-                                  zc_ra_gathered_t *lay)
-{
-    size_t bytes = (size_t)(g->G + 1 + g->nrings) * sizeof(int64_t) +
-                   (size_t)g->nrings * sizeof(zc_plan_piece_t);
-    void *mem;
-
-    ZC_CHECK(zc_ra_scratch(ctx, ZC_RA_SLOT_SEQS, bytes, &mem));
-    lay->seqs = mem;
-    lay->owner_row = (int64_t *)(lay->seqs + g->nrings);
-    lay->seq_row = lay->owner_row + g->G + 1;
-    lay->owner_row[0] = 0;
-    for (int o = 0; o < g->G; o++)
-        lay->owner_row[o + 1] = lay->owner_row[o] + g->members[o].tokens;
-    lay->total = 0;
-    for (int i = 0; i < g->nrings; i++) {
-        zc_plan_ring_t ring;
-        zc_plan_seq_t seq;
-
-        ZC_CHECK(zc_plan_ring(ctx->plan, g->rings[i], &ring));
-        ZC_CHECK(zc_plan_seq(ctx->plan, ring.seq, &seq));
-        lay->seqs[i] = (zc_plan_piece_t){.seq = ring.seq, .begin = 0, .end = seq.length,
-                                         .zone = g->zone, .ring = g->rings[i], .chunk = -1};
-        lay->seq_row[i] = lay->total;
-        lay->total += seq.length;
-    }
-    if (lay->total > INT32_MAX)
-        return zc_error(ZC_ERR_UNSUPPORTED, "ring attention: LLaMA CP gathers %lld tokens in one "
-                        "ring, the attention kernels take at most 2^31 - 1",
-                        (long long)lay->total);
-    if (lay->total != lay->owner_row[g->G])
-        return zc_error(ZC_ERR_INTERNAL, "ring attention: group of %d rings holds %lld tokens, "
-                        "its sequences %lld", g->nrings, (long long)lay->owner_row[g->G],
-                        (long long)lay->total);
-    return ZC_OK;
 }
 
 zc_status_t zc_ra_permute(const zc_ra_group_t *g, const zc_ra_gathered_t *lay, size_t row_bytes,
@@ -137,16 +100,16 @@ zc_status_t zc_ra_gather_fwd(zc_ra_ctx_t *ctx, int gi)
 {
     const zc_ra_group_t *g = &ctx->groups[gi];
     const zc_ra_member_t *me;
-    zc_ra_gathered_t lay;
+    const zc_ra_gathered_t *lay;
     zc_ra_kv_t kv = {0};
     void *k, *v;
 
     if (g->pos < 0)
         return ZC_OK;
     me = &g->members[g->pos];
-    ZC_CHECK(zc_ra_gathered_layout(ctx, g, &lay));
-    ZC_CHECK(zc_ra_allgather(ctx, gi, &lay, &k, &v));
-    kv.pieces = lay.seqs;
+    lay = &ctx->layout->gathered[gi];
+    ZC_CHECK(zc_ra_allgather(ctx, gi, lay, &k, &v));
+    kv.pieces = lay->seqs;
     kv.npieces = (size_t)g->nrings;
     kv.k = k;
     kv.v = v;
@@ -157,7 +120,7 @@ zc_status_t zc_ra_gather_bwd(zc_ra_ctx_t *ctx, int gi)
 {
     const zc_ra_group_t *g = &ctx->groups[gi];
     const zc_ra_member_t *me;
-    zc_ra_gathered_t lay;
+    const zc_ra_gathered_t *lay;
     zc_ra_kv_t kv = {0};
     zc_ra_xchg_t x = {0};
     size_t half, mine, frow = (size_t)ctx->row_kv * sizeof(float);
@@ -168,9 +131,9 @@ zc_status_t zc_ra_gather_bwd(zc_ra_ctx_t *ctx, int gi)
     if (g->pos < 0)
         return ZC_OK;
     me = &g->members[g->pos];
-    ZC_CHECK(zc_ra_gathered_layout(ctx, g, &lay));
-    ZC_CHECK(zc_ra_allgather(ctx, gi, &lay, &k, &v));
-    half = (size_t)lay.total * (size_t)ctx->row_kv;
+    lay = &ctx->layout->gathered[gi];
+    ZC_CHECK(zc_ra_allgather(ctx, gi, lay, &k, &v));
+    half = (size_t)lay->total * (size_t)ctx->row_kv;
     mine = (size_t)me->tokens * (size_t)ctx->row_kv;
     ZC_CHECK(zc_ra_scratch(ctx, ZC_RA_SLOT_DSEQ, 2 * half * sizeof(float), &mem));
     dseq = mem;
@@ -180,14 +143,14 @@ zc_status_t zc_ra_gather_bwd(zc_ra_ctx_t *ctx, int gi)
                            2 * mine * (size_t)(g->G > 1 ? g->G - 1 : 1) * sizeof(float), &mem));
     drecv = mem;
     memset(dseq, 0, 2 * half * sizeof(float));
-    kv = (zc_ra_kv_t){.pieces = lay.seqs, .npieces = (size_t)g->nrings, .k = k, .v = v,
+    kv = (zc_ra_kv_t){.pieces = lay->seqs, .npieces = (size_t)g->nrings, .k = k, .v = v,
                       .dk = dseq, .dv = dseq + half};
     ZC_CHECK(zc_ra_compute(ctx, me->pieces, me->npieces, me->row0, &kv));
     /* back to owner-major, then every owner's rows to their owner */
-    ZC_CHECK(zc_ra_permute(g, &lay, frow, dseq, down, 0, zc_ra_copy_cb, ctx));
-    ZC_CHECK(zc_ra_permute(g, &lay, frow, dseq + half, down + half, 0, zc_ra_copy_cb, ctx));
+    ZC_CHECK(zc_ra_permute(g, lay, frow, dseq, down, 0, zc_ra_copy_cb, ctx));
+    ZC_CHECK(zc_ra_permute(g, lay, frow, dseq + half, down + half, 0, zc_ra_copy_cb, ctx));
     for (int o = 0; o < g->G; o++) {
-        size_t at = (size_t)lay.owner_row[o] * (size_t)ctx->row_kv;
+        size_t at = (size_t)lay->owner_row[o] * (size_t)ctx->row_kv;
         size_t n = (size_t)g->members[o].tokens * frow;
         int peer = g->members[o].rank;
 
@@ -204,7 +167,7 @@ zc_status_t zc_ra_gather_bwd(zc_ra_ctx_t *ctx, int gi)
         slot++;
     }
     ZC_CHECK(zc_ra_wait(ctx, &x));
-    dk = down + (size_t)lay.owner_row[g->pos] * (size_t)ctx->row_kv;
+    dk = down + (size_t)lay->owner_row[g->pos] * (size_t)ctx->row_kv;
     dv = dk + half;
     for (int o = 0; o < slot; o++) {
         zc_ra_add(dk, drecv + 2 * mine * (size_t)o, mine);

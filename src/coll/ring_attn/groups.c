@@ -5,7 +5,7 @@
  * intra-node, rings by id: the plan's buffer order) whose ranks form the
  * same cycle.  The rings of a group share every hop, so one message per
  * hop carries the KV of all their sequences, as TransformerEngine's CP
- * does for a packed batch over its one global ring.  ctx->groups is the
+ * does for a packed batch over its one global ring.  The groups are in
  * run order: a backward call in reverse order (ctx->reverse) stores them
  * last to first, so that the routed-call list and the group numbers in the
  * tags follow the order the groups run in on every rank.
@@ -15,7 +15,12 @@
  * call in the same order, with the same transfer list, whether it is in
  * the ring or not (it may be a proxy).  The list of those calls is fixed
  * here: per group, forward KV into steps 1..G-1; backward KV into step s+1
- * then dK/dV after step s, in the order a member posts them. */
+ * then dK/dV after step s, in the order a member posts them.
+ *
+ * All of it is a layout (zc_ra_layout_t) derived from the plan, the rank,
+ * the mode, the pass, the queue order and the K|V row size alone, so a
+ * communicator keeps it across calls (src/coll/ring_attn/state.c); with it,
+ * in LLaMA CP mode, where each group's gathered rows go. */
 #include "config.h"
 
 #include <stdlib.h>
@@ -23,6 +28,7 @@
 
 #include "src/coll/ring_attn/ring_attn.h"
 #include "src/common/status.h"
+#include "src/plan/plan.h"
 
 /* Same cycle: b is a rotation of a. */
 static int zc_ra_same_cycle(const zc_plan_ring_t *a, const zc_plan_ring_t *b)
@@ -51,7 +57,8 @@ static int zc_ra_member_pos(const zc_ra_group_t *g, int rank)
 }
 
 /* Groups of one zone, appended; ring_group[r] gets each ring's group. */
-static zc_status_t zc_ra_zone_groups(zc_ra_ctx_t *ctx, zc_zone_t zone, int nrings, int *ring_group)
+static zc_status_t zc_ra_zone_groups(const zc_ra_ctx_t *ctx, zc_ra_layout_t *lay, zc_zone_t zone,
+                                     int nrings, int *ring_group)
 {
     zc_plan_ring_t first = {0}, ring;
 
@@ -59,9 +66,9 @@ static zc_status_t zc_ra_zone_groups(zc_ra_ctx_t *ctx, zc_zone_t zone, int nring
         ZC_CHECK(zc_plan_ring(ctx->plan, r, &ring));
         if (ring.zone != zone)
             continue;
-        if (ctx->ngroups == 0 || ctx->groups[ctx->ngroups - 1].zone != zone ||
+        if (lay->ngroups == 0 || lay->groups[lay->ngroups - 1].zone != zone ||
             !zc_ra_same_cycle(&first, &ring)) {
-            zc_ra_group_t *g = &ctx->groups[ctx->ngroups++];
+            zc_ra_group_t *g = &lay->groups[lay->ngroups++];
 
             first = ring;
             g->zone = zone;
@@ -70,7 +77,7 @@ static zc_status_t zc_ra_zone_groups(zc_ra_ctx_t *ctx, zc_zone_t zone, int nring
             g->routed = calloc((size_t)g->G, 1);
             g->kv_call = malloc((size_t)g->G * sizeof(*g->kv_call));
             g->dkv_call = malloc((size_t)g->G * sizeof(*g->dkv_call));
-            g->rings = ctx->group_rings + ctx->ngroup_rings;
+            g->rings = lay->group_rings + lay->ngroup_rings;
             if (!g->members || !g->routed || !g->kv_call || !g->dkv_call)
                 return zc_error(ZC_ERR_NO_MEMORY, "ring attention: cannot allocate a group of %d",
                                 g->G);
@@ -91,15 +98,16 @@ static zc_status_t zc_ra_zone_groups(zc_ra_ctx_t *ctx, zc_zone_t zone, int nring
                 }
             }
         }
-        ring_group[r] = ctx->ngroups - 1;
-        ctx->group_rings[ctx->ngroup_rings++] = r;
-        ctx->groups[ctx->ngroups - 1].nrings++;
+        ring_group[r] = lay->ngroups - 1;
+        lay->group_rings[lay->ngroup_rings++] = r;
+        lay->groups[lay->ngroups - 1].nrings++;
     }
     return ZC_OK;
 }
 
 /* Every rank's pieces of every group: one pass over each rank's pieces. */
-static void zc_ra_member_pieces(zc_ra_ctx_t *ctx, const int *ring_group)
+static void zc_ra_member_pieces(const zc_ra_ctx_t *ctx, zc_ra_layout_t *lay,
+                                const int *ring_group)
 {
     int nranks = ctx->comm->size;
 
@@ -117,7 +125,7 @@ static void zc_ra_member_pieces(zc_ra_ctx_t *ctx, const int *ring_group)
 
             if (pieces[i].ring < 0)
                 continue;
-            g = &ctx->groups[ring_group[pieces[i].ring]];
+            g = &lay->groups[ring_group[pieces[i].ring]];
             pos = zc_ra_member_pos(g, rank);
             if (pos < 0)
                 continue; /* not reached: a rank holds pieces of its rings only */
@@ -137,10 +145,11 @@ static void zc_ra_member_pieces(zc_ra_ctx_t *ctx, const int *ring_group)
 /* Append the routed call of group g carrying `kind` for step s; its
  * transfers are the group's routed hops with a non-zero payload.  Returns
  * its index, -1 when it moves nothing (then nobody calls it). */
-static zc_status_t zc_ra_add_call(zc_ra_ctx_t *ctx, int gi, zc_ra_kind_t kind, int s, int *index)
+static zc_status_t zc_ra_add_call(const zc_ra_ctx_t *ctx, zc_ra_layout_t *lay, int gi,
+                                  zc_ra_kind_t kind, int s, int *index)
 {
-    zc_ra_group_t *g = &ctx->groups[gi];
-    zc_ra_routed_t *c = &ctx->routed[ctx->nrouted];
+    zc_ra_group_t *g = &lay->groups[gi];
+    zc_ra_routed_t *c = &lay->routed[lay->nrouted];
     int me = ctx->comm->rank;
 
     *index = -1;
@@ -170,17 +179,16 @@ static zc_status_t zc_ra_add_call(zc_ra_ctx_t *ctx, int gi, zc_ra_kind_t kind, i
         memset(c, 0, sizeof(*c));
         return ZC_OK;
     }
-    c->ready = !c->mine;
-    *index = ctx->nrouted++;
+    *index = lay->nrouted++;
     return ZC_OK;
 }
 
-static zc_status_t zc_ra_routed_build(zc_ra_ctx_t *ctx)
+static zc_status_t zc_ra_routed_build(const zc_ra_ctx_t *ctx, zc_ra_layout_t *lay)
 {
     int ncalls = 0;
 
-    for (int gi = 0; gi < ctx->ngroups; gi++) {
-        const zc_ra_group_t *g = &ctx->groups[gi];
+    for (int gi = 0; gi < lay->ngroups; gi++) {
+        const zc_ra_group_t *g = &lay->groups[gi];
         int any = 0;
 
         for (int p = 0; p < g->G; p++)
@@ -190,12 +198,12 @@ static zc_status_t zc_ra_routed_build(zc_ra_ctx_t *ctx)
     }
     if (ncalls == 0)
         return ZC_OK;
-    ctx->routed = calloc((size_t)ncalls, sizeof(*ctx->routed));
-    if (!ctx->routed)
+    lay->routed = calloc((size_t)ncalls, sizeof(*lay->routed));
+    if (!lay->routed)
         return zc_error(ZC_ERR_NO_MEMORY, "ring attention: cannot allocate %d routed calls",
                         ncalls);
-    for (int gi = 0; gi < ctx->ngroups; gi++) {
-        zc_ra_group_t *g = &ctx->groups[gi];
+    for (int gi = 0; gi < lay->ngroups; gi++) {
+        zc_ra_group_t *g = &lay->groups[gi];
         int any = 0;
 
         for (int p = 0; p < g->G; p++)
@@ -204,9 +212,9 @@ static zc_status_t zc_ra_routed_build(zc_ra_ctx_t *ctx)
             continue;
         for (int s = 0; s < g->G; s++) {
             if (s + 1 < g->G)
-                ZC_CHECK(zc_ra_add_call(ctx, gi, ZC_RA_KIND_KV, s + 1, &g->kv_call[s + 1]));
+                ZC_CHECK(zc_ra_add_call(ctx, lay, gi, ZC_RA_KIND_KV, s + 1, &g->kv_call[s + 1]));
             if (ctx->backward)
-                ZC_CHECK(zc_ra_add_call(ctx, gi, ZC_RA_KIND_DKV, s, &g->dkv_call[s]));
+                ZC_CHECK(zc_ra_add_call(ctx, lay, gi, ZC_RA_KIND_DKV, s, &g->dkv_call[s]));
         }
     }
     return ZC_OK;
@@ -216,56 +224,132 @@ static zc_status_t zc_ra_routed_build(zc_ra_ctx_t *ctx)
  * rank posts those in list order, so the list must follow the run order
  * (a forward-ordered list under a reversed run leaves each rank waiting on
  * a call of a group it has not reached). */
-static void zc_ra_groups_reverse(zc_ra_ctx_t *ctx)
+static void zc_ra_groups_reverse(zc_ra_layout_t *lay)
 {
-    for (int i = 0, j = ctx->ngroups - 1; i < j; i++, j--) {
-        zc_ra_group_t t = ctx->groups[i];
+    for (int i = 0, j = lay->ngroups - 1; i < j; i++, j--) {
+        zc_ra_group_t t = lay->groups[i];
 
-        ctx->groups[i] = ctx->groups[j];
-        ctx->groups[j] = t;
+        lay->groups[i] = lay->groups[j];
+        lay->groups[j] = t;
     }
 }
 
-zc_status_t zc_ra_groups_build(zc_ra_ctx_t *ctx)
+/* Where group g's gathered rows go (LLaMA CP): owner-major as they
+ * arrive, sequence-major as they are attended. */
+static zc_status_t zc_ra_gathered_layout(const zc_ra_ctx_t *ctx, const zc_ra_group_t *g,
+                                         zc_ra_gathered_t *lay)
+{
+    size_t bytes = (size_t)(g->G + 1 + g->nrings) * sizeof(int64_t) +
+                   (size_t)g->nrings * sizeof(zc_plan_piece_t);
+
+    lay->seqs = malloc(bytes);
+    if (!lay->seqs)
+        return zc_error(ZC_ERR_NO_MEMORY, "ring attention: cannot allocate the layout of a "
+                        "gather of %d rings", g->nrings);
+    lay->owner_row = (int64_t *)(lay->seqs + g->nrings);
+    lay->seq_row = lay->owner_row + g->G + 1;
+    lay->owner_row[0] = 0;
+    for (int o = 0; o < g->G; o++)
+        lay->owner_row[o + 1] = lay->owner_row[o] + g->members[o].tokens;
+    lay->total = 0;
+    for (int i = 0; i < g->nrings; i++) {
+        zc_plan_ring_t ring;
+        zc_plan_seq_t seq;
+
+        ZC_CHECK(zc_plan_ring(ctx->plan, g->rings[i], &ring));
+        ZC_CHECK(zc_plan_seq(ctx->plan, ring.seq, &seq));
+        lay->seqs[i] = (zc_plan_piece_t){.seq = ring.seq, .begin = 0, .end = seq.length,
+                                         .zone = g->zone, .ring = g->rings[i], .chunk = -1};
+        lay->seq_row[i] = lay->total;
+        lay->total += seq.length;
+    }
+    if (lay->total > INT32_MAX)
+        return zc_error(ZC_ERR_UNSUPPORTED, "ring attention: LLaMA CP gathers %lld tokens in one "
+                        "ring, the attention kernels take at most 2^31 - 1",
+                        (long long)lay->total);
+    if (lay->total != lay->owner_row[g->G])
+        return zc_error(ZC_ERR_INTERNAL, "ring attention: group of %d rings holds %lld tokens, "
+                        "its sequences %lld", g->nrings, (long long)lay->owner_row[g->G],
+                        (long long)lay->total);
+    return ZC_OK;
+}
+
+static zc_status_t zc_ra_layout_fill(const zc_ra_ctx_t *ctx, zc_ra_layout_t *lay)
 {
     zc_plan_info_t info = ZC_PLAN_INFO_INITIALIZER;
     int *ring_group = NULL;
     zc_status_t st;
 
     ZC_CHECK(zc_plan_info(ctx->plan, &info));
-    ctx->groups = calloc((size_t)(info.nrings ? info.nrings : 1), sizeof(*ctx->groups));
-    ctx->group_rings = malloc((size_t)(info.nrings ? info.nrings : 1) * sizeof(int));
+    lay->groups = calloc((size_t)(info.nrings ? info.nrings : 1), sizeof(*lay->groups));
+    lay->group_rings = malloc((size_t)(info.nrings ? info.nrings : 1) * sizeof(int));
     ring_group = malloc((size_t)(info.nrings ? info.nrings : 1) * sizeof(*ring_group));
-    if (!ctx->groups || !ctx->group_rings || !ring_group) {
+    if (!lay->groups || !lay->group_rings || !ring_group) {
         free(ring_group);
         return zc_error(ZC_ERR_NO_MEMORY, "ring attention: cannot allocate %d rings", info.nrings);
     }
-    ZC_CHECK_GOTO(zc_ra_zone_groups(ctx, ZC_ZONE_INTER, info.nrings, ring_group), st, out);
-    ZC_CHECK_GOTO(zc_ra_zone_groups(ctx, ZC_ZONE_INTRA, info.nrings, ring_group), st, out);
-    zc_ra_member_pieces(ctx, ring_group);
+    ZC_CHECK_GOTO(zc_ra_zone_groups(ctx, lay, ZC_ZONE_INTER, info.nrings, ring_group), st, out);
+    ZC_CHECK_GOTO(zc_ra_zone_groups(ctx, lay, ZC_ZONE_INTRA, info.nrings, ring_group), st, out);
+    zc_ra_member_pieces(ctx, lay, ring_group);
     if (ctx->reverse)
-        zc_ra_groups_reverse(ctx);
-    ZC_CHECK_GOTO(zc_ra_routed_build(ctx), st, out);
+        zc_ra_groups_reverse(lay);
+    ZC_CHECK_GOTO(zc_ra_routed_build(ctx, lay), st, out);
+    if (ctx->args->mode == ZC_RING_ATTN_LLAMA_CP) {
+        lay->gathered = calloc((size_t)(lay->ngroups ? lay->ngroups : 1),
+                               sizeof(*lay->gathered));
+        if (!lay->gathered)
+            ZC_CHECK_GOTO(zc_error(ZC_ERR_NO_MEMORY, "ring attention: cannot allocate %d "
+                                   "gathers", lay->ngroups), st, out);
+        for (int gi = 0; gi < lay->ngroups; gi++)
+            ZC_CHECK_GOTO(zc_ra_gathered_layout(ctx, &lay->groups[gi], &lay->gathered[gi]), st,
+                          out);
+    }
 out:
     free(ring_group);
     return st;
 }
 
-void zc_ra_groups_free(zc_ra_ctx_t *ctx)
+zc_status_t zc_ra_layout_build(const zc_ra_ctx_t *ctx, zc_ra_layout_t **out)
 {
-    for (int gi = 0; gi < ctx->ngroups; gi++) {
-        free(ctx->groups[gi].members);
-        free(ctx->groups[gi].routed);
-        free(ctx->groups[gi].kv_call);
-        free(ctx->groups[gi].dkv_call);
+    zc_ra_layout_t *lay = calloc(1, sizeof(*lay));
+    zc_status_t st;
+
+    if (!lay)
+        return zc_error(ZC_ERR_NO_MEMORY, "ring attention: cannot allocate a layout");
+    lay->key = zc_ra_layout_key(ctx);
+    st = zc_ra_layout_fill(ctx, lay);
+    if (st != ZC_OK) {
+        zc_ra_layout_free(lay);
+        return st;
     }
-    free(ctx->groups);
-    free(ctx->group_rings);
-    for (int i = 0; i < ctx->nrouted; i++)
-        free(ctx->routed[i].transfers);
-    free(ctx->routed);
-    ctx->groups = NULL;
-    ctx->group_rings = NULL;
-    ctx->routed = NULL;
-    ctx->ngroups = ctx->nrouted = 0;
+    *out = lay;
+    return ZC_OK;
+}
+
+zc_ra_layout_key_t zc_ra_layout_key(const zc_ra_ctx_t *ctx)
+{
+    return (zc_ra_layout_key_t){.plan = ctx->plan->serial, .row_kv = ctx->row_kv,
+                                .elem = ctx->elem, .mode = (int)ctx->args->mode,
+                                .backward = ctx->backward, .reverse = ctx->reverse};
+}
+
+void zc_ra_layout_free(zc_ra_layout_t *lay)
+{
+    if (!lay)
+        return;
+    for (int gi = 0; gi < lay->ngroups; gi++) {
+        free(lay->groups[gi].members);
+        free(lay->groups[gi].routed);
+        free(lay->groups[gi].kv_call);
+        free(lay->groups[gi].dkv_call);
+        if (lay->gathered)
+            free(lay->gathered[gi].seqs);
+    }
+    free(lay->gathered);
+    free(lay->groups);
+    free(lay->group_rings);
+    for (int i = 0; i < lay->nrouted; i++)
+        free(lay->routed[i].transfers);
+    free(lay->routed);
+    free(lay);
 }

@@ -62,8 +62,9 @@ zc_status_t zc_ra_check_tensors(const zc_ring_attn_args_t *a, int backward,
 }
 
 /* The host engine: CPU kernels on host memory. */
-static zc_status_t zc_ra_host_check(const zc_ring_attn_args_t *a, int backward)
+static zc_status_t zc_ra_host_check(zc_comm_h comm, const zc_ring_attn_args_t *a, int backward)
 {
+    (void)comm;
     ZC_ARG_CHECK(a->dtype == ZC_FLOAT32 || a->dtype == ZC_BFLOAT16,
                  "dtype: %s, must be float32 or bfloat16", zc_datatype_name(a->dtype));
     return zc_ra_check_tensors(a, backward, zc_memtype_check_host_path);
@@ -143,7 +144,7 @@ zc_status_t zc_ra_check_args(zc_comm_h comm, zc_plan_h plan, const zc_ring_attn_
     *tokens = mine.tokens;
     /* last: an argument error is reported as such even where the memory
      * cannot be used (no device) */
-    return engine(a, backward);
+    return engine(comm, a, backward);
 }
 
 /* ---- agreement ------------------------------------------------------------ */
@@ -243,7 +244,6 @@ static zc_status_t zc_ra_run(zc_ra_ctx_t *ctx)
     int64_t mflop = ctx->comm->settings.ring_attn_slice_mflop;
 
     ctx->slice_flops = mflop > 0 ? (double)mflop * 1e6 : 0;
-    ZC_CHECK(zc_ra_groups_build(ctx)); /* in run order: reversed when ctx->reverse */
     if (ctx->reverse)
         ZC_CHECK(zc_ra_local(ctx));
     for (int g = 0; g < ctx->ngroups; g++) {
@@ -297,7 +297,8 @@ zc_status_t zc_ra_begin(zc_ra_ctx_t *ctx, zc_ra_engine_check_t engine, int on_st
                                ctx->pieces[ctx->local_first].zone != ZC_ZONE_LOCAL;
          ctx->local_first++)
         ctx->local_row0 += ctx->pieces[ctx->local_first].end - ctx->pieces[ctx->local_first].begin;
-    return ZC_OK;
+    /* the groups in run order: reversed when ctx->reverse */
+    return zc_ra_layout_use(ctx);
 }
 
 static zc_status_t zc_ring_attn(zc_comm_h comm, zc_plan_h plan,
@@ -320,7 +321,6 @@ static zc_status_t zc_ring_attn(zc_comm_h comm, zc_plan_h plan,
 out:
     if (st != ZC_OK)
         zc_ra_abandon(&ctx);
-    zc_ra_groups_free(&ctx);
     free(ctx.items);
     free(ctx.delta);
     free(owned);

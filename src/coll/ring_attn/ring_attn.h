@@ -1,7 +1,9 @@
 /* Ring attention engine (zc_ring_attn_fwd/bwd), internal view shared by
  * its parts:
  *   src/coll/ring_attn/ring_attn.c     public calls: checks, agreement, accumulators, zones
- *   src/coll/ring_attn/groups.c   plan -> ring groups and the routed-call list
+ *   src/coll/ring_attn/groups.c   plan -> layout: ring groups, the routed-call list, gathers
+ *   src/coll/ring_attn/state.c    what a communicator keeps between calls: layouts, and
+ *                                 the stream engine's streams, events and memory
  *   src/coll/ring_attn/xfer.c     transfers: direct hops, routed calls, progress, waits
  *   src/coll/ring_attn/compute.c  one block: pieces -> kernel segments by global position
  *   src/coll/ring_attn/ring.c     ring pipelines (Zeppelin and TE CP modes)
@@ -69,11 +71,44 @@ typedef struct {
     zc_transfer_t *transfers;
     int ntransfers;
     int mine;                 /* this rank is the src or dst of one of them */
+    /* the host engine's, set again by every call (zc_ra_layout_use) */
     int ready;                /* mine: buffers given; otherwise always */
     const void *sendbuf;
     void *recvbuf;
     int *notify;              /* decremented when done (mine) */
 } zc_ra_routed_t;
+
+/* Where everything of one gathered group (LLaMA CP) sits. */
+typedef struct {
+    int64_t *owner_row;       /* [G + 1]: first row of each owner, owner-major */
+    int64_t *seq_row;         /* [nrings]: first row of each sequence, sequence-major */
+    zc_plan_piece_t *seqs;    /* [nrings]: each sequence whole, as one piece (owns the block) */
+    int64_t total;
+} zc_ra_gathered_t;
+
+/* What a layout is derived from, besides the communicator's rank. */
+typedef struct {
+    uint64_t plan;            /* the plan's serial */
+    int64_t row_kv;           /* K|V row: the routed calls' byte counts */
+    size_t elem;
+    int mode, backward, reverse;
+} zc_ra_layout_key_t;
+
+/* The ring groups of a call, the routed-call list every rank makes and,
+ * in LLaMA CP mode, each group's gathered layout (src/coll/ring_attn/groups.c);
+ * kept by the communicator across calls (src/coll/ring_attn/state.c). */
+typedef struct {
+    zc_ra_layout_key_t key;
+    uint64_t last_use;
+    zc_ra_group_t *groups;    /* run order: inter-node groups first, then intra-node;
+                               * reversed when key.reverse */
+    int ngroups;
+    int *group_rings;         /* every group's ring ids, group after group */
+    int ngroup_rings;
+    zc_ra_routed_t *routed;   /* every rank's list, in call order */
+    int nrouted;
+    zc_ra_gathered_t *gathered; /* [ngroups], LLaMA CP mode only */
+} zc_ra_layout_t;
 
 /* A request in flight; *pending drops by one when it completes. */
 typedef struct {
@@ -116,13 +151,12 @@ typedef struct {
     size_t local_first;       /* first local piece */
     int64_t local_row0;
 
-    zc_ra_group_t *groups;    /* run order: inter-node groups first, then intra-node;
-                               * reversed when `reverse` */
+    /* the communicator's layout of this call (zc_ra_layout_use), and its
+     * groups and routed calls */
+    zc_ra_layout_t *layout;
+    zc_ra_group_t *groups;
     int ngroups;
-    int *group_rings;         /* every group's ring ids, group after group */
-    int ngroup_rings;
-
-    zc_ra_routed_t *routed;   /* every rank's list, in call order */
+    zc_ra_routed_t *routed;
     int nrouted, routed_next, routed_inflight;
     zc_ra_item_t *items;
     int nitems, cap_items;
@@ -151,8 +185,10 @@ typedef struct {
 zc_status_t zc_ra_check_tensors(const zc_ring_attn_args_t *args, int backward,
                                 zc_status_t (*check)(const void *buf, zc_memtype_t memtype,
                                                      const char *arg));
-/* The engine's own checks of a call's tensors: dtype and memory type. */
-typedef zc_status_t (*zc_ra_engine_check_t)(const zc_ring_attn_args_t *args, int backward);
+/* The engine's own checks of a call on comm: its tensors' dtype and memory
+ * type, the device it runs on. */
+typedef zc_status_t (*zc_ra_engine_check_t)(zc_comm_h comm, const zc_ring_attn_args_t *args,
+                                            int backward);
 /* The caller's args read (its size's worth, the defaults past it) into
  * *local, which is returned; the caller's pointer when its size is refused
  * (zc_ra_check_args then says why, inside the agreement). */
@@ -170,8 +206,36 @@ zc_status_t zc_ra_check_args(zc_comm_h comm, zc_plan_h plan, const zc_ring_attn_
 zc_status_t zc_ra_begin(zc_ra_ctx_t *ctx, zc_ra_engine_check_t engine, int on_streams);
 
 /* ---- src/coll/ring_attn/groups.c ---- */
-zc_status_t zc_ra_groups_build(zc_ra_ctx_t *ctx);
-void zc_ra_groups_free(zc_ra_ctx_t *ctx);
+/* The layout of ctx's call (after zc_ra_begin's checks set its shape). */
+zc_status_t zc_ra_layout_build(const zc_ra_ctx_t *ctx, zc_ra_layout_t **layout);
+zc_ra_layout_key_t zc_ra_layout_key(const zc_ra_ctx_t *ctx);
+void zc_ra_layout_free(zc_ra_layout_t *layout);
+
+/* ---- src/coll/ring_attn/state.c ---- */
+/* Layouts a communicator keeps; past it the least recently used goes. */
+#define ZC_RA_LAYOUTS 8
+
+/* What ring attention keeps on a communicator between calls (comm->ring_attn). */
+typedef struct {
+    zc_ra_layout_t *layouts[ZC_RA_LAYOUTS];
+    int nlayouts;
+    uint64_t clock;
+    int64_t layouts_built;    /* builds, not uses (the tests count them) */
+    /* the stream engine's (src/coll/ring_attn/stream_engine.h), made by its
+     * first call, and how it goes */
+    void *stream;
+    void (*stream_release)(void *stream);
+} zc_ra_state_t;
+
+/* comm's state, made on first use. */
+zc_status_t zc_ra_state_get(zc_comm_h comm, zc_ra_state_t **state);
+/* The stream engine's state goes now (after an error), the rest stays. */
+void zc_ra_state_drop_stream(zc_ra_state_t *state);
+/* ctx->layout, groups and routed calls for ctx's call: the communicator's
+ * layout of the same key, or one built now (dropping the least recently
+ * used past ZC_RA_LAYOUTS); the host engine's fields of its routed calls
+ * set for a new call. */
+zc_status_t zc_ra_layout_use(zc_ra_ctx_t *ctx);
 
 /* ---- src/coll/ring_attn/xfer.c ---- */
 uint64_t zc_ra_tag(const zc_ra_ctx_t *ctx, int sender, zc_ra_kind_t kind, int step, int group);
@@ -243,17 +307,6 @@ const zc_ra_member_t *zc_ra_owner(const zc_ra_group_t *g, int s);
 /* The block of `owner` in a packed K|V buffer (and its fp32 dK|dV). */
 zc_ra_kv_t zc_ra_block(const zc_ra_ctx_t *ctx, const zc_ra_member_t *owner, void *kv, float *dkv);
 
-/* Where everything of one gathered group (LLaMA CP) sits. */
-typedef struct {
-    int64_t *owner_row;       /* [G + 1]: first row of each owner, owner-major */
-    int64_t *seq_row;         /* [nrings]: first row of each sequence, sequence-major */
-    zc_plan_piece_t *seqs;    /* [nrings]: each sequence whole, as one piece */
-    int64_t total;
-} zc_ra_gathered_t;
-
-/* The layout of group g's gathered rows (host memory, kept in ctx). */
-zc_status_t zc_ra_gathered_layout(zc_ra_ctx_t *ctx, const zc_ra_group_t *g,
-                                  zc_ra_gathered_t *lay);
 typedef zc_status_t (*zc_ra_copy_t)(void *arg, void *dst, const void *src, size_t bytes);
 /* Rows of `row_bytes` from the owner-major to the sequence-major layout
  * (or back), one `copy` per piece. */

@@ -1,9 +1,11 @@
 /* zc_ring_attn_fwd_stream / zc_ring_attn_bwd_stream: the stream engine
- * (src/coll/ring_attn/stream_engine.c) on CUDA and NCCL.  The caller's stream computes; a
- * non-blocking stream made for the call carries the NCCL transfers, and
- * per-call events order the two.  Without CUDA, or without a device, a
- * call checks its arguments and returns ZC_ERR_UNSUPPORTED at once, with
- * no communication (so that one rank calling alone cannot hang). */
+ * (src/coll/ring_attn/stream_engine.c) on CUDA and NCCL.  The caller's
+ * stream computes; the communicator's own non-blocking stream carries the
+ * NCCL transfers, and events order the two; stream, events and memory are
+ * kept with the communicator between calls (src/coll/ring_attn/stream_cuda.h).
+ * Without CUDA, or without a device, a call checks its arguments and
+ * returns ZC_ERR_UNSUPPORTED at once, with no communication (so that one
+ * rank calling alone cannot hang). */
 #include "config.h"
 
 #include <stdlib.h>
@@ -17,6 +19,7 @@
 #include "kernels/cuda/attn_gpu.h"
 #include "kernels/cuda/cuda_mem.h"
 #include "kernels/cudnn/attn_cudnn.h"
+#include "src/coll/ring_attn/stream_cuda.h"
 #include "src/common/log.h"
 #endif
 
@@ -26,8 +29,11 @@ static zc_status_t zc_ras_device_memory(const void *buf, zc_memtype_t memtype, c
     return zc_memtype_check_device(buf, arg);
 }
 
-/* The stream forms' tensors: device memory, fp16 allowed. */
-static zc_status_t zc_ras_device_check(const zc_ring_attn_args_t *a, int backward)
+/* The stream forms' tensors: device memory, fp16 allowed; and the
+ * device: the communicator's (stream_cuda.h), refused on every rank
+ * through the agreement when one rank's differs. */
+static zc_status_t zc_ras_device_check(zc_comm_h comm, const zc_ring_attn_args_t *a,
+                                       int backward)
 {
     ZC_ARG_CHECK(a->dtype == ZC_FLOAT32 || a->dtype == ZC_BFLOAT16 || a->dtype == ZC_FLOAT16,
                  "dtype: %s, must be float32, bfloat16 or float16", zc_datatype_name(a->dtype));
@@ -38,62 +44,23 @@ static zc_status_t zc_ras_device_check(const zc_ring_attn_args_t *a, int backwar
     /* what a kernel launch would refuse, refused before anything is
      * enqueued: a rank failing half-way would leave its peers' hops
      * unmatched */
-    if (zc_cuda_devices() > 0)
+    if (zc_cuda_devices() > 0) {
+        int current = -1;
+
         ZC_CHECK(zc_attn_gpu_smem_check(backward, a->head_dim));
+        ZC_CHECK(zc_cuda_device_get(&current));
+        if (comm->device && comm->device->cuda_device >= 0 && current != comm->device->cuda_device)
+            return zc_error(ZC_ERR_INVALID_ARG, "stream: the calling thread's CUDA device is "
+                            "%d; comm's NCCL communicator and stream state are on device %d: "
+                            "make that one current", current, comm->device->cuda_device);
+    }
+#else
+    (void)comm;
 #endif
     return ZC_OK;
 }
 
 #ifdef HAVE_CUDA
-typedef struct {
-    zc_comm_h comm;
-    zc_device_t *nccl;
-    void *streams[ZC_DS_NSTREAMS];  /* the caller's, the call's own */
-    void **events;
-    int nevents;
-    zc_attn_backend_t backend;      /* ZC_ATTN_BACKEND, as this build can run it */
-} zc_ras_cuda_t;
-
-static zc_status_t zc_ras_cuda_alloc(void *dev, size_t bytes, void **ptr)
-{
-    return zc_cuda_alloc_async(bytes, ((zc_ras_cuda_t *)dev)->streams[ZC_DS_COMPUTE], ptr);
-}
-
-static void zc_ras_cuda_free(void *dev, void *ptr)
-{
-    zc_cuda_free_async(ptr, ((zc_ras_cuda_t *)dev)->streams[ZC_DS_COMPUTE]);
-}
-
-static zc_status_t zc_ras_cuda_record(void *dev, zc_ds_stream_t stream, int event)
-{
-    zc_ras_cuda_t *d = dev;
-
-    if (event >= d->nevents) {
-        int n = event + 16;
-        void **events = realloc(d->events, (size_t)n * sizeof(*events));
-
-        if (!events)
-            return zc_error(ZC_ERR_NO_MEMORY, "ring attention: cannot track %d events", n);
-        for (int i = d->nevents; i < n; i++)
-            events[i] = NULL;
-        d->events = events;
-        d->nevents = n;
-    }
-    if (!d->events[event])
-        ZC_CHECK(zc_cuda_event_create(&d->events[event]));
-    return zc_cuda_event_record(d->events[event], d->streams[stream]);
-}
-
-static zc_status_t zc_ras_cuda_wait(void *dev, zc_ds_stream_t stream, int event)
-{
-    zc_ras_cuda_t *d = dev;
-
-    if (event >= d->nevents || !d->events[event])
-        return zc_error(ZC_ERR_INTERNAL, "ring attention: event %d waited on before its record",
-                        event);
-    return zc_cuda_stream_wait_event(d->streams[stream], d->events[event]);
-}
-
 static zc_status_t zc_ras_cuda_group(void *dev, const zc_device_op_t *ops, int nops)
 {
     zc_ras_cuda_t *d = dev;
@@ -190,33 +157,37 @@ static zc_status_t zc_ras_cuda_convert(void *dev, const void *src, zc_datatype_t
 }
 
 static const zc_ds_ops_t zc_ras_cuda_ops = {
-    .alloc = zc_ras_cuda_alloc, .free = zc_ras_cuda_free, .record = zc_ras_cuda_record,
-    .wait = zc_ras_cuda_wait, .group = zc_ras_cuda_group, .routed = zc_ras_cuda_routed,
-    .attn = zc_ras_cuda_attn, .copy = zc_ras_cuda_copy, .fill = zc_ras_cuda_fill,
-    .add = zc_ras_cuda_add, .convert = zc_ras_cuda_convert,
+    .alloc = zc_ras_cuda_alloc, .free = zc_ras_cuda_free, .release = zc_ras_cuda_release,
+    .record = zc_ras_cuda_record, .wait = zc_ras_cuda_wait, .group = zc_ras_cuda_group,
+    .routed = zc_ras_cuda_routed, .attn = zc_ras_cuda_attn, .copy = zc_ras_cuda_copy,
+    .fill = zc_ras_cuda_fill, .add = zc_ras_cuda_add, .convert = zc_ras_cuda_convert,
 };
+
+/* The state of comm's first stream call, on its NCCL communicator's device. */
+static zc_status_t zc_ras_cuda_make_for(zc_comm_h comm, void **dev)
+{
+    zc_ras_cuda_t *d;
+
+    ZC_CHECK(zc_ras_cuda_make(comm->device->cuda_device, &d));
+    *dev = d;
+    return ZC_OK;
+}
 
 static zc_status_t zc_ras_cuda_run(zc_ra_ctx_t *ctx, void *stream)
 {
-    zc_ras_cuda_t dev = {.comm = ctx->comm, .streams = {stream, NULL},
-                         .backend = zc_ras_backend()};
-    zc_status_t st;
+    zc_ras_keep_t *keep;
+    zc_device_t *nccl;
+    zc_ras_cuda_t *d;
 
     ZC_CHECK(zc_ra_begin(ctx, zc_ras_device_check, 1));
-    ZC_CHECK(zc_device_get(ctx->comm, &dev.nccl));
-    ZC_CHECK(zc_cuda_stream_create(&dev.streams[ZC_DS_COMM]));
-    st = zc_ra_stream_run(ctx, &zc_ras_cuda_ops, &dev);
-    /* A failure half-way leaves hops that the peers enqueued unmatched (or
-     * ours unmatched on their side): abort, so that the enqueued transfers
-     * end and every later device call on comm says why. */
-    if (st != ZC_OK)
-        zc_device_abort(dev.nccl, st);
-    /* both are released by CUDA once the work enqueued on them is done */
-    for (int i = 0; i < dev.nevents; i++)
-        zc_cuda_event_destroy(dev.events[i]);
-    free(dev.events);
-    zc_cuda_stream_destroy(dev.streams[ZC_DS_COMM]);
-    return st;
+    ZC_CHECK(zc_device_get(ctx->comm, &nccl));
+    ZC_CHECK(zc_ras_keep_get(ctx->comm, &zc_ras_cuda_ops, zc_ras_cuda_make_for, &keep));
+    d = zc_ras_keep_dev(keep);
+    ZC_CHECK(zc_ras_cuda_bind(d, stream));
+    d->comm = ctx->comm;
+    d->nccl = nccl;
+    d->backend = zc_ras_backend();
+    return zc_ra_stream_run(ctx, keep);
 }
 #endif
 

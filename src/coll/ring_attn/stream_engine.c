@@ -32,16 +32,21 @@
  *
  * LLaMA CP mode: one group of sends and receives all-gathers K and V (and,
  * backward, one more reduce-scatters dK/dV); copies on the compute stream
- * put the gathered rows in sequence order. */
+ * put the gathered rows in sequence order.
+ *
+ * Memory: the accumulators, ring buffers and gathers are taken from the
+ * arena the communicator keeps (stream_keep.c), the ring groups and the
+ * routed-call list from its layouts (state.c): a call of a shape seen
+ * before allocates nothing. */
 #include "config.h"
 
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "src/common/abi.h"
 #include "src/common/clock.h"
-#include "src/common/log.h"
 #include "src/coll/ring_attn/stream_engine.h"
 #include "src/common/status.h"
 
@@ -49,38 +54,11 @@ typedef struct {
     zc_ra_ctx_t *ra;
     const zc_ds_ops_t *ops;
     void *dev;
+    zc_ras_keep_t *keep;      /* the memory it takes */
     int next_event;
     void *kv[2];              /* ring: packed K|V blocks */
     float *dp[2], *din[2];    /* ring backward: dK|dV partials sent, accumulators received */
-    void **mem;               /* live allocations, in order: freed at the end or, for a
-                               * gather's, after its group */
-    int nmem, cap_mem;
 } zc_ras_t;
-
-static zc_status_t zc_ras_alloc(zc_ras_t *s, size_t bytes, void **ptr)
-{
-    if (s->nmem == s->cap_mem) {
-        int cap = s->cap_mem ? 2 * s->cap_mem : 16;
-        void **mem = realloc(s->mem, (size_t)cap * sizeof(*mem));
-
-        if (!mem)
-            return zc_error(ZC_ERR_NO_MEMORY, "ring attention: cannot track %d allocations", cap);
-        s->mem = mem;
-        s->cap_mem = cap;
-    }
-    ZC_CHECK(s->ops->alloc(s->dev, bytes ? bytes : 1, ptr));
-    s->mem[s->nmem++] = *ptr;
-    return ZC_OK;
-}
-
-/* Give back the allocations made since `mark` (s->nmem then), once the
- * compute stream gets there: the caller has ordered every transfer that
- * uses them before that point. */
-static void zc_ras_release(zc_ras_t *s, int mark)
-{
-    while (s->nmem > mark)
-        s->ops->free(s->dev, s->mem[--s->nmem]);
-}
 
 /* Record a new event on `on`. */
 static zc_status_t zc_ras_signal(zc_ras_t *s, zc_ds_stream_t on, int *event)
@@ -274,10 +252,10 @@ static zc_status_t zc_ras_allgather(zc_ras_t *s, int gi, const zc_ra_gathered_t 
     int n = 0;
     zc_status_t st = ZC_OK;
 
-    ZC_CHECK(zc_ras_alloc(s, bytes, &gk));
-    ZC_CHECK(zc_ras_alloc(s, bytes, &gv));
-    ZC_CHECK(zc_ras_alloc(s, bytes, k));
-    ZC_CHECK(zc_ras_alloc(s, bytes, v));
+    ZC_CHECK(zc_ras_keep_take(s->keep, bytes, &gk));
+    ZC_CHECK(zc_ras_keep_take(s->keep, bytes, &gv));
+    ZC_CHECK(zc_ras_keep_take(s->keep, bytes, k));
+    ZC_CHECK(zc_ras_keep_take(s->keep, bytes, v));
     ops = malloc(4 * (size_t)g->G * sizeof(*ops));
     if (!ops)
         return zc_error(ZC_ERR_NO_MEMORY, "ring attention: cannot allocate a gather of %d", g->G);
@@ -314,16 +292,16 @@ static zc_status_t zc_ras_gather_fwd(zc_ras_t *s, int gi)
     zc_ra_ctx_t *ra = s->ra;
     const zc_ra_group_t *g = &ra->groups[gi];
     const zc_ra_member_t *me = &g->members[g->pos];
-    zc_ra_gathered_t lay;
+    const zc_ra_gathered_t *lay;
     zc_ra_kv_t kv = {0};
     void *k, *v;
-    int mark = s->nmem;
+    zc_ras_mark_t mark = zc_ras_keep_mark(s->keep);
 
-    ZC_CHECK(zc_ra_gathered_layout(ra, g, &lay));
-    ZC_CHECK(zc_ras_allgather(s, gi, &lay, &k, &v));
-    kv = (zc_ra_kv_t){.pieces = lay.seqs, .npieces = (size_t)g->nrings, .k = k, .v = v};
+    lay = &ra->layout->gathered[gi];
+    ZC_CHECK(zc_ras_allgather(s, gi, lay, &k, &v));
+    kv = (zc_ra_kv_t){.pieces = lay->seqs, .npieces = (size_t)g->nrings, .k = k, .v = v};
     ZC_CHECK(zc_ra_compute(ra, me->pieces, me->npieces, me->row0, &kv));
-    zc_ras_release(s, mark); /* the gather is over: nothing of it is in flight */
+    zc_ras_keep_back(s->keep, mark); /* the gather is over: nothing of it is in flight */
     return ZC_OK;
 }
 
@@ -381,29 +359,30 @@ static zc_status_t zc_ras_gather_bwd(zc_ras_t *s, int gi)
     const zc_ra_group_t *g = &ra->groups[gi];
     const zc_ra_member_t *me = &g->members[g->pos];
     size_t half, mine, frow = (size_t)ra->row_kv * sizeof(float);
-    zc_ra_gathered_t lay;
+    const zc_ra_gathered_t *lay;
     zc_ra_kv_t kv;
     void *k, *v, *dseq, *down, *drecv;
-    int mark = s->nmem;
+    zc_ras_mark_t mark = zc_ras_keep_mark(s->keep);
 
-    ZC_CHECK(zc_ra_gathered_layout(ra, g, &lay));
-    ZC_CHECK(zc_ras_allgather(s, gi, &lay, &k, &v));
-    half = (size_t)lay.total * (size_t)ra->row_kv;
+    lay = &ra->layout->gathered[gi];
+    ZC_CHECK(zc_ras_allgather(s, gi, lay, &k, &v));
+    half = (size_t)lay->total * (size_t)ra->row_kv;
     mine = (size_t)me->tokens * (size_t)ra->row_kv;
-    ZC_CHECK(zc_ras_alloc(s, 2 * half * sizeof(float), &dseq));
-    ZC_CHECK(zc_ras_alloc(s, 2 * half * sizeof(float), &down));
-    ZC_CHECK(zc_ras_alloc(s, 2 * mine * (size_t)(g->G > 1 ? g->G - 1 : 1) * sizeof(float),
-                          &drecv));
+    ZC_CHECK(zc_ras_keep_take(s->keep, 2 * half * sizeof(float), &dseq));
+    ZC_CHECK(zc_ras_keep_take(s->keep, 2 * half * sizeof(float), &down));
+    ZC_CHECK(zc_ras_keep_take(s->keep,
+                              2 * mine * (size_t)(g->G > 1 ? g->G - 1 : 1) * sizeof(float),
+                              &drecv));
     ZC_CHECK(s->ops->fill(s->dev, dseq, 2 * half, 0.0f));
-    kv = (zc_ra_kv_t){.pieces = lay.seqs, .npieces = (size_t)g->nrings, .k = k, .v = v,
+    kv = (zc_ra_kv_t){.pieces = lay->seqs, .npieces = (size_t)g->nrings, .k = k, .v = v,
                       .dk = dseq, .dv = (float *)dseq + half};
     ZC_CHECK(zc_ra_compute(ra, me->pieces, me->npieces, me->row0, &kv));
     /* back to owner-major, then every owner's rows to their owner */
-    ZC_CHECK(zc_ra_permute(g, &lay, frow, dseq, down, 0, zc_ra_copy_cb, ra));
-    ZC_CHECK(zc_ra_permute(g, &lay, frow, (float *)dseq + half, (float *)down + half, 0,
+    ZC_CHECK(zc_ra_permute(g, lay, frow, dseq, down, 0, zc_ra_copy_cb, ra));
+    ZC_CHECK(zc_ra_permute(g, lay, frow, (float *)dseq + half, (float *)down + half, 0,
                            zc_ra_copy_cb, ra));
-    ZC_CHECK(zc_ras_scatter(s, gi, &lay, down, drecv));
-    zc_ras_release(s, mark); /* the scatter waited for its transfers */
+    ZC_CHECK(zc_ras_scatter(s, gi, lay, down, drecv));
+    zc_ras_keep_back(s->keep, mark); /* the scatter waited for its transfers */
     return ZC_OK;
 }
 
@@ -426,7 +405,7 @@ static zc_status_t zc_ras_local(zc_ras_t *s)
         return ZC_OK;
     if (!ra->backward)
         return zc_ra_compute(ra, lp, n, ra->local_row0, &kv);
-    ZC_CHECK(zc_ras_alloc(s, 2 * half * sizeof(float), &dkv));
+    ZC_CHECK(zc_ras_keep_take(s->keep, 2 * half * sizeof(float), &dkv));
     ZC_CHECK(s->ops->fill(s->dev, dkv, 2 * half, 0.0f));
     kv.dk = dkv;
     kv.dv = (float *)dkv + half;
@@ -445,7 +424,7 @@ static zc_status_t zc_ras_accumulators(zc_ras_t *s)
     void *mem;
 
     if (!acc) {
-        ZC_CHECK(zc_ras_alloc(s, rows * sizeof(float), &mem));
+        ZC_CHECK(zc_ras_keep_take(s->keep, rows * sizeof(float), &mem));
         acc = mem;
     }
     if (rows > 0)
@@ -455,7 +434,7 @@ static zc_status_t zc_ras_accumulators(zc_ras_t *s)
         return lse > 0 ? s->ops->fill(s->dev, a->lse, lse, -INFINITY) : ZC_OK;
     }
     ra->dq_acc = acc;
-    ZC_CHECK(zc_ras_alloc(s, lse * sizeof(float), &mem));
+    ZC_CHECK(zc_ras_keep_take(s->keep, lse * sizeof(float), &mem));
     ra->delta = mem;
     if (ra->tokens > 0) {
         int32_t cu_q[2], cu_kv[2];
@@ -481,12 +460,12 @@ static zc_status_t zc_ras_ring_buffers(zc_ras_t *s)
     for (int i = 0; i < 2; i++) {
         void *mem;
 
-        ZC_CHECK(zc_ras_alloc(s, zc_ra_kv_bytes(ra, most), &s->kv[i]));
+        ZC_CHECK(zc_ras_keep_take(s->keep, zc_ra_kv_bytes(ra, most), &s->kv[i]));
         if (!ra->backward)
             continue;
-        ZC_CHECK(zc_ras_alloc(s, zc_ra_dkv_bytes(ra, most), &mem));
+        ZC_CHECK(zc_ras_keep_take(s->keep, zc_ra_dkv_bytes(ra, most), &mem));
         s->dp[i] = mem;
-        ZC_CHECK(zc_ras_alloc(s, zc_ra_dkv_bytes(ra, most), &mem));
+        ZC_CHECK(zc_ras_keep_take(s->keep, zc_ra_dkv_bytes(ra, most), &mem));
         s->din[i] = mem;
     }
     return ZC_OK;
@@ -497,7 +476,7 @@ static zc_status_t zc_ras_run(zc_ras_t *s)
     zc_ra_ctx_t *ra = s->ra;
     const zc_ring_attn_args_t *a = ra->args;
 
-    ZC_CHECK(zc_ra_groups_build(ra));
+    ZC_CHECK(zc_ras_keep_begin(s->keep));
     ZC_CHECK(zc_ras_accumulators(s));
     ZC_CHECK(zc_ras_ring_buffers(s));
     for (int gi = 0; gi < ra->ngroups; gi++) {
@@ -514,35 +493,49 @@ static zc_status_t zc_ras_run(zc_ras_t *s)
     return ZC_OK;
 }
 
-zc_status_t zc_ra_stream_run(zc_ra_ctx_t *ctx, const zc_ds_ops_t *ops, void *dev)
+/* After a failure (see stream_engine.h): the device backend aborted, the
+ * stream state gone; the failure's message stays the last error. */
+static void zc_ras_fail(zc_comm_h comm, zc_status_t st)
 {
-    zc_ras_t s = {.ra = ctx, .ops = ops, .dev = dev};
+    zc_ra_state_t *state = comm->ring_attn;
+    char why[512];
+
+    snprintf(why, sizeof(why), "%s", zc_get_last_error());
+    if (comm->device)
+        zc_device_abort(comm->device, st);
+    if (state)
+        zc_ra_state_drop_stream(state);
+    if (strcmp(why, zc_get_last_error()) != 0)
+        (void)zc_error(st, "%s", why);
+}
+
+zc_status_t zc_ra_stream_run(zc_ra_ctx_t *ctx, zc_ras_keep_t *keep)
+{
+    zc_ras_t s = {.ra = ctx, .ops = zc_ras_keep_ops(keep), .dev = zc_ras_keep_dev(keep),
+                  .keep = keep, .next_event = ZC_DS_EVENT_END + 1};
     double t0 = zc_now_sec();
     zc_status_t st, end;
 
-    ctx->ds = ops;
-    ctx->ds_dev = dev;
+    ctx->ds = s.ops;
+    ctx->ds_dev = s.dev;
     ctx->slice_flops = 0; /* a round is one kernel call: the streams overlap it */
     st = zc_ras_run(&s);
 
     /* Whatever was enqueued, the caller's stream ends after all of it, and
-     * the memory goes back once nothing uses it. */
+     * the next call's after that (ZC_DS_EVENT_END). */
     end = zc_ras_handback(&s);
-    st = st != ZC_OK ? st : end;
     if (end == ZC_OK)
-        zc_ras_release(&s, 0);
-    else /* nothing orders the frees after the transfers: keep the memory */
-        zc_log_warn("ring attention: %d device buffers left allocated after an error",
-                    s.nmem);
-    free(s.mem);
-    zc_ra_groups_free(ctx);
-    for (int i = 0; i < ZC_RA_SCRATCH_SLOTS; i++)
-        zc_host_free(ctx->scratch[i]);
+        end = zc_ras_keep_end(keep);
+    st = st != ZC_OK ? st : end;
     ctx->out_acc = ctx->dq_acc = ctx->delta = NULL;
+    if (st != ZC_OK) {
+        zc_ras_fail(ctx->comm, st);
+        return st;
+    }
     /* the kernels run later: only the enqueueing was timed */
     ctx->stats.compute_seconds = ctx->stats.wait_seconds = 0;
     ctx->stats.total_seconds = zc_now_sec() - t0;
-    if (st == ZC_OK && ctx->args->stats)
+    if (ctx->args->stats)
         zc_abi_write(ctx->args->stats, &ctx->stats, sizeof(ctx->stats));
-    return st;
+    return ZC_OK;
 }
