@@ -17,9 +17,10 @@
  * Blocks (zc_ra_blocks, the one place that decides what a kernel call is).
  * A unit whose row i sees min(d + i + 1, K) of its K keys (d = q_start -
  * kv_start >= 0) is split where its rows start to see every key: the rows
- * before are bottom-right aligned against the keys they see (K' - rows =
- * d; top-left with equal lengths when d = 0), the rows after fully
- * visible.  A block is one kernel call of one mask: FULL, CAUSAL (every
+ * before, and the first that does, are bottom-right aligned against the
+ * keys they see (K' - rows = d; top-left with equal lengths when d = 0),
+ * the rows after fully visible; a unit whose first row sees every key is
+ * fully visible.  A block is one kernel call of one mask: FULL, CAUSAL (every
  * segment top-left with equal lengths) or BOTTOM_RIGHT; full and causal
  * segments never share one.  Within a call a query row and a key row
  * belong to one segment only, so a sequence's units go into successive
@@ -271,7 +272,11 @@ static zc_status_t zc_ra_split_round(const zc_ra_segs_t *units, int r, zc_ra_seg
 
         if (s->round != r)
             continue;
-        rc = K - d < s->q_len ? K - d : s->q_len; /* rows that do not see every key */
+        /* the rows up to the first that sees every key (kept with the
+         * causal part, so that a diagonal block stays one top-left call);
+         * none when the first row already does: fully visible (every
+         * zigzag step but the diagonal) */
+        rc = d + 1 >= K ? 0 : K - d < s->q_len ? K - d : s->q_len;
         if (rc > 0) {
             ZC_CHECK(zc_ra_segs_add(causal, &(zc_ra_seg_t){.q_off = s->q_off, .q_len = rc,
                                                            .kv_off = s->kv_off,
