@@ -44,9 +44,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "src/common/clock.h"
 #include "src/coll/ring_attn/ring_attn.h"
-#include "src/coll/ring_attn/stream_engine.h"
 #include "src/common/status.h"
 
 /* A slice is a multiple of this many query rows: every kernel call packs
@@ -371,26 +369,6 @@ typedef struct {
     int cap;
 } zc_ra_call_arrays_t;
 
-/* Count where a block ran, and why not on cuDNN. */
-static void zc_ra_count(zc_ring_attn_stats_t *st, zc_attn_route_t route)
-{
-    int64_t *why[ZC_ATTN_NROUTES] = {
-        [ZC_ATTN_NATIVE_CHOSEN] = &st->native_chosen, [ZC_ATTN_NATIVE_DTYPE] = &st->native_dtype,
-        [ZC_ATTN_NATIVE_HEAD_DIM] = &st->native_head_dim,
-        [ZC_ATTN_NATIVE_SHAPE] = &st->native_shape,
-        [ZC_ATTN_NATIVE_NO_ENGINE] = &st->native_no_engine,
-        [ZC_ATTN_NATIVE_FAILED] = &st->native_failed};
-
-    st->kernel_calls++;
-    if (route == ZC_ATTN_ON_CUDNN) {
-        st->blocks_cudnn++;
-        return;
-    }
-    st->blocks_native++;
-    if (route > 0 && route < ZC_ATTN_NROUTES)
-        (*why[route])++;
-}
-
 /* One kernel call over segments [i0, i1], rows [r0, ...) of i0 and
  * [..., r1) of i1; a causal segment cut short keeps the keys its rows
  * see, the rest of its keys going into a segment without queries. */
@@ -401,9 +379,6 @@ static zc_status_t zc_ra_kernel(zc_ra_ctx_t *ctx, const zc_ra_kv_t *kv, const zc
     const zc_ring_attn_args_t *args = ctx->args;
     int64_t base_q = segs->v[i0].q_off + r0, base_kv = segs->v[i0].kv_off;
     zc_attn_args_t a = ZC_ATTN_ARGS_INITIALIZER;
-    zc_attn_route_t route = ZC_ATTN_NATIVE_CHOSEN;
-    zc_status_t st;
-    double t0;
     int n = 0;
 
     arr->cu_q[0] = arr->cu_kv[0] = 0;
@@ -457,14 +432,7 @@ static zc_status_t zc_ra_kernel(zc_ra_ctx_t *ctx, const zc_ra_kv_t *kv, const zc
         a.dk = kv->dk + base_kv * ctx->row_kv;
         a.dv = kv->dv + base_kv * ctx->row_kv;
     }
-    t0 = zc_now_sec();
-    if (ctx->ds)
-        st = ctx->ds->attn(ctx->ds_dev, ctx->backward ? ZC_DS_BWD : ZC_DS_FWD, &a, &route);
-    else
-        st = ctx->backward ? zc_attn_bwd(&a) : zc_attn_fwd(&a);
-    ctx->stats.compute_seconds += zc_now_sec() - t0;
-    zc_ra_count(&ctx->stats, route);
-    return st;
+    return zc_ra_dispatch(ctx, &a);
 }
 
 /* Run one block's segments as kernel calls of about `budget` pairs each,

@@ -529,6 +529,8 @@ zc_status_t zc_ra_stream_run(zc_ra_ctx_t *ctx, const zc_ds_ops_t *ops, void *dev
      * the memory goes back once nothing uses it. */
     end = zc_ras_handback(&s);
     st = st != ZC_OK ? st : end;
+    if (st == ZC_OK) /* everything enqueued: a kernel table's failure is every rank's */
+        st = zc_ra_table_verdict(ctx);
     if (end == ZC_OK)
         zc_ras_release(&s, 0);
     else /* nothing orders the frees after the transfers: keep the memory */

@@ -18,6 +18,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "kernels/attn_rows.h"
 #include "kernels/cudnn/attn_cudnn.h"
 #include "src/core/device.h"
 #include "src/coll/ring_attn/ring_attn.h"
@@ -54,6 +55,13 @@ typedef struct zc_ds_ops {
     zc_status_t (*add)(void *dev, float *dst, const float *src, size_t count);
     zc_status_t (*convert)(void *dev, const void *src, zc_datatype_t src_dtype, int64_t count,
                            zc_datatype_t dst_dtype, void *dst);
+    /* Kernel tables (src/coll/ring_attn/dispatch.c): the table's pass on
+     * `call`, given the compute stream and cu_seqlens_q/kv on the device
+     * (the host_ ones filled), its status returned; and the row-mapped
+     * copies around it (kernels/attn_rows.h). */
+    zc_status_t (*kernels)(void *dev, int backward, const zc_attn_kernels_t *table,
+                           zc_attn_varlen_t *call);
+    zc_status_t (*rows)(void *dev, const zc_attn_rows_t *op);
 } zc_ds_ops_t;
 
 /* Enqueue a call on `ops`, after zc_ra_begin: every ring group (or, in
