@@ -5,8 +5,9 @@
 # point-to-point, routed transfers, alltoallv, remap and ring attention
 # against single-process PyTorch, the packed-batch API (zcomm.torch:
 # VarlenPlan, varlen_attn, ZeppelinAttention, from_torch over gloo, bad
-# input; CUDA tensors where there is a GPU), the same under torchrun (two
-# launchers, one per emulated node),
+# input; kernel= with zcomm.torch.kernels; CUDA tensors where there is a
+# GPU), the same under torchrun (two launchers, one per emulated node; and
+# kernel= on one launcher of two),
 # the example training step (python/examples/train_step.py) and the example
 # training (python/examples/train.py, 50 steps against one process) on 4
 # forked ranks and, as root, on the emulated cluster of 2 nodes x 4 NICs x
@@ -39,7 +40,7 @@ tap() {
     fi
 }
 
-for script in test_binding.py test_distributed.py test_varlen.py test_cuda.py; do
+for script in test_binding.py test_distributed.py test_varlen.py test_kernels.py test_cuda.py; do
     timeout 300 "$python" "$pydir/tests/$script" >"$logs/$script" 2>&1
     tap "$script" "$logs/$script" $?
 done
@@ -66,6 +67,23 @@ status=0
 for pid in "${pids[@]}"; do wait "$pid" || status=$?; done
 tap "test_torchrun.py under torchrun, 2 nodes x 2" "$logs/torchrun.tap" $status
 [ "$status" = 0 ] || tail -20 "$logs/torchrun0.out" | sed 's/^/# /'
+
+# kernel= under torchrun, the same way (the fork launcher runs 2 and 4 ranks).
+port=$("$python" -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+: >"$logs/kernels.tap"
+pids=()
+for node in 0 1; do
+    ZC_NODE_ID=torchrun-kernels$node-$$ timeout 300 "$python" -m torch.distributed.run \
+        --nnodes 2 --nproc_per_node 2 --node_rank $node --master_addr 127.0.0.1 \
+        --master_port "$port" --redirects 1 --tee 2 --log_dir "$logs/kernels$node" \
+        "$pydir/tests/test_kernels.py" --torchrun 2 "$logs/kernels.tap" \
+        >"$logs/kernels$node.out" 2>&1 &
+    pids+=($!)
+done
+status=0
+for pid in "${pids[@]}"; do wait "$pid" || status=$?; done
+tap "test_kernels.py under torchrun, 2 nodes x 2" "$logs/kernels.tap" $status
+[ "$status" = 0 ] || tail -20 "$logs/kernels0.out" | sed 's/^/# /'
 
 plot=
 "$python" -c 'import matplotlib' 2>/dev/null && plot="--plot $logs/train.png"
