@@ -100,18 +100,18 @@ class Raises(Watch):
         raise RuntimeError("boom in the backward")
 
 
-def run_attn(comm, plan, q, k, v, w, dtype, kernel=None, module=False):
+def run_attn(comm, plan, q, k, v, w, dtype, kernel=None, module=False, device="cpu"):
     """This rank's out and (dq, dk, dv) of sum(out * w) in the loader layout."""
     lo, hi = plan.loader_range
-    mine = [t[lo:hi].to(dtype).clone().requires_grad_() for t in (q, k, v)]
+    mine = [t[lo:hi].to(device=device, dtype=dtype).clone().requires_grad_() for t in (q, k, v)]
     qa, ka, va = (plan.dispatch(t) for t in mine)
     if module:
         out = zt.ZeppelinAttention(kernel=kernel)(qa, ka, va, plan)
     else:
         out = zt.varlen_attn(qa, ka, va, plan, kernel=kernel)
     y = plan.undispatch(out)
-    (y.float() * w[lo:hi]).sum().backward()
-    return y.detach().float(), [t.grad.float() for t in mine]
+    (y.float() * w[lo:hi].to(device)).sum().backward()
+    return y.detach().float().cpu(), [t.grad.float().cpu() for t in mine]
 
 
 def rel(a, b):
@@ -271,6 +271,55 @@ def cases(comm):
     return attention_cases(comm) + call_count_cases(comm) + failure_cases(comm)
 
 
+def cuda_cases(comm):
+    """kernel= on CUDA tensors (the _stream forms: the kernel runs on the
+    call's stream): Reference, and TorchFlash where torch has it, against
+    float64 attention and the built-in path, every method."""
+    res = []
+    q, k, v, w, ref, out_ref = common.varlen_reference(LENGTHS, 4, 2, 16)
+    cu = common.cu_of(LENGTHS)
+    named = [("Reference", kernels.Reference())]
+    if kernels.torch_flash_available():
+        named.append(("TorchFlash", kernels.TorchFlash()))
+    for method in zt.METHODS:
+        plan = zt.VarlenPlan(cu, comm, method=method)
+        lo, hi = plan.loader_range
+        full = [out_ref.detach()[lo:hi]] + [r.grad[lo:hi] for r in ref]
+        for dtype in (torch.bfloat16, torch.float16):
+            own = run_attn(comm, plan, q, k, v, w, dtype, device="cuda")
+            for name, kernel in named:
+                watch = Watch(kernel)
+                got = run_attn(comm, plan, q, k, v, w, dtype, kernel=watch, device="cuda")
+                errs_ref = [rel(a, b) for a, b in zip([got[0]] + got[1], full)]
+                errs_own = [rel(a, b) for a, b in zip([got[0]] + got[1], [own[0]] + own[1])]
+                res.append(("CUDA, %s, %s: %s through kernel= matches float64 attention and the "
+                            "built-in path; every call keeps the contract"
+                            % (method, str(dtype)[6:], name),
+                            max(errs_ref) < 3e-2 and max(errs_own) < 3e-2 and watch.bad is None,
+                            "vs float64 %s, vs built-in %s, %s" % (errs_ref, errs_own,
+                                                                    watch.bad)))
+        plan.close()
+    return res
+
+
+def gpu_count():
+    """Asked of the driver: the ranks are forked, CUDA must not start here."""
+    try:
+        return len(os.listdir("/proc/driver/nvidia/gpus"))
+    except OSError:
+        return 0
+
+
+def on_gpu(fn):
+    def run(comm):
+        ndev = torch.cuda.device_count()
+        if comm.size > ndev:  # ranks sharing a GPU: each its own NCCL host
+            os.environ["NCCL_HOSTID"] = "zc-test-kernels-rank-%d" % comm.rank
+        torch.cuda.set_device(comm.rank % ndev)
+        return fn(comm)
+    return run
+
+
 def torchrun_main(nodes, tap_file):
     import torch.distributed as dist
     torch.set_num_threads(1)
@@ -303,6 +352,15 @@ if __name__ == "__main__":
         torchrun_main(int(sys.argv[2]), sys.argv[3])
     import ranks
     import tap
+    if len(sys.argv) > 1 and sys.argv[1] == "--cuda":
+        from zcomm import _lib
+        if gpu_count() == 0 or not _lib.lib.zc_get_features() & _lib.FEATURE_NCCL:
+            print("ok 1 - # SKIP kernel= on CUDA tensors: no GPU, or libzcomm without CUDA "
+                  "and NCCL")
+            print("1..1")
+            sys.exit(0)
+        ranks.run(on_gpu(cuda_cases), 2, what="kernel= on CUDA: ", timeout=300)
+        sys.exit(tap.done())
     ranks.run(cases, 2, what="kernel=: ", timeout=300)
     ranks.run(cases, 4, nodes=2, what="kernel=: ", timeout=300)
     sys.exit(tap.done())
