@@ -53,37 +53,27 @@ tap "test_structs.py" "$logs/structs" $?
 # torch 1.13's torchrun under Python 3.11 cannot leave the workers' output
 # alone (its Std flags lose NONE and ALL: --redirects/--tee 0 or 3 crash it),
 # so stdout goes to its log files and rank 0 writes the TAP to a file.
-port=$("$python" -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
-: >"$logs/torchrun.tap"
-pids=()
-for node in 0 1; do
-    ZC_NODE_ID=torchrun-node$node-$$ timeout 300 "$python" -m torch.distributed.run \
-        --nnodes 2 --nproc_per_node 2 --node_rank $node --master_addr 127.0.0.1 \
-        --master_port "$port" --redirects 1 --tee 2 --log_dir "$logs/torchrun$node" \
-        "$pydir/tests/test_torchrun.py" 2 "$logs/torchrun.tap" >"$logs/torchrun$node.out" 2>&1 &
-    pids+=($!)
-done
-status=0
-for pid in "${pids[@]}"; do wait "$pid" || status=$?; done
-tap "test_torchrun.py under torchrun, 2 nodes x 2" "$logs/torchrun.tap" $status
-[ "$status" = 0 ] || tail -20 "$logs/torchrun0.out" | sed 's/^/# /'
-
-# kernel= under torchrun, the same way (the fork launcher runs 2 and 4 ranks).
-port=$("$python" -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
-: >"$logs/kernels.tap"
-pids=()
-for node in 0 1; do
-    ZC_NODE_ID=torchrun-kernels$node-$$ timeout 300 "$python" -m torch.distributed.run \
-        --nnodes 2 --nproc_per_node 2 --node_rank $node --master_addr 127.0.0.1 \
-        --master_port "$port" --redirects 1 --tee 2 --log_dir "$logs/kernels$node" \
-        "$pydir/tests/test_kernels.py" --torchrun 2 "$logs/kernels.tap" \
-        >"$logs/kernels$node.out" 2>&1 &
-    pids+=($!)
-done
-status=0
-for pid in "${pids[@]}"; do wait "$pid" || status=$?; done
-tap "test_kernels.py under torchrun, 2 nodes x 2" "$logs/kernels.tap" $status
-[ "$status" = 0 ] || tail -20 "$logs/kernels0.out" | sed 's/^/# /'
+# torchrun2x2 NAME SCRIPT ARGS...: the script's TAP (written to
+# $logs/NAME.tap, its path the script's last argument) and exit status.
+torchrun2x2() {
+    local name=$1 script=$2 port pids=() node status=0
+    shift 2
+    port=$("$python" -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+    : >"$logs/$name.tap"
+    for node in 0 1; do
+        ZC_NODE_ID=torchrun-$name$node-$$ timeout 300 "$python" -m torch.distributed.run \
+            --nnodes 2 --nproc_per_node 2 --node_rank $node --master_addr 127.0.0.1 \
+            --master_port "$port" --redirects 1 --tee 2 --log_dir "$logs/$name$node" \
+            "$pydir/tests/$script" "$@" "$logs/$name.tap" >"$logs/$name$node.out" 2>&1 &
+        pids+=($!)
+    done
+    for pid in "${pids[@]}"; do wait "$pid" || status=$?; done
+    tap "$script under torchrun, 2 nodes x 2" "$logs/$name.tap" $status
+    [ "$status" = 0 ] || tail -20 "$logs/${name}0.out" | sed 's/^/# /'
+}
+torchrun2x2 torchrun test_torchrun.py 2
+# kernel= under torchrun (the fork launcher runs it on 2 and 4 ranks)
+torchrun2x2 kernels test_kernels.py --torchrun 2
 
 plot=
 "$python" -c 'import matplotlib' 2>/dev/null && plot="--plot $logs/train.png"

@@ -44,6 +44,7 @@
 #include "mp.h"
 #include "src/core/comm.h"
 #include "rails_lo.h"
+#include "ring_attn_cases.h"
 #include "device_emu.h"
 #include "stream_emu.h"
 #include "tap.h"
@@ -52,7 +53,6 @@
 
 #define MAX_BATCHES 10
 #define NSHAPES 2
-#define NMODES 4
 #define MAX_CASES (MAX_BATCHES * NSHAPES * NMODES)
 #define MAX_RANKS 8
 #define MAX_SEQS 256
@@ -60,19 +60,6 @@
 #define TOKENS_PER_RANK 256  /* batch size per rank */
 #define PAD_ROWS 3           /* rows past the plan's tokens, must stay untouched */
 #define CASE_TIMEOUT_S 120
-
-typedef struct {
-    const char *name;
-    zc_ring_attn_mode_t mode;
-    unsigned plan_flags;
-} mode_cfg_t;
-
-static const mode_cfg_t modes[NMODES] = {
-    {"zeppelin", ZC_RING_ATTN_ZEPPELIN, 0},
-    {"routing", ZC_RING_ATTN_ZEPPELIN, ZC_PLAN_EVEN_SPLIT},
-    {"te_cp", ZC_RING_ATTN_TE_CP, ZC_PLAN_EVEN_SPLIT},
-    {"llama_cp", ZC_RING_ATTN_LLAMA_CP, ZC_PLAN_EVEN_SPLIT},
-};
 
 typedef struct {
     int hq, hkv, d;
@@ -259,21 +246,6 @@ static zc_status_t make_plan(int nranks, const batch_t *b, unsigned flags, zc_pl
     opts.flags = flags;
     return zc_plan_create(nnodes, nranks / nnodes, b->capacity, b->lengths, b->n, &opts, plan);
 }
-
-static int comm_init(int rank, int nranks, zc_comm_h *comm)
-{
-    zc_config_t config = ZC_CONFIG_INITIALIZER;
-
-    config.node_id = nranks >= 2 && rank >= nranks / 2 ? "ra-node-b" : "ra-node-a";
-    return mp_comm_init(rank, nranks, &config, comm) == ZC_OK ? 0 : -1;
-}
-
-#define CASE_FAIL(...)                                                        \
-    do {                                                                      \
-        r->failed = 1;                                                        \
-        snprintf(r->why, sizeof(r->why), __VA_ARGS__);                        \
-        goto out;                                                             \
-    } while (0)
 
 static void run_case(zc_comm_h comm, int rank, int nranks, int bi, int si, int mi, result_t *r)
 {
@@ -543,14 +515,6 @@ static void test_nonfinite(void)
 }
 
 /* ---- bad arguments ----------------------------------------------------------- */
-
-#define EXPECT(call, status, word)                                                         \
-    do {                                                                                   \
-        zc_status_t st_ = (call);                                                          \
-        MP_CHECK(st_ == (status) && strstr(zc_get_last_error(), (word)) != NULL,           \
-                 "rank %d: %.50s returned %s (%s), expected %s naming %s", rank, #call,     \
-                 zc_strerror(st_), zc_get_last_error(), zc_strerror(status), (word));     \
-    } while (0)
 
 static int rank_bad(int rank, int nranks, void *arg)
 {

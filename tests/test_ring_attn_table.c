@@ -40,6 +40,7 @@
 #include "device_emu.h"
 #include "mp.h"
 #include "rails_lo.h"
+#include "ring_attn_cases.h"
 #include "src/core/comm.h"
 #include "stream_emu.h"
 #include "tap.h"
@@ -47,7 +48,6 @@
 #include "tools/zc_ring_attn_data.h"
 #include "zcomm.h"
 
-#define NMODES 4
 #define NSHAPES 2
 #define MAX_BATCHES 4
 #define MAX_SEQS 16
@@ -55,17 +55,6 @@
 #define PAD_ROWS 2
 #define CASE_TIMEOUT_S 240
 #define EXACT (ZC_ATTN_KERNELS_BOTTOM_RIGHT | ZC_ATTN_KERNELS_FLOAT32_OUT)
-
-static const struct {
-    const char *name;
-    zc_ring_attn_mode_t mode;
-    unsigned plan_flags;
-} modes[NMODES] = {
-    {"zeppelin", ZC_RING_ATTN_ZEPPELIN, 0},
-    {"routing", ZC_RING_ATTN_ZEPPELIN, ZC_PLAN_EVEN_SPLIT},
-    {"te_cp", ZC_RING_ATTN_TE_CP, ZC_PLAN_EVEN_SPLIT},
-    {"llama_cp", ZC_RING_ATTN_LLAMA_CP, ZC_PLAN_EVEN_SPLIT},
-};
 
 static const struct {
     int hq, hkv, d;
@@ -214,14 +203,6 @@ static zc_status_t watch(void *arg, int backward, const zc_attn_varlen_t *c)
 
 /* ---- one case on one rank ---------------------------------------------------- */
 
-static int comm_init(int rank, int nranks, zc_comm_h *comm)
-{
-    zc_config_t config = ZC_CONFIG_INITIALIZER;
-
-    config.node_id = rank >= nranks / 2 ? "kt-node-b" : "kt-node-a";
-    return mp_comm_init(rank, nranks, &config, comm) == ZC_OK ? 0 : -1;
-}
-
 /* This rank's results of a run: out, lse, dq, dk, dv with their padding. */
 typedef struct {
     void *buf[RAD_NRESULTS];
@@ -300,13 +281,6 @@ static zc_status_t run_pair(zc_comm_h comm, zc_plan_h plan, zc_ring_attn_args_t 
     args->stats = NULL;
     return s;
 }
-
-#define CASE_FAIL(...)                                                        \
-    do {                                                                      \
-        r->failed = 1;                                                        \
-        snprintf(r->why, sizeof(r->why), __VA_ARGS__);                        \
-        goto out;                                                             \
-    } while (0)
 
 static void run_case(zc_comm_h comm, int rank, int nranks, int bi, int si, int mi, result_t *r)
 {
@@ -474,7 +448,6 @@ static void test_cases(int nranks)
 /* ---- a table that fails ----------------------------------------------------- */
 
 typedef struct {
-    int rank;
     int fail_at[2];           /* [pass]: the call that fails (1 = first), 0: none */
     zc_status_t status;
     long calls[2];
@@ -488,58 +461,64 @@ static zc_status_t failing(void *arg, int backward, const zc_attn_varlen_t *c)
     return ++f->calls[backward] == f->fail_at[backward] ? f->status : ZC_OK;
 }
 
-#define EXPECT(call, status, word)                                                         \
-    do {                                                                                   \
-        zc_status_t st_ = (call);                                                          \
-        MP_CHECK(st_ == (status) && strstr(zc_get_last_error(), (word)) != NULL,           \
-                 "rank %d: %.50s returned %s (%s), expected %s naming %s", rank, #call,     \
-                 zc_strerror(st_), zc_get_last_error(), zc_strerror(status), (word));     \
-    } while (0)
-
-/* Buffers of this rank's rows of a small batch, in args. */
+/* One rank of the small cases: its communicator (with the emulated device),
+ * a TE CP plan of `small`, its rows in args, and a flash-like table. */
 static rad_batch_t small;
 
-static int small_args(zc_comm_h comm, int rank, zc_plan_h *plan, rad_local_t *l,
-                      zc_ring_attn_args_t *a)
+typedef struct {
+    zc_comm_h comm;
+    zc_plan_h plan;
+    rad_local_t l;
+    zc_ring_attn_args_t a;
+    zc_own_table_t table;
+} small_rank_t;
+
+static int small_setup(int rank, int nranks, small_rank_t *s)
 {
     zc_plan_opts_t opts = ZC_PLAN_OPTS_INITIALIZER;
     const zc_plan_piece_t *pieces;
     zc_plan_rank_t mine;
     size_t n;
-    int size;
 
-    zc_comm_size(comm, &size);
+    setenv("ZC_NUM_THREADS", "1", 1);
+    s->a = (zc_ring_attn_args_t)ZC_RING_ATTN_ARGS_INITIALIZER;
+    zc_own_table_init(&s->table, 0);
     opts.flags = ZC_PLAN_EVEN_SPLIT;
-    if (zc_plan_create(2, size / 2, (small.total + size - 1) / size + 8, small.lengths,
-                       small.nseqs, &opts, plan) != ZC_OK)
+    if (comm_init(rank, nranks, &s->comm) != 0 || device_emu_install(s->comm) != ZC_OK ||
+        zc_plan_create(2, nranks / 2, (small.total + nranks - 1) / nranks + 8, small.lengths,
+                       small.nseqs, &opts, &s->plan) != ZC_OK)
         return -1;
-    zc_plan_rank_pieces(*plan, rank, &pieces, &n);
-    zc_plan_rank(*plan, rank, &mine);
-    if (rad_local_make(&small, pieces, n, mine.tokens, 0, l) != 0)
+    zc_plan_rank_pieces(s->plan, rank, &pieces, &n);
+    zc_plan_rank(s->plan, rank, &mine);
+    if (rad_local_make(&small, pieces, n, mine.tokens, 0, &s->l) != 0)
         return -1;
-    rad_local_args(&small, l, a);
-    a->mode = ZC_RING_ATTN_TE_CP;
+    rad_local_args(&small, &s->l, &s->a);
+    s->a.mode = ZC_RING_ATTN_TE_CP;
     return 0;
+}
+
+static void small_teardown(small_rank_t *s)
+{
+    zc_own_table_free(&s->table);
+    rad_local_free(&s->l);
+    zc_plan_destroy(s->plan);
+    zc_comm_destroy(s->comm);
 }
 
 static int rank_fail(int rank, int nranks, void *arg)
 {
-    zc_ring_attn_args_t a = ZC_RING_ATTN_ARGS_INITIALIZER;
-    zc_own_table_t table;
-    failing_t f = {.rank = rank};
-    zc_plan_h plan;
-    rad_local_t l;
-    zc_comm_h comm;
+    failing_t f = {{0, 0}, ZC_OK, {0, 0}};
+    small_rank_t s;
     char who[16];
 
     (void)arg;
-    setenv("ZC_NUM_THREADS", "1", 1);
-    MP_CHECK(comm_init(rank, nranks, &comm) == 0 && device_emu_install(comm) == ZC_OK, "init");
-    MP_CHECK(small_args(comm, rank, &plan, &l, &a) == 0, "plan and buffers");
-    zc_own_table_init(&table, 0);
-    table.before = failing;
-    table.arg = &f;
-    a.kernels = &table.kernels;
+    MP_CHECK(small_setup(rank, nranks, &s) == 0, "init: %s", zc_get_last_error());
+    zc_comm_h comm = s.comm;
+    zc_plan_h plan = s.plan;
+    zc_ring_attn_args_t a = s.a;
+    s.table.before = failing;
+    s.table.arg = &f;
+    a.kernels = &s.table.kernels;
     snprintf(who, sizeof(who), "rank %d", 1);
 
     /* rank 1's second forward call fails */
@@ -578,52 +557,42 @@ static int rank_fail(int rank, int nranks, void *arg)
     a.kernels = NULL;
     MP_CHECK(zc_ring_attn_fwd(comm, plan, &a) == ZC_OK, "rank %d: without a table: %s", rank,
              zc_get_last_error());
-    zc_own_table_free(&table);
-    rad_local_free(&l);
-    zc_plan_destroy(plan);
-    zc_comm_destroy(comm);
+    small_teardown(&s);
     return 0;
 }
 
 static int rank_bad(int rank, int nranks, void *arg)
 {
-    zc_ring_attn_args_t a = ZC_RING_ATTN_ARGS_INITIALIZER;
     zc_attn_kernels_t bad;
-    zc_own_table_t table;
-    zc_plan_h plan;
-    rad_local_t l;
-    zc_comm_h comm;
+    small_rank_t s;
 
     (void)arg;
-    (void)nranks;
-    setenv("ZC_NUM_THREADS", "1", 1);
-    MP_CHECK(comm_init(rank, nranks, &comm) == 0, "init");
-    MP_CHECK(small_args(comm, rank, &plan, &l, &a) == 0, "plan and buffers");
-    zc_own_table_init(&table, 0);
+    MP_CHECK(small_setup(rank, nranks, &s) == 0, "init: %s", zc_get_last_error());
+    zc_comm_h comm = s.comm;
+    zc_plan_h plan = s.plan;
+    zc_ring_attn_args_t a = s.a;
+    zc_own_table_t *table = &s.table;
 
-    bad = table.kernels;
+    bad = table->kernels;
     bad.size = rank == 1 ? 0 : sizeof(bad);
     a.kernels = &bad;
     EXPECT(zc_ring_attn_fwd(comm, plan, &a), rank == 1 ? ZC_ERR_INVALID_ARG : ZC_ERR_MISMATCH,
            rank == 1 ? "ZC_ATTN_KERNELS_INITIALIZER" : "refused");
-    bad = table.kernels;
+    bad = table->kernels;
     bad.fwd = NULL;
     EXPECT(zc_ring_attn_fwd(comm, plan, &a), ZC_ERR_INVALID_ARG, "kernels->fwd");
-    a.dout = l.dout, a.dq = l.dq, a.dk = l.dk, a.dv = l.dv;
+    a.dout = s.l.dout, a.dq = s.l.dq, a.dk = s.l.dk, a.dv = s.l.dv;
     MP_CHECK(zc_ring_attn_bwd(comm, plan, &a) == ZC_OK,
              "rank %d: a table without fwd serves a backward: %s", rank, zc_get_last_error());
-    bad = table.kernels;
+    bad = table->kernels;
     bad.flags = 1u << 7;
     EXPECT(zc_ring_attn_fwd(comm, plan, &a), ZC_ERR_INVALID_ARG, "kernels->flags");
-    a.kernels = rank == 0 ? &table.kernels : NULL;
+    a.kernels = rank == 0 ? &table->kernels : NULL;
     EXPECT(zc_ring_attn_fwd(comm, plan, &a), ZC_ERR_MISMATCH, "kernel table");
-    a.kernels = &table.kernels;
+    a.kernels = &table->kernels;
     MP_CHECK(zc_ring_attn_fwd(comm, plan, &a) == ZC_OK, "rank %d: a good table afterwards: %s",
              rank, zc_get_last_error());
-    zc_own_table_free(&table);
-    rad_local_free(&l);
-    zc_plan_destroy(plan);
-    zc_comm_destroy(comm);
+    small_teardown(&s);
     return 0;
 }
 

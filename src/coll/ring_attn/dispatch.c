@@ -146,8 +146,15 @@ static zc_status_t zc_ra_split(const zc_attn_args_t *a, int which, zc_ra_part_t 
         int32_t lq = a->cu_seqlens_q[b + 1] - a->cu_seqlens_q[b];
         int32_t lk = a->cu_seqlens_kv[b + 1] - a->cu_seqlens_kv[b];
         int32_t d = lq > 0 && lk > 0 ? lk - lq : 0;
-        /* [first, second): the keys of this part; the rest pads */
+        /* this part's keys of the segment, after pad_before others */
         int32_t pad_before = which == 0 ? 0 : d, mine = which == 0 ? d : lk - d;
+
+        if (lq > 0 && lk > 0 && (d < 0 || zc_ra_offset(a, b) != d)) {
+            free(p->mem);
+            return zc_error(ZC_ERR_INTERNAL, "ring attention: causal segment %d of a call (%d "
+                            "queries, %d keys, offset %d) is not bottom-right aligned", b, lq,
+                            lk, zc_ra_offset(a, b));
+        }
 
         if (pad_before > 0) {
             cu_q[n + 1] = cu_q[n];

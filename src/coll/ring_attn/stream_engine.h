@@ -67,7 +67,9 @@ typedef struct zc_ds_ops {
 /* Enqueue a call on `ops`, after zc_ra_begin: every ring group (or, in
  * LLaMA CP mode, gather) in the order of the host engine, then the local
  * zone, then the rounding of the fp32 accumulators; returns once all of
- * it is enqueued, the compute stream waiting for the last transfer.  Every
+ * it is enqueued, the compute stream waiting for the last transfer (with
+ * a kernel table, once the ranks agreed on whether one failed:
+ * ctx->table.verdict).  Every
  * rank of the communicator calls it (a rank of a ring's node outside the
  * ring would forward its routed hops: it walks them too). */
 zc_status_t zc_ra_stream_run(zc_ra_ctx_t *ctx, const zc_ds_ops_t *ops, void *dev);
