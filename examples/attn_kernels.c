@@ -244,7 +244,8 @@ int main(void)
         a.dv = res[t][4];
         a.kernels = t ? &table : NULL; /* every rank the same */
         a.stats = &stats;
-        if (zc_ring_attn_fwd(comm, plan, &a) != ZC_OK || zc_ring_attn_bwd(comm, plan, &a) != ZC_OK) {
+        if (zc_ring_attn_fwd(comm, plan, &a) != ZC_OK ||
+            zc_ring_attn_bwd(comm, plan, &a) != ZC_OK) {
             fprintf(stderr, "attn_kernels: rank %d: %s\n", rank, zc_get_last_error());
             return 1;
         }

@@ -639,7 +639,8 @@ typedef struct {
     double compute_seconds;  /* inside the attention kernels */
     double wait_seconds;     /* blocked on transfers that compute did not hide */
     uint64_t bytes_sent;     /* KV and dK/dV this rank sent (not what it forwarded as a proxy) */
-    int64_t kernel_calls;    /* attention blocks issued: blocks_cudnn + blocks_native */
+    int64_t kernel_calls;    /* attention blocks issued: blocks_cudnn + blocks_native
+                              * (+ blocks_table) */
     /* Where the blocks ran (the _stream forms: ZC_ATTN_BACKEND), and why a
      * block did not run on cuDNN; each native block counts in one native_*. */
     int64_t blocks_cudnn;

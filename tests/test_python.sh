@@ -69,7 +69,11 @@ torchrun2x2() {
     done
     for pid in "${pids[@]}"; do wait "$pid" || status=$?; done
     tap "$script under torchrun, 2 nodes x 2" "$logs/$name.tap" $status
-    [ "$status" = 0 ] || tail -20 "$logs/${name}0.out" | sed 's/^/# /'
+    if [ "$status" != 0 ]; then # the workers' own errors, then the launcher's summary
+        cat "$logs/$name"?/*/attempt_*/*/stderr.log 2>/dev/null | grep -A12 Traceback |
+            tail -40 | sed 's/^/# /'
+        tail -20 "$logs/${name}0.out" | sed 's/^/# /'
+    fi
 }
 torchrun2x2 torchrun test_torchrun.py 2
 # kernel= under torchrun (the fork launcher runs it on 2 and 4 ranks)

@@ -272,8 +272,10 @@ static zc_status_t run_pair(zc_comm_h comm, zc_plan_h plan, zc_ring_attn_args_t 
     for (int pass = 0; pass < 2; pass++) {
         st[pass] = (zc_ring_attn_stats_t)ZC_RING_ATTN_STATS_INITIALIZER;
         args->stats = &st[pass];
-        s = stream ? emu_ring_attn(comm, plan, args, pass, NULL)
-                   : (pass ? zc_ring_attn_bwd(comm, plan, args) : zc_ring_attn_fwd(comm, plan, args));
+        if (stream)
+            s = emu_ring_attn(comm, plan, args, pass, NULL);
+        else
+            s = pass ? zc_ring_attn_bwd(comm, plan, args) : zc_ring_attn_fwd(comm, plan, args);
         if (s != ZC_OK)
             break;
     }

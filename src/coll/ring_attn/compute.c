@@ -19,8 +19,9 @@
  * kv_start >= 0) is split where its rows start to see every key: the rows
  * before, and the first that does, are bottom-right aligned against the
  * keys they see (K' - rows = d; top-left with equal lengths when d = 0),
- * the rows after fully visible; a unit whose first row sees every key is
- * fully visible.  A block is one kernel call of one mask: FULL, CAUSAL (every
+ * the rows after fully visible; a unit of several rows whose first row
+ * sees every key is fully visible (a single such row goes where it saves
+ * a call, see zc_ra_split_round).  A block is one kernel call of one mask: FULL, CAUSAL (every
  * segment top-left with equal lengths) or BOTTOM_RIGHT; full and causal
  * segments never share one.  Within a call a query row and a key row
  * belong to one segment only, so a sequence's units go into successive
@@ -258,30 +259,58 @@ void zc_ra_blocks_free(zc_ra_blocks_t *blocks)
 
 /* The parts of the units of round r: each unit's bottom-right (or
  * top-left) rows into causal, its fully visible rows into full. */
+/* Rows of unit s that go to the causal part: those that do not see every
+ * key and the first that does (kept with them, so that a diagonal block
+ * stays one top-left call); none when the first row already sees every key
+ * and more rows follow (every zigzag step but the diagonal: one full part
+ * rather than a row and the rest).  A single row that sees every key
+ * exactly could go either way: -1. */
+static int64_t zc_ra_causal_rows(const zc_ra_seg_t *s)
+{
+    /* row i sees min(d + i + 1, K) keys */
+    int64_t d = s->q_pos - s->kv_pos, K = s->kv_len;
+    int64_t rc = K - d < s->q_len ? K - d : s->q_len;
+
+    if (d + 1 >= K && rc == s->q_len && rc > 0)
+        return -1;
+    return d + 1 >= K || rc < 0 ? 0 : rc;
+}
+
+/* The parts of the units of round r: each unit's bottom-right (or
+ * top-left) rows into causal, its fully visible rows into full.  A row
+ * that may go either way joins the full part when there is one or when
+ * the causal part is top-left (cuDNN takes those, not offsets), else the
+ * causal part: one call fewer. */
 static zc_status_t zc_ra_split_round(const zc_ra_segs_t *units, int r, zc_ra_segs_t *causal,
                                      zc_ra_segs_t *full, int *top_left)
 {
+    int has_full = 0, causal_top_left = 1, either_full;
+
+    for (int u = 0; u < units->n; u++) {
+        const zc_ra_seg_t *s = &units->v[u];
+        int64_t rc = zc_ra_causal_rows(s);
+
+        if (s->round != r || rc < 0)
+            continue;
+        has_full |= rc < s->q_len;
+        causal_top_left &= rc == 0 || s->q_pos == s->kv_pos;
+    }
+    either_full = has_full || causal_top_left;
     causal->n = full->n = 0;
     *top_left = 1;
     for (int u = 0; u < units->n; u++) {
         const zc_ra_seg_t *s = &units->v[u];
-        /* row i sees min(d + i + 1, K) keys */
-        int64_t d = s->q_pos - s->kv_pos, K = s->kv_len, rc;
+        int64_t d = s->q_pos - s->kv_pos, K = s->kv_len, rc = zc_ra_causal_rows(s);
 
         if (s->round != r)
             continue;
-        /* the rows up to the first that sees every key (kept with the
-         * causal part, so that a diagonal block stays one top-left call);
-         * none when the first row already does: fully visible (every
-         * zigzag step but the diagonal) */
-        rc = d + 1 >= K ? 0 : K - d < s->q_len ? K - d : s->q_len;
+        if (rc < 0)
+            rc = either_full ? 0 : s->q_len;
         if (rc > 0) {
             ZC_CHECK(zc_ra_segs_add(causal, &(zc_ra_seg_t){.q_off = s->q_off, .q_len = rc,
                                                            .kv_off = s->kv_off,
                                                            .kv_len = d + rc}));
             *top_left &= d == 0;
-        } else {
-            rc = 0;
         }
         if (rc < s->q_len)
             ZC_CHECK(zc_ra_segs_add(full, &(zc_ra_seg_t){.q_off = s->q_off + rc,
