@@ -12,8 +12,9 @@
  *
  * Structs that grow (the ABI; zcomm(7), "ABI"):
  *  - a struct the caller fills (zc_config_t, zc_oob_t, zc_plan_opts_t,
- *    zc_cluster_t, zc_ring_attn_args_t, zc_attn_args_t) starts with its
- *    size (zc_oob_t: struct_size), set by its ZC_*_INITIALIZER.  New fields
+ *    zc_cluster_t, zc_ring_attn_args_t, zc_attn_args_t, zc_attn_kernels_t)
+ *    starts with its size (zc_oob_t: struct_size), set by its
+ *    ZC_*_INITIALIZER.  New fields
  *    are only ever added at the end.  The library reads only the caller's
  *    size and gives every field past it its default, so a program built
  *    against an older zcomm.h keeps working; a size below the struct's
@@ -28,6 +29,9 @@
  *    count it wrote (min(size, sizeof) of the library's struct), so a newer
  *    caller sees which fields an older library filled.  A size below the
  *    first layout's is ZC_ERR_INVALID_ARG;
+ *  - a struct the library fills and hands to a callback (zc_attn_varlen_t)
+ *    starts with the library's sizeof: a callback reads a field only when
+ *    size reaches past it;
  *  - the other structs are fixed records: elements of arrays (zc_transfer_t,
  *    zc_plan_piece_t, zc_plan_hop_t, zc_plan_transfer_t, zc_env_var_t) and
  *    the small per-item records zc_plan_seq_t, zc_plan_ring_t,
@@ -660,7 +664,8 @@ typedef struct {
     double compute_seconds;  /* inside the attention kernels */
     double wait_seconds;     /* blocked on transfers that compute did not hide */
     uint64_t bytes_sent;     /* KV and dK/dV this rank sent (not what it forwarded as a proxy) */
-    int64_t kernel_calls;    /* attention blocks issued: blocks_cudnn + blocks_native */
+    int64_t kernel_calls;    /* attention blocks issued: blocks_cudnn + blocks_native
+                              * (+ blocks_table) */
     /* Where the blocks ran (the _stream forms: ZC_ATTN_BACKEND), and why a
      * block did not run on cuDNN; each native block counts in one native_*. */
     int64_t blocks_cudnn;
@@ -671,10 +676,92 @@ typedef struct {
     int64_t native_shape;    /* a head count or block cuDNN's graphs do not express */
     int64_t native_no_engine;/* cuDNN has no engine for the block's graph (or this version) */
     int64_t native_failed;   /* cuDNN failed when enqueued: the block ran natively instead */
+    /* args->kernels: calls its table ran, and calls it refused (ZC_ERR_UNSUPPORTED), which
+     * then ran on libzcomm's kernels and count in blocks_cudnn or blocks_native too */
+    int64_t blocks_table;
+    int64_t table_refused;
 } zc_ring_attn_stats_t;
 
 #define ZC_RING_ATTN_STATS_INITIALIZER                                        \
-    { sizeof(zc_ring_attn_stats_t), 0.0, 0.0, 0.0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0 }
+    { sizeof(zc_ring_attn_stats_t), 0.0, 0.0, 0.0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0 }
+
+/* Bring your own attention kernel (zc_attn_kernels(3)): a ring attention
+ * call decides which blocks to compute, moves KV and dK/dV, merges the
+ * partial outputs (stable log-sum-exp, fp32) and accumulates dK/dV in fp32
+ * across hops; a kernel table computes the blocks.  Each call of a table
+ * is flash-attention's varlen form: `batch` segments packed one after the
+ * other, segment b owning query rows [cu_seqlens_q[b], cu_seqlens_q[b+1])
+ * and key rows [cu_seqlens_kv[b], cu_seqlens_kv[b+1]), at least one of
+ * each, its queries attending only to its keys:
+ *  - causal 0: every query sees every key of its segment;
+ *  - causal 1: the segment has as many keys as queries and query i sees
+ *    keys 0..i (top-left, which with equal lengths is also bottom-right);
+ *    with ZC_ATTN_KERNELS_BOTTOM_RIGHT a segment may have more keys than
+ *    queries, query i seeing keys 0..i + (keys - queries) (flash-attention's
+ *    causal since 2.1); without it the engine splits such a block into a
+ *    causal=0 call and a causal=1 call.
+ * Query head h reads key/value head h / (num_heads_q / num_heads_kv).
+ * Tensors are in the ring call's memory (host forms: host; _stream forms:
+ * device, the work enqueued on `stream`); cu_seqlens_q/kv too, and their
+ * host_ copies are always host memory.  A call writes every row it is
+ * given.  Called on the thread that called zc_ring_attn_*, while the call
+ * runs, one call at a time. */
+typedef struct {
+    size_t size;                  /* sizeof(zc_attn_varlen_t) of the library: the fields
+                                   * past it are absent */
+    int batch;                    /* segments, at least 1 */
+    int num_heads_q;
+    int num_heads_kv;             /* divides num_heads_q */
+    int head_dim;
+    int causal;                   /* 0 or 1, see above */
+    float scale;                  /* softmax scale */
+    zc_datatype_t dtype;          /* q, k, v, dout and the backward's out */
+    zc_datatype_t out_dtype;      /* what the call writes: dtype, or ZC_FLOAT32 with
+                                   * ZC_ATTN_KERNELS_FLOAT32_OUT */
+    zc_memtype_t memtype;
+    void *stream;                 /* _stream forms: the caller's cudaStream_t; else NULL */
+    const int32_t *cu_seqlens_q;  /* [batch + 1] from 0, in memtype's memory */
+    const int32_t *cu_seqlens_kv;
+    const int32_t *host_cu_seqlens_q;  /* the same in host memory */
+    const int32_t *host_cu_seqlens_kv;
+    int max_seqlen_q;             /* the longest segment's queries, keys */
+    int max_seqlen_kv;
+    int64_t total_q;              /* cu_seqlens_q[batch], cu_seqlens_kv[batch] */
+    int64_t total_kv;
+    const void *q;                /* [total_q, num_heads_q, head_dim] */
+    const void *k;                /* [total_kv, num_heads_kv, head_dim] */
+    const void *v;
+    void *out;                    /* fwd: written (out_dtype); bwd: the final output of
+                                   * these rows over all their keys (dtype), read */
+    float *lse;                   /* [num_heads_q, total_q], natural log (flash-attention's
+                                   * layout); fwd: written; bwd: the final lse, read */
+    const void *dout;             /* bwd: like q */
+    void *dq;                     /* bwd: written (out_dtype), like q */
+    void *dk;                     /* bwd: written (out_dtype), like k */
+    void *dv;
+} zc_attn_varlen_t;
+
+/* zc_attn_kernels_t.flags */
+#define ZC_ATTN_KERNELS_BOTTOM_RIGHT (1u << 0) /* causal segments may have more keys */
+#define ZC_ATTN_KERNELS_FLOAT32_OUT  (1u << 1) /* out, dq, dk, dv written in float32 */
+
+/* A kernel table.  fwd writes out and lse of the call's rows; bwd writes
+ * dq, dk, dv of its rows given dout, q, k, v and the final out and lse
+ * (rowsum(dout * out) is the kernel's to take).  Either returns ZC_OK,
+ * ZC_ERR_UNSUPPORTED for a call it does not take (libzcomm's kernels then
+ * compute it: stats table_refused), or an error, which fails the ring call
+ * on every rank with that status (the call still moves all its data, so
+ * nobody waits).  Every rank passes a table or none.  A NULL fwd or bwd is
+ * refused when that pass is called.  Start from ZC_ATTN_KERNELS_INITIALIZER. */
+typedef struct {
+    size_t size;                  /* sizeof(zc_attn_kernels_t); ZC_ATTN_KERNELS_INITIALIZER */
+    void *ctx;                    /* passed to fwd and bwd */
+    zc_status_t (*fwd)(void *ctx, const zc_attn_varlen_t *call);
+    zc_status_t (*bwd)(void *ctx, const zc_attn_varlen_t *call);
+    unsigned flags;               /* ZC_ATTN_KERNELS_* */
+} zc_attn_kernels_t;
+
+#define ZC_ATTN_KERNELS_INITIALIZER { sizeof(zc_attn_kernels_t), NULL, NULL, NULL, 0u }
 
 typedef struct {
     size_t size;             /* sizeof(zc_ring_attn_args_t); ZC_RING_ATTN_ARGS_INITIALIZER */
@@ -704,11 +791,12 @@ typedef struct {
     unsigned flags;          /* ZC_ATTN_WINDOW */
     int window_left;
     int window_right;
+    const zc_attn_kernels_t *kernels; /* optional: the blocks' kernels (zc_attn_kernels(3)) */
 } zc_ring_attn_args_t;
 
 #define ZC_RING_ATTN_ARGS_INITIALIZER                                                       \
     { sizeof(zc_ring_attn_args_t), ZC_RING_ATTN_ZEPPELIN, 0, 0, 0, 0.0f, ZC_FLOAT32,         \
-      ZC_MEM_HOST, 0, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, 0u, 0, 0 }
+      ZC_MEM_HOST, 0, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, 0u, 0, 0, NULL }
 
 /* Forward: out and lse of this rank's queries over every key of their
  * sequence.  out is accumulated in fp32 across the ring and rounded once. */

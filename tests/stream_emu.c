@@ -490,10 +490,74 @@ static zc_status_t emu_convert(void *dev, const void *src, zc_datatype_t src_dty
     return zc_attn_convert(src, src_dtype, count, dst_dtype, dst);
 }
 
+/* A kernel table's call: one operation of the compute stream reading its
+ * inputs and writing its outputs, the table handed this device as its
+ * stream (it runs at once, as everything here). */
+static zc_status_t emu_kernels(void *dev, int backward, const zc_attn_kernels_t *table,
+                               zc_attn_varlen_t *call)
+{
+    size_t es = zc_datatype_size(call->dtype), os = zc_datatype_size(call->out_dtype);
+    size_t rq = (size_t)call->num_heads_q * (size_t)call->head_dim;
+    size_t rk = (size_t)call->num_heads_kv * (size_t)call->head_dim;
+    size_t nq = (size_t)call->total_q, nk = (size_t)call->total_kv;
+    size_t lse = nq * (size_t)call->num_heads_q * sizeof(float);
+    emu_range_t r[EMU_MAX_RANGES] = {
+        {call->q, nq * rq * es, 0}, {call->k, nk * rk * es, 0}, {call->v, nk * rk * es, 0},
+        {call->out, nq * rq * (backward ? es : os), !backward},
+        {(const char *)call->lse, lse, !backward}};
+    int n = 5;
+
+    if (backward) {
+        r[n++] = (emu_range_t){call->dout, nq * rq * es, 0};
+        r[n++] = (emu_range_t){call->dq, nq * rq * os, 1};
+        r[n++] = (emu_range_t){call->dk, nk * rk * os, 1};
+        r[n++] = (emu_range_t){call->dv, nk * rk * os, 1};
+    }
+    emu_access(dev, ZC_DS_COMPUTE, backward ? "kernel table backward" : "kernel table forward",
+               r, n);
+    emu_note(dev, &((emu_t *)dev)->kernels, &((emu_t *)dev)->nkernels,
+             &((emu_t *)dev)->cap_kernels, ZC_DS_COMPUTE);
+    call->stream = dev;
+    return (backward ? table->bwd : table->fwd)(table->ctx, call);
+}
+
+/* The bytes a row-mapped copy reads and writes, on the compute stream. */
+static zc_status_t emu_row_copy(void *dev, const zc_attn_rows_t *op)
+{
+    int64_t n = op->cu[op->nseg], span = 0;
+    size_t es = op->op == ZC_ROWS_GATHER ? op->row_bytes
+                : op->op == ZC_ROWS_GATHER_LSE ? (size_t)op->heads * sizeof(float)
+                : op->op == ZC_ROWS_MERGE ? (size_t)op->heads * (size_t)op->head_dim *
+                                                zc_datatype_size(op->dtype)
+                                          : (size_t)op->row_elems * zc_datatype_size(op->dtype);
+    size_t buf_row = op->op == ZC_ROWS_MERGE ? (size_t)op->heads * (size_t)op->head_dim * 4
+                     : op->op == ZC_ROWS_ADD ? (size_t)op->row_elems * sizeof(float) : es;
+    int out_compact = op->op == ZC_ROWS_GATHER || op->op == ZC_ROWS_GATHER_LSE;
+    emu_range_t r[4];
+    int k = 0;
+
+    for (int s = 0; s < op->nseg; s++) {
+        int64_t end = op->row[s] + op->cu[s + 1] - op->cu[s];
+        span = end > span ? end : span;
+    }
+    /* the buffer side as one range up to its last row: a superset */
+    r[k++] = (emu_range_t){out_compact ? op->dst : op->src, (size_t)n * es, out_compact};
+    r[k++] = (emu_range_t){out_compact ? op->src : op->dst, (size_t)span * buf_row, !out_compact};
+    if (op->op == ZC_ROWS_MERGE) {
+        r[k++] = (emu_range_t){(const char *)op->src_lse,
+                               (size_t)n * (size_t)op->heads * sizeof(float), 0};
+        r[k++] = (emu_range_t){(const char *)op->dst_lse,
+                               (size_t)span * (size_t)op->heads * sizeof(float), 1};
+    }
+    emu_access(dev, ZC_DS_COMPUTE, "row copy", r, k);
+    return zc_attn_rows(op);
+}
+
 static const zc_ds_ops_t emu_ops = {
     .alloc = emu_alloc, .free = emu_free, .release = emu_release, .record = emu_record,
     .wait = emu_wait, .group = emu_group, .routed = emu_routed, .attn = emu_attn,
     .copy = emu_copy, .fill = emu_fill, .add = emu_add, .convert = emu_convert,
+    .kernels = emu_kernels, .rows = emu_row_copy,
 };
 
 static zc_status_t emu_make(zc_comm_h comm, void **dev)

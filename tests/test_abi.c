@@ -307,6 +307,60 @@ static void test_topo(void)
 
 /* ---- ring attention: args and stats ------------------------------------ */
 
+/* A kernel table that refuses every call (libzcomm's kernels then run
+ * them), counting them. */
+static int table_calls;
+
+static zc_status_t table_refuse(void *ctx, const zc_attn_varlen_t *call)
+{
+    (void)ctx;
+    table_calls += call->size == sizeof(zc_attn_varlen_t);
+    return ZC_ERR_UNSUPPORTED;
+}
+
+/* args->kernels, the last field: read only when args->size reaches it;
+ * the table is sized too. */
+static void test_kernel_tables(zc_comm_h comm, zc_plan_h plan, const zc_ring_attn_args_t *good)
+{
+    zc_attn_kernels_t table = ZC_ATTN_KERNELS_INITIALIZER;
+    zc_ring_attn_stats_t stats = ZC_RING_ATTN_STATS_INITIALIZER;
+    zc_ring_attn_args_t args = *good;
+    room_t t;
+    zc_attn_kernels_t *k = (zc_attn_kernels_t *)t.bytes;
+
+    ok(table.size == sizeof(zc_attn_kernels_t), "ZC_ATTN_KERNELS_INITIALIZER sets size");
+    table.fwd = table.bwd = table_refuse;
+    args.stats = &stats;
+    args.kernels = &table;
+    args.size = RING_ATTN_V1;
+    table_calls = 0;
+    ok(zc_ring_attn_fwd(comm, plan, &args) == ZC_OK && table_calls == 0 &&
+           stats.blocks_table == 0 && stats.table_refused == 0,
+       "args of the first layout: the kernels field past their size is not read");
+    args.size = sizeof(args);
+    stats.size = sizeof(stats);
+    zc_status_t st = zc_ring_attn_fwd(comm, plan, &args);
+    ok(st == ZC_OK && table_calls > 0 && stats.table_refused == table_calls && stats.blocks_native == table_calls &&
+           stats.blocks_table == 0 && stats.kernel_calls == table_calls,
+       "args with kernels: the table is called, its refusals counted in the stats (%d calls, "
+       "%lld refused)", table_calls, (long long)stats.table_refused);
+    memset(&t, GUARD, sizeof(t));
+    memcpy(k, &table, sizeof(table));
+    k->size = END(zc_attn_kernels_t, flags);
+    args.kernels = k;
+    ok(zc_ring_attn_fwd(comm, plan, &args) == ZC_OK, "a kernel table of its first layout");
+    k->size = 0;
+    ok(refused(zc_ring_attn_fwd(comm, plan, &args), ZC_ERR_INVALID_ARG, "kernels"),
+       "a kernel table of size 0: ZC_ERR_INVALID_ARG naming kernels (%s)", zc_get_last_error());
+    k->size = sizeof(zc_attn_kernels_t) + 8;
+    ok(refused(zc_ring_attn_fwd(comm, plan, &args), ZC_ERR_UNSUPPORTED, "kernels"),
+       "a kernel table from a newer zcomm.h, a byte set past this library's: "
+       "ZC_ERR_UNSUPPORTED naming kernels (%s)", zc_get_last_error());
+    memset(t.bytes + sizeof(zc_attn_kernels_t), 0, 8);
+    ok(zc_ring_attn_fwd(comm, plan, &args) == ZC_OK,
+       "a kernel table from a newer zcomm.h with a zero tail: accepted");
+}
+
 static void test_ring_attn(void)
 {
     enum { T = 8, H = 1, D = 4 };
@@ -367,6 +421,7 @@ static void test_ring_attn(void)
        "(%s)", zc_get_last_error());
     const zc_ring_attn_stats_t init = ZC_RING_ATTN_STATS_INITIALIZER;
     ok(init.size == sizeof(zc_ring_attn_stats_t), "ZC_RING_ATTN_STATS_INITIALIZER sets size");
+    test_kernel_tables(comm, plan, &args);
     zc_plan_destroy(plan);
     zc_comm_destroy(comm);
 }

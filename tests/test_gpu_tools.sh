@@ -7,7 +7,9 @@
 # "no CUDA device: skipped" and exits 0 (its CPU mode runs two small rows,
 # checked against the reference that -G's error columns use); zc_ring_attn_perf -G on one
 # rank without a device exits 2 saying so; the PyTorch baseline compiles
-# and, where torch is, says the same with --device cuda.  On a machine
+# and, where torch is, says the same with --device cuda, as do the kernel
+# table's benchmark (tools/zc_attn_kernel_perf.py, which also runs on the
+# CPU here) and python/tests/test_kernels.py --cuda.  On a machine
 # with a GPU the skips are SKIPs (validate.sh runs the real thing).
 set -u
 srcdir=${ZC_TEST_SRCDIR:-$(cd "$(dirname "$0")" && pwd)}
@@ -100,6 +102,17 @@ else
     skip "a GPU is here: zc_ring_attn_perf -G would run"
     skip "a GPU is here: zc_ring_attn_perf -G (per call) would run"
 fi
+ZC_RANK=0 ZC_SIZE=1 ZC_MASTER_ADDR=127.0.0.1 ZC_MASTER_PORT=$((30500 + $$ % 1000)) \
+    timeout 60 ./tools/zc_ring_attn_perf -G -T -n 1 -w 0 >"$tmp/ringT" 2>&1
+rc=$?
+[ $rc -eq 2 ] && grep -q "host memory" "$tmp/ringT"
+result $? "zc_ring_attn_perf -G -T: refused, naming the host memory of -T's table ($rc)"
+ZC_RANK=0 ZC_SIZE=1 ZC_MASTER_ADDR=127.0.0.1 ZC_MASTER_PORT=$((31500 + $$ % 1000)) \
+    timeout 120 ./tools/zc_ring_attn_perf -T -b 2048 -e 2048 -D arxiv -s 8 -H 4 -K 2 -A 32 \
+    -n 1 -w 0 >"$tmp/ringT" 2>&1
+rc=$?
+[ $rc -eq 0 ] && [ "$(grep -c '+table .* 0  ' "$tmp/ringT")" = 4 ] && grep -q "Out of bounds values : 0 OK" "$tmp/ringT"
+result $? "zc_ring_attn_perf -T on one rank: every mode through the kernel table too, nothing wrong ($rc)"
 python=${ZC_PYTHON3:-/usr/bin/python3}
 if "$python" -c 'import torch' 2>/dev/null; then
     "$python" -c 'import ast, sys; ast.parse(open(sys.argv[1]).read())' \
@@ -113,8 +126,31 @@ if "$python" -c 'import torch' 2>/dev/null; then
     else
         skip "a GPU is here: the PyTorch baseline would run"
     fi
+    # the kernel table's benchmark and the CUDA part of its test
+    export ZC_LIBRARY=${ZC_LIBRARY:-$PWD/.libs/libzcomm.so} PYTHONPATH=$top/python:$top/python/tests
+    export OMP_NUM_THREADS=1 PYTHONDONTWRITEBYTECODE=1
+    if [ $gpu -eq 0 ]; then
+        out=$("$python" "$top/tools/zc_attn_kernel_perf.py" --device cuda --fork 2 -d bfloat16 \
+            -H 16 -K 4 -D 128 -n 3 -w 1 2>&1)
+        [ "$out" = "zc_attn_kernel_perf: no CUDA device: skipped" ]
+        result $? "zc_attn_kernel_perf with validate.sh's options, no device: skipped ($out)"
+        out=$("$python" "$top/python/tests/test_kernels.py" --cuda 2>&1)
+        echo "$out" | grep -q "^ok 1 - # SKIP"
+        result $? "test_kernels.py --cuda, no device: skipped"
+    else
+        skip "a GPU is here: zc_attn_kernel_perf would run"
+        skip "a GPU is here: test_kernels.py --cuda would run"
+    fi
+    timeout 120 "$python" "$top/tools/zc_attn_kernel_perf.py" --device cpu --fork 2 \
+        --lengths 300,40,1 -H 4 -K 2 -D 16 -d float32 -n 1 -w 0 >"$tmp/kperf" 2>&1
+    rc=$?
+    [ $rc -eq 0 ] && [ "$(grep -c '^  [a-z_]* ' "$tmp/kperf")" = 3 ]
+    result $? "zc_attn_kernel_perf on the CPU (Reference through the table), 2 forked ranks: one row per method ($rc)"
 else
     skip "no torch for $python: the PyTorch baseline is not checked"
     skip "no torch for $python: the PyTorch baseline is not checked"
+    skip "no torch for $python: zc_attn_kernel_perf is not checked"
+    skip "no torch for $python: zc_attn_kernel_perf is not checked"
+    skip "no torch for $python: zc_attn_kernel_perf is not checked"
 fi
 echo "1..$n"

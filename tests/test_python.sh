@@ -5,8 +5,9 @@
 # point-to-point, routed transfers, alltoallv, remap and ring attention
 # against single-process PyTorch, the packed-batch API (zcomm.torch:
 # VarlenPlan, varlen_attn, ZeppelinAttention, from_torch over gloo, bad
-# input; CUDA tensors where there is a GPU), the same under torchrun (two
-# launchers, one per emulated node),
+# input; kernel= with zcomm.torch.kernels; CUDA tensors where there is a
+# GPU), the same under torchrun (two launchers, one per emulated node; and
+# kernel= on one launcher of two),
 # the example training step (python/examples/train_step.py) and the example
 # training (python/examples/train.py, 50 steps against one process) on 4
 # forked ranks and, as root, on the emulated cluster of 2 nodes x 4 NICs x
@@ -39,7 +40,7 @@ tap() {
     fi
 }
 
-for script in test_binding.py test_distributed.py test_varlen.py test_cuda.py; do
+for script in test_binding.py test_distributed.py test_varlen.py test_kernels.py test_cuda.py; do
     timeout 300 "$python" "$pydir/tests/$script" >"$logs/$script" 2>&1
     tap "$script" "$logs/$script" $?
 done
@@ -52,20 +53,31 @@ tap "test_structs.py" "$logs/structs" $?
 # torch 1.13's torchrun under Python 3.11 cannot leave the workers' output
 # alone (its Std flags lose NONE and ALL: --redirects/--tee 0 or 3 crash it),
 # so stdout goes to its log files and rank 0 writes the TAP to a file.
-port=$("$python" -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
-: >"$logs/torchrun.tap"
-pids=()
-for node in 0 1; do
-    ZC_NODE_ID=torchrun-node$node-$$ timeout 300 "$python" -m torch.distributed.run \
-        --nnodes 2 --nproc_per_node 2 --node_rank $node --master_addr 127.0.0.1 \
-        --master_port "$port" --redirects 1 --tee 2 --log_dir "$logs/torchrun$node" \
-        "$pydir/tests/test_torchrun.py" 2 "$logs/torchrun.tap" >"$logs/torchrun$node.out" 2>&1 &
-    pids+=($!)
-done
-status=0
-for pid in "${pids[@]}"; do wait "$pid" || status=$?; done
-tap "test_torchrun.py under torchrun, 2 nodes x 2" "$logs/torchrun.tap" $status
-[ "$status" = 0 ] || tail -20 "$logs/torchrun0.out" | sed 's/^/# /'
+# torchrun2x2 NAME SCRIPT ARGS...: the script's TAP (written to
+# $logs/NAME.tap, its path the script's last argument) and exit status.
+torchrun2x2() {
+    local name=$1 script=$2 port pids=() node status=0
+    shift 2
+    port=$("$python" -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+    : >"$logs/$name.tap"
+    for node in 0 1; do
+        ZC_NODE_ID=torchrun-$name$node-$$ timeout 300 "$python" -m torch.distributed.run \
+            --nnodes 2 --nproc_per_node 2 --node_rank $node --master_addr 127.0.0.1 \
+            --master_port "$port" --redirects 1 --tee 2 --log_dir "$logs/$name$node" \
+            "$pydir/tests/$script" "$@" "$logs/$name.tap" >"$logs/$name$node.out" 2>&1 &
+        pids+=($!)
+    done
+    for pid in "${pids[@]}"; do wait "$pid" || status=$?; done
+    tap "$script under torchrun, 2 nodes x 2" "$logs/$name.tap" $status
+    if [ "$status" != 0 ]; then # the workers' own errors, then the launcher's summary
+        cat "$logs/$name"?/*/attempt_*/*/stderr.log 2>/dev/null | grep -A12 Traceback |
+            tail -40 | sed 's/^/# /'
+        tail -20 "$logs/${name}0.out" | sed 's/^/# /'
+    fi
+}
+torchrun2x2 torchrun test_torchrun.py 2
+# kernel= under torchrun (the fork launcher runs it on 2 and 4 ranks)
+torchrun2x2 kernels test_kernels.py --torchrun 2
 
 plot=
 "$python" -c 'import matplotlib' 2>/dev/null && plot="--plot $logs/train.png"

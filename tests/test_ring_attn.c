@@ -44,7 +44,7 @@
 #include "mp.h"
 #include "src/core/comm.h"
 #include "rails_lo.h"
-#include "ring_attn_modes.h"
+#include "ring_attn_cases.h"
 #include "device_emu.h"
 #include "stream_emu.h"
 #include "tap.h"
@@ -246,21 +246,6 @@ static zc_status_t make_plan(int nranks, const batch_t *b, unsigned flags, zc_pl
     opts.flags = flags;
     return zc_plan_create(nnodes, nranks / nnodes, b->capacity, b->lengths, b->n, &opts, plan);
 }
-
-static int comm_init(int rank, int nranks, zc_comm_h *comm)
-{
-    zc_config_t config = ZC_CONFIG_INITIALIZER;
-
-    config.node_id = nranks >= 2 && rank >= nranks / 2 ? "ra-node-b" : "ra-node-a";
-    return mp_comm_init(rank, nranks, &config, comm) == ZC_OK ? 0 : -1;
-}
-
-#define CASE_FAIL(...)                                                        \
-    do {                                                                      \
-        r->failed = 1;                                                        \
-        snprintf(r->why, sizeof(r->why), __VA_ARGS__);                        \
-        goto out;                                                             \
-    } while (0)
 
 static void run_case(zc_comm_h comm, int rank, int nranks, int bi, int si, int mi, result_t *r)
 {
@@ -530,14 +515,6 @@ static void test_nonfinite(void)
 }
 
 /* ---- bad arguments ----------------------------------------------------------- */
-
-#define EXPECT(call, status, word)                                                         \
-    do {                                                                                   \
-        zc_status_t st_ = (call);                                                          \
-        MP_CHECK(st_ == (status) && strstr(zc_get_last_error(), (word)) != NULL,           \
-                 "rank %d: %.50s returned %s (%s), expected %s naming %s", rank, #call,     \
-                 zc_strerror(st_), zc_get_last_error(), zc_strerror(status), (word));     \
-    } while (0)
 
 static int rank_bad(int rank, int nranks, void *arg)
 {

@@ -230,8 +230,8 @@ static zc_status_t zab_call(int way, int pass, const zc_attn_args_t *a, cudaStre
         return zc_cudnn_attn_graph_only(pass, a, s);
     if (way != ZAB_CUDNN)
         return zc_attn_gpu_launch_with(pass, a,
-                                       way == ZAB_MMA ? ZC_ATTN_KERNELS_AUTO
-                                                      : ZC_ATTN_KERNELS_SCALAR, s);
+                                       way == ZAB_MMA ? ZC_GPU_KERNELS_AUTO
+                                                      : ZC_GPU_KERNELS_SCALAR, s);
     st = zc_cudnn_attn_launch(pass, a, s, &route);
     if (st == ZC_OK && route != ZC_ATTN_ON_CUDNN)
         st = zc_error(ZC_ERR_UNSUPPORTED, "cuDNN backend: ran natively (%s)",
@@ -437,7 +437,7 @@ zc_status_t zab_time(zab_batch_t *b, const zab_case_t *c, zab_result_t *r)
     zab_clear(&o, 0, b->stream);
     st = zc_attn_gpu_smem_check(0, c->d);
     if (st == ZC_OK)
-        st = zc_attn_gpu_launch_with(0, &a, ZC_ATTN_KERNELS_SCALAR, b->stream);
+        st = zc_attn_gpu_launch_with(0, &a, ZC_GPU_KERNELS_SCALAR, b->stream);
     if (st == ZC_OK)
         st = zc_attn_convert_stream(o.out, ZC_FLOAT32, (int64_t)o.qn, b->dtype, o.out_io,
                                     b->stream);

@@ -17,7 +17,14 @@
  * its blocks ran (ZC_ATTN_BACKEND: on cuDNN, natively and why), and, in
  * bf16, "vs_sdpa" gives one cuDNN SDPA call over the whole batch on rank
  * 0's GPU (forward + backward, zc_attn_gpu_bench.h) divided by the mode's
- * time: 1.0 is a ring as fast as one attention call on one GPU. */
+ * time: 1.0 is a ring as fast as one attention call on one GPU.
+ *
+ * -T runs every mode a second time through a kernel table of libzcomm's
+ * own CPU kernels (tools/zc_attn_table.h, zc_attn_kernels(3)), interleaved
+ * with it: the same kernels, so "vs_own" (the mode's time without the
+ * table over its time through it) is what the table's calls, gathers and
+ * merges cost.  Host memory only (the stream forms' kernel table is
+ * timed by tools/zc_attn_torch_baseline.py --kernel). */
 #include "config.h"
 
 #include <math.h>
@@ -27,6 +34,7 @@
 
 #include "perf_common.h"
 #include "zc_attn_gpu_bench.h"
+#include "zc_attn_table.h"
 #include "zc_plan_dataset.h"
 #include "zc_ring_attn_data.h"
 #include "zc_ring_attn_device.h"
@@ -55,6 +63,7 @@ typedef struct {
     uint64_t seed;          /* -S */
     int verbose;            /* -v: every rank's compute and wait */
     int device;             /* -G: the stream forms on GPU memory */
+    int table;              /* -T: each mode also through a kernel table of our kernels */
 } ra_opts_t;
 
 static int parse_extra(int opt, const char *arg, void *ctx)
@@ -72,6 +81,7 @@ static int parse_extra(int opt, const char *arg, void *ctx)
     case 'S': o->seed = strtoull(arg, NULL, 0); return 0;
     case 'v': o->verbose = 1; return 0;
     case 'G': o->device = 1; return 0;
+    case 'T': o->table = 1; return 0;
     }
     return 1;
 }
@@ -128,9 +138,12 @@ static void plan_line(zc_comm_h comm, zc_plan_h plan, const char *mode)
            info.flags & ZC_PLAN_CUT ? " (some cut to fill)" : "");
 }
 
+/* -T: the same kernels through a kernel table, the engine's calls as they are */
+static zc_own_table_t own_table;
+
 static void mode_setup(zc_comm_h comm, const ra_opts_t *o, const rad_batch_t *b,
                        const int64_t *lengths, size_t count, int64_t capacity, int m, int iters,
-                       mode_run_t *run)
+                       int table, mode_run_t *run)
 {
     zc_plan_opts_t popts = ZC_PLAN_OPTS_INITIALIZER;
     zc_ring_attn_args_t init = ZC_RING_ATTN_ARGS_INITIALIZER;
@@ -154,6 +167,7 @@ static void mode_setup(zc_comm_h comm, const ra_opts_t *o, const rad_batch_t *b,
     run->args = init;
     rad_local_args(b, &run->local, &run->args);
     run->args.mode = modes[m].mode;
+    run->args.kernels = table ? &own_table.kernels : NULL;
     run->stats.size = sizeof(run->stats);
     run->args.stats = &run->stats;
     if (o->device && (st = rad_device_make(b, &run->local, mine.tokens, &run->dev, &run->args)))
@@ -258,7 +272,8 @@ static result_t mode_finish(zc_comm_h comm, const zc_perf_opts_t *po, const ra_o
                 o->device ? " (enqueueing)" : "", run->compute / po->iters * 1e3,
                 run->wait / po->iters * 1e3);
     }
-    blocks_line(comm, run, po->iters, modes[m].name);
+    if (!run->args.kernels)
+        blocks_line(comm, run, po->iters, modes[m].name);
     res.fwd = median(run->fwd, po->iters);
     res.bwd = median(run->bwd, po->iters);
     /* means over this rank's passes, then over the ranks */
@@ -337,14 +352,21 @@ int main(int argc, char **argv)
                   "  -S SEED   batch seed (default 1)\n"
                   "  -v        print every rank's compute and wait times (stderr)\n"
                   "  -G        GPU memory and the stream forms, one device per rank\n"
+                  "  -T        each mode also through a kernel table of libzcomm's own kernels\n"
                   "  -b/-e/-f  total context in tokens per batch (K = 1024)\n",
-                  "D:s:H:K:A:m:L:S:vG", parse_extra, &o, &po);
+                  "D:s:H:K:A:m:L:S:vGT", parse_extra, &o, &po);
     if (po.min_bytes == 8 && po.max_bytes == (size_t)64 << 20)
         po.min_bytes = po.max_bytes = 16384; /* no -b/-e: one batch of 16K tokens */
     if (o.hq % o.hkv != 0 || (po.dtype != ZC_FLOAT32 && po.dtype != ZC_BFLOAT16)) {
         fprintf(stderr, TOOL ": -H must be a multiple of -K; -d float or bfloat16\n");
         return 2;
     }
+    if (o.table && o.device) {
+        fprintf(stderr, TOOL ": -T runs host memory (its table is libzcomm's CPU kernels); the "
+                "stream forms' table: tools/zc_attn_torch_baseline.py --kernel\n");
+        return 2;
+    }
+    zc_own_table_init(&own_table, ZC_ATTN_KERNELS_BOTTOM_RIGHT | ZC_ATTN_KERNELS_FLOAT32_OUT);
     comm = zc_perf_init(TOOL);
     if (o.device) {
         int local, ndev;
@@ -371,14 +393,14 @@ int main(int argc, char **argv)
                "warmup %d, check %d, %s\n", o.hq, o.hkv, o.head_dim, zc_datatype_name(po.dtype),
                o.scale, o.capacity, po.iters, po.warmup, po.check,
                o.device ? "GPU (stream forms)" : "CPU");
-        printf("#\n# %-10s %8s %5s %-9s %9s %9s %10s %8s %8s %9s %7s %6s %7s\n", "dataset",
+        printf("#\n# %-10s %8s %5s %-15s %9s %9s %10s %8s %8s %9s %7s %6s %7s\n", "dataset",
                "tokens", "seqs", "mode", "fwd(ms)", "bwd(ms)", "tokens/s", "TFLOP/s", "exposed",
-               "MB/rank", "#wrong", "vs_te", "vs_sdpa");
+               "MB/rank", "#wrong", "vs_te", o.table ? "vs_own" : "vs_sdpa");
         fflush(stdout);
     }
     for (size_t total = po.min_bytes; total <= po.max_bytes; total = zc_perf_next_size(&po, total))
         for (int d = 0; d < zc_dataset_count(); d++) {
-            double base = 0, times[NMODES] = {0};
+            double base = 0, times[2 * NMODES] = {0};
             int64_t *lengths;
             size_t count;
             rad_batch_t b;
@@ -394,42 +416,49 @@ int main(int argc, char **argv)
                 zc_perf_die(TOOL, "reference", ZC_ERR_INTERNAL);
             int64_t capacity = (int64_t)ceil(o.capacity * (double)total / size) + 1;
             double flops = batch_flops(&b) * 3.5; /* forward + backward (2.5x) */
-            mode_run_t runs[NMODES] = {{0}};
+            /* runs[m]: mode m; runs[NMODES + m] (-T): it through the kernel table */
+            mode_run_t runs[2 * NMODES] = {{0}};
 
-            for (int m = 0; m < NMODES; m++)
-                if (zc_perf_listed(o.modes, modes[m].name)) {
-                    mode_setup(comm, &o, &b, lengths, count, capacity, m, po.iters, &runs[m]);
-                    if (m == MODE_ZEPPELIN)
-                        plan_line(comm, runs[m].plan, modes[m].name);
+            for (int i = 0; i < (o.table ? 2 : 1) * NMODES; i++)
+                if (zc_perf_listed(o.modes, modes[i % NMODES].name)) {
+                    mode_setup(comm, &o, &b, lengths, count, capacity, i % NMODES, po.iters,
+                               i >= NMODES, &runs[i]);
+                    if (i == MODE_ZEPPELIN)
+                        plan_line(comm, runs[i].plan, modes[i].name);
                 }
             /* modes interleaved iteration by iteration, so that a slow spell
              * of a shared machine hits them alike; medians below */
             for (int it = -po.warmup; it < po.iters; it++)
-                for (int m = 0; m < NMODES; m++)
-                    if (runs[m].on)
-                        mode_iter(comm, &runs[m], o.device, it);
+                for (int i = 0; i < 2 * NMODES; i++)
+                    if (runs[i].on)
+                        mode_iter(comm, &runs[i], o.device, it);
             double sdpa = o.device && rank == 0 ? sdpa_seconds(&o, &po, lengths, count) : 0;
             zc_barrier(comm);
-            for (int m = 0; m < NMODES; m++) {
-                if (!runs[m].on)
+            for (int i = 0; i < 2 * NMODES; i++) {
+                int m = i % NMODES;
+
+                if (!runs[i].on)
                     continue;
-                result_t r = mode_finish(comm, &po, &o, &b, m, &runs[m]);
-                times[m] = r.fwd + r.bwd;
-                if (m == MODE_TE)
-                    base = times[m];
+                result_t r = mode_finish(comm, &po, &o, &b, m, &runs[i]);
+                times[i] = r.fwd + r.bwd;
+                if (i == MODE_TE)
+                    base = times[i];
                 wrong_total += r.wrong;
                 if (rank != 0)
                     continue;
-                char vs[16] = "-", vs_sdpa[16] = "-";
+                char vs[16] = "-", vs_last[16] = "-", name[32];
                 if (base > 0)
-                    snprintf(vs, sizeof(vs), "%.2f", base / times[m]);
+                    snprintf(vs, sizeof(vs), "%.2f", base / times[i]);
                 if (sdpa > 0)
-                    snprintf(vs_sdpa, sizeof(vs_sdpa), "%.2f", sdpa / times[m]);
-                printf("  %-10s %8zu %5zu %-9s %9.2f %9.2f %10.0f %8.4f %7.1f%% %9.2f %7lld %6s "
-                       "%7s\n", zc_dataset_name(d), total, count, modes[m].name, r.fwd * 1e3,
-                       r.bwd * 1e3, (double)total / times[m], flops / times[m] / 1e12,
+                    snprintf(vs_last, sizeof(vs_last), "%.2f", sdpa / times[i]);
+                if (i >= NMODES && times[m] > 0)
+                    snprintf(vs_last, sizeof(vs_last), "%.2f", times[m] / times[i]);
+                snprintf(name, sizeof(name), "%s%s", modes[m].name, i >= NMODES ? "+table" : "");
+                printf("  %-10s %8zu %5zu %-15s %9.2f %9.2f %10.0f %8.4f %7.1f%% %9.2f %7lld %6s "
+                       "%7s\n", zc_dataset_name(d), total, count, name, r.fwd * 1e3,
+                       r.bwd * 1e3, (double)total / times[i], flops / times[i] / 1e12,
                        r.exposed * 100, r.sent / 1e6, po.check ? (long long)r.wrong : -1LL, vs,
-                       vs_sdpa);
+                       vs_last);
                 fflush(stdout);
             }
             if (base > 0) {
@@ -451,6 +480,7 @@ int main(int argc, char **argv)
             printf("\n");
         }
     }
+    zc_own_table_free(&own_table);
     zc_comm_destroy(comm);
     return wrong_total ? 1 : 0;
 }

@@ -368,9 +368,7 @@ static void zc_attn_plan_ws(zc_attn_call_t *call, int backward, zc_attn_ws_plan_
     plan->krows = rows && backward ? zc_attn_reserve(&off, tk * hk * dp * sizeof(float)) : 0;
     plan->dorows = rows && backward ? zc_attn_reserve(&off, tq * hq * dp * sizeof(float)) : 0;
     plan->delta = backward && !args->delta ? zc_attn_reserve(&off, tq * hq * sizeof(float)) : 0;
-    plan->dq = backward && args->grad_dtype != ZC_FLOAT32
-                   ? zc_attn_reserve(&off, tq * hq * call->job.d * sizeof(float))
-                   : 0;
+    plan->dq = backward ? zc_attn_reserve(&off, tq * hq * call->job.d * sizeof(float)) : 0;
     call->scratch_stride = (ZC_ATTN_SCRATCH_FLOATS(dp) * sizeof(float) + ZC_ATTN_ALIGN - 1) /
                            ZC_ATTN_ALIGN * ZC_ATTN_ALIGN / sizeof(float);
     plan->scratch = zc_attn_reserve(&off, zc_cpu_pool_threads() * call->scratch_stride *
@@ -566,12 +564,17 @@ static void zc_attn_dq_zero_body(void *ctx, int64_t begin, int64_t end, int thre
     memset(call->job.dq + begin, 0, (end - begin) * sizeof(float));
 }
 
-/* bf16 dq from the fp32 accumulation buffer. */
+/* dq from the call's fp32 sum: stored, or added (ZC_ATTN_ACCUMULATE). */
 static void zc_attn_dq_store_body(void *ctx, int64_t begin, int64_t end, int thread)
 {
     const zc_attn_call_t *call = ctx;
     const zc_attn_args_t *args = call->job.args;
 
+    if (args->flags & ZC_ATTN_ACCUMULATE) {
+        for (int64_t i = begin; i < end; i++)
+            ((float *)args->dq)[i] += call->job.dq[i];
+        return;
+    }
     for (int64_t i = begin; i < end; i++)
         zc_attn_store(args->dq, args->grad_dtype, i, call->job.dq[i]);
 }
@@ -603,13 +606,14 @@ zc_status_t zc_attn_bwd(const zc_attn_args_t *args)
         zc_attn_delta(&call, (float *)(ws + plan.delta));
         call.job.delta = (const float *)(ws + plan.delta);
     }
-    /* dq partials are added into fp32: the caller's buffer or ours */
-    call.job.dq = args->grad_dtype == ZC_FLOAT32 ? args->dq : (float *)(ws + plan.dq);
-    if (call.job.dq != args->dq || !(args->flags & ZC_ATTN_ACCUMULATE))
-        zc_cpu_parallel_for(dq_count, 1 << 14, zc_attn_dq_zero_body, &call);
+    /* dq partials are summed in our fp32 buffer from 0, then stored or
+     * added once: an accumulating call adds this call's dq as one sum, as a
+     * caller adding the dq of a non-accumulating call would (a ring's kernel
+     * table gives the same bits as these kernels) */
+    call.job.dq = (float *)(ws + plan.dq);
+    zc_cpu_parallel_for(dq_count, 1 << 14, zc_attn_dq_zero_body, &call);
     zc_cpu_parallel_for(call.job.total_kb * call.job.hk, 1, zc_attn_bwd_body, &call);
-    if (call.job.dq != args->dq)
-        zc_cpu_parallel_for(dq_count, 1 << 14, zc_attn_dq_store_body, &call);
+    zc_cpu_parallel_for(dq_count, 1 << 14, zc_attn_dq_store_body, &call);
     zc_attn_end();
     return ZC_OK;
 }

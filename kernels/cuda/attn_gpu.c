@@ -284,12 +284,12 @@ static zc_status_t zc_gpu_begin(const zc_attn_args_t *args, int backward, int mm
     return ZC_OK;
 }
 
-static int zc_gpu_uses_mma(const zc_attn_args_t *args, int backward, zc_attn_kernels_t kernels)
+static int zc_gpu_uses_mma(const zc_attn_args_t *args, int backward, zc_gpu_kernels_t kernels)
 {
-    return kernels == ZC_ATTN_KERNELS_AUTO && zc_attn_gpu_mma(args, backward);
+    return kernels == ZC_GPU_KERNELS_AUTO && zc_attn_gpu_mma(args, backward);
 }
 
-static zc_status_t zc_gpu_fwd(const zc_attn_args_t *args, zc_attn_kernels_t kernels,
+static zc_status_t zc_gpu_fwd(const zc_attn_args_t *args, zc_gpu_kernels_t kernels,
                               void *stream)
 {
     zc_gpu_call_t call;
@@ -311,7 +311,7 @@ static zc_status_t zc_gpu_delta(const zc_attn_args_t *args, int64_t tq, float *d
                           "the attention delta kernel");
 }
 
-static zc_status_t zc_gpu_bwd(const zc_attn_args_t *args, int64_t tq, zc_attn_kernels_t kernels,
+static zc_status_t zc_gpu_bwd(const zc_attn_args_t *args, int64_t tq, zc_gpu_kernels_t kernels,
                               void *stream)
 {
     const size_t dq_bytes = (size_t)tq * args->num_heads_q * args->head_dim * sizeof(float);
@@ -375,7 +375,7 @@ zc_status_t zc_attn_gpu_smem_check(int backward, int d)
 }
 
 zc_status_t zc_attn_gpu_launch_with(int pass, const zc_attn_args_t *args,
-                                    zc_attn_kernels_t kernels, void *stream)
+                                    zc_gpu_kernels_t kernels, void *stream)
 {
     int64_t tq = args->batch > 0 ? args->cu_seqlens_q[args->batch] : 0;
     int64_t tk = args->batch > 0 ? args->cu_seqlens_kv[args->batch] : 0;
@@ -389,7 +389,7 @@ zc_status_t zc_attn_gpu_launch_with(int pass, const zc_attn_args_t *args,
 
 zc_status_t zc_attn_gpu_launch(int pass, const zc_attn_args_t *args, void *stream)
 {
-    return zc_attn_gpu_launch_with(pass, args, ZC_ATTN_KERNELS_AUTO, stream);
+    return zc_attn_gpu_launch_with(pass, args, ZC_GPU_KERNELS_AUTO, stream);
 }
 #endif /* HAVE_CUDA */
 
@@ -406,7 +406,7 @@ zc_status_t zc_attn_fwd_stream(const zc_attn_args_t *args, void *stream)
         return ZC_OK;
 #ifdef HAVE_CUDA
     ZC_CHECK(zc_attn_gpu_smem_check(0, args->head_dim));
-    return zc_gpu_fwd(args, ZC_ATTN_KERNELS_AUTO, stream);
+    return zc_gpu_fwd(args, ZC_GPU_KERNELS_AUTO, stream);
 #else
     (void)stream;
     return zc_error(ZC_ERR_INTERNAL, "unreachable without CUDA");
@@ -424,7 +424,7 @@ zc_status_t zc_attn_bwd_stream(const zc_attn_args_t *args, void *stream)
         return ZC_OK;
 #ifdef HAVE_CUDA
     ZC_CHECK(zc_attn_gpu_smem_check(1, args->head_dim));
-    return zc_gpu_bwd(args, tq, ZC_ATTN_KERNELS_AUTO, stream);
+    return zc_gpu_bwd(args, tq, ZC_GPU_KERNELS_AUTO, stream);
 #else
     (void)stream;
     return zc_error(ZC_ERR_INTERNAL, "unreachable without CUDA");

@@ -55,8 +55,8 @@ zc_status_t zc_attn_gpu_launch(int pass, const zc_attn_args_t *args, void *strea
 
 /* zc_attn_gpu_launch on the kernels zc_attn_gpu_mma picks (AUTO) or on the
  * scalar ones whatever the call (SCALAR: zc_attn_perf's baseline). */
-typedef enum { ZC_ATTN_KERNELS_AUTO = 0, ZC_ATTN_KERNELS_SCALAR = 1 } zc_attn_kernels_t;
+typedef enum { ZC_GPU_KERNELS_AUTO = 0, ZC_GPU_KERNELS_SCALAR = 1 } zc_gpu_kernels_t;
 zc_status_t zc_attn_gpu_launch_with(int pass, const zc_attn_args_t *args,
-                                    zc_attn_kernels_t kernels, void *stream);
+                                    zc_gpu_kernels_t kernels, void *stream);
 
 #endif

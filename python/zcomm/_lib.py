@@ -26,6 +26,7 @@ STATUS_NAMES = {
     -9: "ZC_ERR_INTERNAL", -10: "ZC_ERR_CAPACITY", -11: "ZC_ERR_MISMATCH",
     -12: "ZC_ERR_REFUSED",
 }
+OK = 0
 INVALID_ARG, UNSUPPORTED, INTERNAL, CAPACITY, MISMATCH = -1, -7, -9, -10, -11
 
 BYTE, FLOAT32, FLOAT16, BFLOAT16, INT32, INT64 = range(6)
@@ -133,7 +134,38 @@ class RingAttnStats(_Sized):
                 ("blocks_cudnn", ctypes.c_int64), ("blocks_native", ctypes.c_int64),
                 ("native_chosen", ctypes.c_int64), ("native_dtype", ctypes.c_int64),
                 ("native_head_dim", ctypes.c_int64), ("native_shape", ctypes.c_int64),
-                ("native_no_engine", ctypes.c_int64), ("native_failed", ctypes.c_int64)]
+                ("native_no_engine", ctypes.c_int64), ("native_failed", ctypes.c_int64),
+                ("blocks_table", ctypes.c_int64), ("table_refused", ctypes.c_int64)]
+
+
+class AttnVarlen(ctypes.Structure):
+    """zc_attn_varlen_t: one call of a kernel table (zc_attn_kernels(3))."""
+    _c_name_ = "zc_attn_varlen_t"
+    _fields_ = [("size", ctypes.c_size_t), ("batch", ctypes.c_int),
+                ("num_heads_q", ctypes.c_int), ("num_heads_kv", ctypes.c_int),
+                ("head_dim", ctypes.c_int), ("causal", ctypes.c_int), ("scale", ctypes.c_float),
+                ("dtype", ctypes.c_int), ("out_dtype", ctypes.c_int), ("memtype", ctypes.c_int),
+                ("stream", ctypes.c_void_p),
+                ("cu_seqlens_q", ctypes.c_void_p), ("cu_seqlens_kv", ctypes.c_void_p),
+                ("host_cu_seqlens_q", ctypes.POINTER(ctypes.c_int32)),
+                ("host_cu_seqlens_kv", ctypes.POINTER(ctypes.c_int32)),
+                ("max_seqlen_q", ctypes.c_int), ("max_seqlen_kv", ctypes.c_int),
+                ("total_q", ctypes.c_int64), ("total_kv", ctypes.c_int64),
+                ("q", ctypes.c_void_p), ("k", ctypes.c_void_p), ("v", ctypes.c_void_p),
+                ("out", ctypes.c_void_p), ("lse", ctypes.c_void_p), ("dout", ctypes.c_void_p),
+                ("dq", ctypes.c_void_p), ("dk", ctypes.c_void_p), ("dv", ctypes.c_void_p)]
+
+
+# zc_status_t (*)(void *ctx, const zc_attn_varlen_t *call)
+KERNEL_FN = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.c_void_p, ctypes.POINTER(AttnVarlen))
+KERNELS_BOTTOM_RIGHT, KERNELS_FLOAT32_OUT = 1 << 0, 1 << 1
+
+
+class AttnKernels(ctypes.Structure):
+    """zc_attn_kernels_t: a kernel table."""
+    _c_name_ = "zc_attn_kernels_t"
+    _fields_ = [("size", ctypes.c_size_t), ("ctx", ctypes.c_void_p), ("fwd", KERNEL_FN),
+                ("bwd", KERNEL_FN), ("flags", ctypes.c_uint)]
 
 
 class RingAttnArgs(ctypes.Structure):
@@ -148,11 +180,12 @@ class RingAttnArgs(ctypes.Structure):
                 ("dq", ctypes.c_void_p), ("dk", ctypes.c_void_p), ("dv", ctypes.c_void_p),
                 ("stats", ctypes.POINTER(RingAttnStats)),
                 ("flags", ctypes.c_uint), ("window_left", ctypes.c_int),
-                ("window_right", ctypes.c_int)]
+                ("window_right", ctypes.c_int),
+                ("kernels", ctypes.POINTER(AttnKernels))]
 
 
 STRUCTS = [Config, UniqueId, PlanOpts, PlanInfo, PlanRank, PlanPiece, Transfer, RingAttnStats,
-           RingAttnArgs]
+           AttnVarlen, AttnKernels, RingAttnArgs]
 
 # ---- the function table ---------------------------------------------------
 _p = ctypes.c_void_p          # handles, buffers, requests' storage, streams

@@ -325,16 +325,29 @@ class Communicator(_lib.Handle):
                 stats.size = ctypes.sizeof(stats)
             args.stats = ctypes.pointer(stats)
 
+    @staticmethod
+    def _kernels(args, kernels, where):
+        """args.kernels -> a zcomm._lib.AttnKernels (zc_attn_kernels_t), or None."""
+        if kernels is not None:
+            if not isinstance(kernels, _lib.AttnKernels):
+                raise invalid(where, "kernels: expected a zcomm._lib.AttnKernels, got %s "
+                              "(zcomm.torch.varlen_attn takes Python kernels)"
+                              % type(kernels).__name__)
+            args.kernels = ctypes.pointer(kernels)
+
     def ring_attn_fwd(self, plan, q, k, v, out, lse, mode="zeppelin", scale=0.0, stream=None,
-                      stats=None):
+                      stats=None, kernels=None):
         """Causal ring attention of this rank's rows (plan attention layout):
         writes out (like q) and lse (float32 [tokens, heads_q]).  stats: a
         zcomm._lib.RingAttnStats to fill (zc_ring_attn_stats_t: total,
-        compute and wait seconds, bytes sent), host path."""
+        compute and wait seconds, bytes sent), host path.  kernels: a
+        zcomm._lib.AttnKernels, the kernel table of the blocks
+        (zc_attn_kernels(3))."""
         where = "Communicator.ring_attn_fwd"
         handle = plan_handle(plan, where)
         args, _, bufs = self._ring_args(where, q, k, v, out, lse, mode, scale)
         self._stats(args, stats)
+        self._kernels(args, kernels, where)
         if args.memtype == _lib.MEM_CUDA:
             call("zc_ring_attn_fwd_stream", self.handle, handle, ctypes.byref(args),
                  stream_of(bufs, stream))
@@ -343,13 +356,14 @@ class Communicator(_lib.Handle):
         return out, lse
 
     def ring_attn_bwd(self, plan, q, k, v, out, lse, dout, dq, dk, dv, mode="zeppelin",
-                      scale=0.0, stream=None, stats=None):
+                      scale=0.0, stream=None, stats=None, kernels=None):
         """Backward of ring_attn_fwd: writes dq, dk, dv (like q, k, v);
-        stats as ring_attn_fwd's."""
+        stats and kernels as ring_attn_fwd's."""
         where = "Communicator.ring_attn_bwd"
         handle = plan_handle(plan, where)
         args, bq, bufs = self._ring_args(where, q, k, v, out, lse, mode, scale)
         self._stats(args, stats)
+        self._kernels(args, kernels, where)
         bdo = view(dout, "dout", where)
         grads = [view(g, n, where, writable=True) for g, n in ((dq, "dq"), (dk, "dk"),
                                                               (dv, "dv"))]

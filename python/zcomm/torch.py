@@ -21,14 +21,20 @@ See zcomm-python(7).
 import ctypes
 import hashlib
 import math
+import sys
 import weakref
 
 import torch
 
 from . import _lib
+from . import torch_kernels as kernels
+from ._kernel_table import KernelTable
 from ._lib import ZcommError, invalid
 from .comm import Communicator
 from .plan import FORWARD, INVERSE, Plan
+
+# zcomm.torch.kernels, importable by that name too (this module is a file)
+sys.modules[__name__ + ".kernels"] = kernels
 
 METHODS = ("zeppelin", "te_cp", "llama_cp")
 LAYOUTS = ("attention", "linear")
@@ -369,26 +375,38 @@ class VarlenPlan:
 _ATTN_DTYPES = (torch.float32, torch.bfloat16)
 
 
+def _ring(fn, table, pass_name, *args, **kw):
+    """A ring attention call; with a kernel table, this rank's kernel error
+    when it is what failed the call."""
+    try:
+        fn(*args, kernels=table.struct if table else None, **kw)
+    except ZcommError:
+        if table:
+            table.reraise(pass_name)
+        raise
+
+
 class _VarlenAttn(torch.autograd.Function):
     @staticmethod
-    def forward(ctx, q, k, v, plan, scale):
+    def forward(ctx, q, k, v, plan, scale, table):
         out = torch.empty_like(q)
         lse = torch.empty(q.shape[0], q.shape[1], dtype=torch.float32, device=q.device)
-        plan.comm.ring_attn_fwd(plan.plan, q, k, v, out, lse, mode=plan.method, scale=scale)
+        _ring(plan.comm.ring_attn_fwd, table, "forward", plan.plan, q, k, v, out, lse,
+              mode=plan.method, scale=scale)
         ctx.save_for_backward(q, k, v, out, lse)
-        ctx.plan, ctx.scale = plan, scale
+        ctx.plan, ctx.scale, ctx.table = plan, scale, table
         return out
 
     @staticmethod
     def backward(ctx, dout):
         q, k, v, out, lse = ctx.saved_tensors
         dq, dk, dv = torch.empty_like(q), torch.empty_like(k), torch.empty_like(v)
-        ctx.plan.comm.ring_attn_bwd(ctx.plan.plan, q, k, v, out, lse, dout.contiguous(), dq, dk,
-                                    dv, mode=ctx.plan.method, scale=ctx.scale)
-        return dq, dk, dv, None, None
+        _ring(ctx.plan.comm.ring_attn_bwd, ctx.table, "backward", ctx.plan.plan, q, k, v, out,
+              lse, dout.contiguous(), dq, dk, dv, mode=ctx.plan.method, scale=ctx.scale)
+        return dq, dk, dv, None, None, None
 
 
-def varlen_attn(q, k, v, plan, causal=True, softmax_scale=None, dropout_p=0.0):
+def varlen_attn(q, k, v, plan, causal=True, softmax_scale=None, kernel=None, dropout_p=0.0):
     """Causal attention of every sequence of the plan's batch on this rank's
     rows of the attention layout: q [tokens, heads, head_dim], k and v
     [tokens, kv_heads, head_dim] (kv_heads divides heads: GQA, MQA).
@@ -396,11 +414,28 @@ def varlen_attn(q, k, v, plan, causal=True, softmax_scale=None, dropout_p=0.0):
     the plan takes the place of cu_seqlens_q/k and max_seqlen_q/k.  An
     autograd function: the backward is libzcomm's ring attention backward.
     A rank with no tokens passes [0, heads, head_dim] tensors and still
-    calls: every rank of the plan's communicator calls together."""
+    calls: every rank of the plan's communicator calls together.
+
+    kernel: None (libzcomm's kernels), or any object computing the blocks
+    the ring engine decides on, flash-attention varlen style (see
+    zcomm.torch.kernels, zcomm-python(7)):
+      forward(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q,
+              max_seqlen_k, causal, softmax_scale) -> (out, lse)
+      backward(dout, q, k, v, out, lse, cu_seqlens_q, cu_seqlens_k,
+               max_seqlen_q, max_seqlen_k, causal, softmax_scale)
+              -> (dq, dk, dv)
+    on packed [tokens, heads, head_dim] tensors, cu_seqlens int32 on the
+    tensors' device, lse float32 [heads, tokens] (natural log), causal
+    top-left with as many keys as queries in every segment (or False:
+    every key visible); backward gets the final out and lse of its rows.
+    out, dq, dk, dv in q's dtype or float32.  A method may return
+    NotImplemented: libzcomm's kernels compute that block.  Every rank
+    passes a kernel or none."""
     where = "varlen_attn"
     if not isinstance(plan, VarlenPlan):
         raise invalid(where, "plan: expected a zcomm.torch.VarlenPlan, got %s"
                       % type(plan).__name__)
+    table = None if kernel is None else KernelTable(kernel, where)
     if causal is not True:
         raise ZcommError(_lib.UNSUPPORTED, "causal: only causal attention is implemented "
                          "(libzcomm's ring attention)", where)
@@ -441,7 +476,7 @@ def varlen_attn(q, k, v, plan, causal=True, softmax_scale=None, dropout_p=0.0):
     if q.device.type not in ("cpu", "cuda"):
         raise invalid(where, "q: tensor on %s, expected CPU or CUDA" % q.device)
     scale = 0.0 if softmax_scale is None else float(softmax_scale)
-    return _VarlenAttn.apply(q.contiguous(), k.contiguous(), v.contiguous(), plan, scale)
+    return _VarlenAttn.apply(q.contiguous(), k.contiguous(), v.contiguous(), plan, scale, table)
 
 
 def host_empty(*size, dtype=torch.float32):
@@ -493,18 +528,21 @@ def all_reduce_sum(tensor, comm):
 class ZeppelinAttention(torch.nn.Module):
     """varlen_attn as a module: forward(q, k, v, plan) with the plan of the
     current batch (plans change with every batch; the module holds only
-    the attention's settings)."""
+    the attention's settings, kernel included)."""
 
-    def __init__(self, causal=True, softmax_scale=None):
+    def __init__(self, causal=True, softmax_scale=None, kernel=None):
         super().__init__()
-        self.causal, self.softmax_scale = causal, softmax_scale
+        self.causal, self.softmax_scale, self.kernel = causal, softmax_scale, kernel
 
     def forward(self, q, k, v, plan):
-        return varlen_attn(q, k, v, plan, causal=self.causal, softmax_scale=self.softmax_scale)
+        return varlen_attn(q, k, v, plan, causal=self.causal, softmax_scale=self.softmax_scale,
+                           kernel=self.kernel)
 
     def extra_repr(self):
-        return "causal=%s, softmax_scale=%s" % (self.causal, self.softmax_scale)
+        return "causal=%s, softmax_scale=%s, kernel=%s" % (
+            self.causal, self.softmax_scale,
+            None if self.kernel is None else type(self.kernel).__name__)
 
 
 __all__ = ["VarlenPlan", "varlen_attn", "ZeppelinAttention", "all_reduce_sum", "host_empty",
-           "METHODS"]
+           "METHODS", "kernels"]

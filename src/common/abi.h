@@ -30,6 +30,7 @@
 #define ZC_OOB_SIZE_V1          ZC_ABI_END(zc_oob_t, size)
 #define ZC_ATTN_ARGS_SIZE_V1    ZC_ABI_END(zc_attn_args_t, dv)
 #define ZC_RING_ATTN_ARGS_SIZE_V1 ZC_ABI_END(zc_ring_attn_args_t, stats)
+#define ZC_ATTN_KERNELS_SIZE_V1 ZC_ABI_END(zc_attn_kernels_t, flags)
 #define ZC_CLUSTER_SIZE_V1      ZC_ABI_END(zc_cluster_t, bytes_per_elem)
 /* zc_plan_opts_t's layouts end in padding where the next layout put a
  * field: the first ended after flags (32 on LP64, rails in its padding), the

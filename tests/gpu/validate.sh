@@ -32,7 +32,11 @@
 #     transfers and the stream ring attention against single-process
 #     attention (4 ranks sharing one GPU over NCCL's sockets), once per
 #     attention backend (cudnn first);
-#  6. python/tests/test_cuda.py (zcomm.torch and torch_ops on CUDA tensors);
+#  6. python/tests/test_cuda.py (zcomm.torch and torch_ops on CUDA tensors)
+#     and python/tests/test_kernels.py --cuda (kernel= on CUDA tensors:
+#     zcomm.torch.kernels' Reference and, where torch has it, TorchFlash);
+#     tools/zc_attn_kernel_perf.py: PyTorch's flash-attention through the
+#     kernel table against libzcomm's cuDNN backend, in one run, 2 ranks;
 #  7. one report (REPORT, default build-gpu/gpu-validation.txt): GPU,
 #     driver, CUDA, cuDNN, each test's TAP lines with their errors, each
 #     perf table.
@@ -232,6 +236,22 @@ if torch_version=$("$py" -c 'import numpy, torch; print(torch.__version__)' 2>/d
     env ZC_LIBRARY="$build/.libs/libzcomm.so.0" PYTHONPATH="$top/python:$top/python/tests" \
     ZC_SOCKET_IFNAME=lo NCCL_SOCKET_IFNAME="${NCCL_SOCKET_IFNAME:-lo}" \
     "$py" "$top/python/tests/test_cuda.py"
+  section "python/tests/test_kernels.py --cuda (kernel= on CUDA tensors)"
+  tap_step "python/tests/test_kernels.py --cuda" \
+    env ZC_LIBRARY="$build/.libs/libzcomm.so.0" PYTHONPATH="$top/python:$top/python/tests" \
+    ZC_SOCKET_IFNAME=lo NCCL_SOCKET_IFNAME="${NCCL_SOCKET_IFNAME:-lo}" \
+    "$py" "$top/python/tests/test_kernels.py" --cuda
+  if "$py" -c 'import sys, torch; sys.exit(not hasattr(torch.ops.aten, "_flash_attention_forward"))' \
+    2>/dev/null; then
+    section "zc_attn_kernel_perf: torch's flash through the kernel table vs the cuDNN backend"
+    perf_step "zc_attn_kernel_perf, flash vs cuDNN" \
+      env ZC_LIBRARY="$build/.libs/libzcomm.so.0" PYTHONPATH="$top/python" ZC_ATTN_BACKEND=cudnn \
+      ZC_SOCKET_IFNAME=lo NCCL_SOCKET_IFNAME="${NCCL_SOCKET_IFNAME:-lo}" \
+      "$py" "$top/tools/zc_attn_kernel_perf.py" --device cuda --fork 2 -d bfloat16 -H 16 -K 4 \
+      -D 128 -n 3 -w 1
+  else
+    section "zc_attn_kernel_perf: skipped, torch $torch_version has no flash varlen operators"
+  fi
 else
   section "python/tests/test_cuda.py: skipped, $py has no numpy or torch"
 fi

@@ -17,9 +17,11 @@
  * Blocks (zc_ra_blocks, the one place that decides what a kernel call is).
  * A unit whose row i sees min(d + i + 1, K) of its K keys (d = q_start -
  * kv_start >= 0) is split where its rows start to see every key: the rows
- * before are bottom-right aligned against the keys they see (K' - rows =
- * d; top-left with equal lengths when d = 0), the rows after fully
- * visible.  A block is one kernel call of one mask: FULL, CAUSAL (every
+ * before, and the first that does, are bottom-right aligned against the
+ * keys they see (K' - rows = d; top-left with equal lengths when d = 0),
+ * the rows after fully visible; a unit of several rows whose first row
+ * sees every key is fully visible (a single such row goes where it saves
+ * a call, see zc_ra_split_round).  A block is one kernel call of one mask: FULL, CAUSAL (every
  * segment top-left with equal lengths) or BOTTOM_RIGHT; full and causal
  * segments never share one.  Within a call a query row and a key row
  * belong to one segment only, so a sequence's units go into successive
@@ -43,9 +45,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "src/common/clock.h"
 #include "src/coll/ring_attn/ring_attn.h"
-#include "src/coll/ring_attn/stream_engine.h"
 #include "src/common/status.h"
 
 /* A slice is a multiple of this many query rows: every kernel call packs
@@ -259,26 +259,58 @@ void zc_ra_blocks_free(zc_ra_blocks_t *blocks)
 
 /* The parts of the units of round r: each unit's bottom-right (or
  * top-left) rows into causal, its fully visible rows into full. */
+/* Rows of unit s that go to the causal part: those that do not see every
+ * key and the first that does (kept with them, so that a diagonal block
+ * stays one top-left call); none when the first row already sees every key
+ * and more rows follow (every zigzag step but the diagonal: one full part
+ * rather than a row and the rest).  A single row that sees every key
+ * exactly could go either way: -1. */
+static int64_t zc_ra_causal_rows(const zc_ra_seg_t *s)
+{
+    /* row i sees min(d + i + 1, K) keys */
+    int64_t d = s->q_pos - s->kv_pos, K = s->kv_len;
+    int64_t rc = K - d < s->q_len ? K - d : s->q_len;
+
+    if (d + 1 >= K && rc == s->q_len && rc > 0)
+        return -1;
+    return d + 1 >= K || rc < 0 ? 0 : rc;
+}
+
+/* The parts of the units of round r: each unit's bottom-right (or
+ * top-left) rows into causal, its fully visible rows into full.  A row
+ * that may go either way joins the full part when there is one or when
+ * the causal part is top-left (cuDNN takes those, not offsets), else the
+ * causal part: one call fewer. */
 static zc_status_t zc_ra_split_round(const zc_ra_segs_t *units, int r, zc_ra_segs_t *causal,
                                      zc_ra_segs_t *full, int *top_left)
 {
+    int has_full = 0, causal_top_left = 1, either_full;
+
+    for (int u = 0; u < units->n; u++) {
+        const zc_ra_seg_t *s = &units->v[u];
+        int64_t rc = zc_ra_causal_rows(s);
+
+        if (s->round != r || rc < 0)
+            continue;
+        has_full |= rc < s->q_len;
+        causal_top_left &= rc == 0 || s->q_pos == s->kv_pos;
+    }
+    either_full = has_full || causal_top_left;
     causal->n = full->n = 0;
     *top_left = 1;
     for (int u = 0; u < units->n; u++) {
         const zc_ra_seg_t *s = &units->v[u];
-        /* row i sees min(d + i + 1, K) keys */
-        int64_t d = s->q_pos - s->kv_pos, K = s->kv_len, rc;
+        int64_t d = s->q_pos - s->kv_pos, K = s->kv_len, rc = zc_ra_causal_rows(s);
 
         if (s->round != r)
             continue;
-        rc = K - d < s->q_len ? K - d : s->q_len; /* rows that do not see every key */
+        if (rc < 0)
+            rc = either_full ? 0 : s->q_len;
         if (rc > 0) {
             ZC_CHECK(zc_ra_segs_add(causal, &(zc_ra_seg_t){.q_off = s->q_off, .q_len = rc,
                                                            .kv_off = s->kv_off,
                                                            .kv_len = d + rc}));
             *top_left &= d == 0;
-        } else {
-            rc = 0;
         }
         if (rc < s->q_len)
             ZC_CHECK(zc_ra_segs_add(full, &(zc_ra_seg_t){.q_off = s->q_off + rc,
@@ -366,26 +398,6 @@ typedef struct {
     int cap;
 } zc_ra_call_arrays_t;
 
-/* Count where a block ran, and why not on cuDNN. */
-static void zc_ra_count(zc_ring_attn_stats_t *st, zc_attn_route_t route)
-{
-    int64_t *why[ZC_ATTN_NROUTES] = {
-        [ZC_ATTN_NATIVE_CHOSEN] = &st->native_chosen, [ZC_ATTN_NATIVE_DTYPE] = &st->native_dtype,
-        [ZC_ATTN_NATIVE_HEAD_DIM] = &st->native_head_dim,
-        [ZC_ATTN_NATIVE_SHAPE] = &st->native_shape,
-        [ZC_ATTN_NATIVE_NO_ENGINE] = &st->native_no_engine,
-        [ZC_ATTN_NATIVE_FAILED] = &st->native_failed};
-
-    st->kernel_calls++;
-    if (route == ZC_ATTN_ON_CUDNN) {
-        st->blocks_cudnn++;
-        return;
-    }
-    st->blocks_native++;
-    if (route > 0 && route < ZC_ATTN_NROUTES)
-        (*why[route])++;
-}
-
 /* One kernel call over segments [i0, i1], rows [r0, ...) of i0 and
  * [..., r1) of i1; a causal segment cut short keeps the keys its rows
  * see, the rest of its keys going into a segment without queries. */
@@ -396,9 +408,6 @@ static zc_status_t zc_ra_kernel(zc_ra_ctx_t *ctx, const zc_ra_kv_t *kv, const zc
     const zc_ring_attn_args_t *args = ctx->args;
     int64_t base_q = segs->v[i0].q_off + r0, base_kv = segs->v[i0].kv_off;
     zc_attn_args_t a = ZC_ATTN_ARGS_INITIALIZER;
-    zc_attn_route_t route = ZC_ATTN_NATIVE_CHOSEN;
-    zc_status_t st;
-    double t0;
     int n = 0;
 
     arr->cu_q[0] = arr->cu_kv[0] = 0;
@@ -452,14 +461,7 @@ static zc_status_t zc_ra_kernel(zc_ra_ctx_t *ctx, const zc_ra_kv_t *kv, const zc
         a.dk = kv->dk + base_kv * ctx->row_kv;
         a.dv = kv->dv + base_kv * ctx->row_kv;
     }
-    t0 = zc_now_sec();
-    if (ctx->ds)
-        st = ctx->ds->attn(ctx->ds_dev, ctx->backward ? ZC_DS_BWD : ZC_DS_FWD, &a, &route);
-    else
-        st = ctx->backward ? zc_attn_bwd(&a) : zc_attn_fwd(&a);
-    ctx->stats.compute_seconds += zc_now_sec() - t0;
-    zc_ra_count(&ctx->stats, route);
-    return st;
+    return zc_ra_dispatch(ctx, &a);
 }
 
 /* Run one block's segments as kernel calls of about `budget` pairs each,

@@ -88,6 +88,7 @@ zc_status_t zc_ra_check_args(zc_comm_h comm, zc_plan_h plan, const zc_ring_attn_
                              int backward, zc_ra_engine_check_t engine, int64_t *tokens)
 {
     zc_plan_info_t info = ZC_PLAN_INFO_INITIALIZER;
+    zc_attn_kernels_t table;
     zc_plan_rank_t mine;
     zc_attn_mask_t mask = zc_attn_mask_make(-1, 0);
 
@@ -119,6 +120,7 @@ zc_status_t zc_ra_check_args(zc_comm_h comm, zc_plan_h plan, const zc_ring_attn_
         return zc_error(ZC_ERR_UNSUPPORTED, "plan: balanced for the mask (%lld, %lld), rings "
                         "compute the causal mask only", (long long)plan->mask.left,
                         (long long)plan->mask.right);
+    ZC_CHECK(zc_ra_table_read(a, backward, &table));
     ZC_CHECK(zc_plan_info(plan, &info));
     if (info.nranks != comm->size)
         return zc_error(ZC_ERR_MISMATCH, "plan: built for %d ranks, the communicator has %d",
@@ -153,10 +155,11 @@ zc_status_t zc_ra_check_args(zc_comm_h comm, zc_plan_h plan, const zc_ring_attn_
 static uint64_t zc_ra_fingerprint(zc_plan_h plan, const zc_ring_attn_args_t *a, int backward,
                                   int on_streams, int reverse)
 {
-    /* the queue order fixes the routed-call list and the tags: ranks that
-     * differ on it would wait on each other's calls */
-    int shape[8] = {(int)a->mode, a->num_heads_q, a->num_heads_kv, a->head_dim, (int)a->dtype,
-                    backward, on_streams, reverse};
+    /* the queue order fixes the routed-call list and the tags, and a kernel
+     * table adds an agreement at the end: ranks that differ on either
+     * would wait on each other */
+    int shape[9] = {(int)a->mode, a->num_heads_q, a->num_heads_kv, a->head_dim, (int)a->dtype,
+                    backward, on_streams, reverse, a->kernels != NULL};
     uint64_t h = ZC_FNV1A_INIT;
 
     h = zc_fnv1a(h, &plan->nnodes, sizeof(plan->nnodes));
@@ -283,11 +286,14 @@ zc_status_t zc_ra_begin(zc_ra_ctx_t *ctx, zc_ra_engine_check_t engine, int on_st
                           zc_ra_agree_tag, ctx, &range));
         if (range.lo != range.hi)
             return zc_error(ZC_ERR_MISMATCH, "plan: ranks disagree on the plan, the attention "
-                            "arguments, the form (host or stream) or ZC_RING_ATTN_BWD_ORDER%s",
+                            "arguments, the form (host or stream), ZC_RING_ATTN_BWD_ORDER or "
+                            "whether they pass a kernel table%s",
                             range.lo == 0 ? " (another rank refused its own)" : "");
     } else if (local != ZC_OK) {
         return local;
     }
+    ctx->table.on = args->kernels != NULL;
+    ZC_CHECK(zc_ra_table_read(args, ctx->backward, &ctx->table.kernels));
     ctx->elem = zc_datatype_size(args->dtype);
     ctx->row_q = (int64_t)args->num_heads_q * args->head_dim;
     ctx->row_kv = (int64_t)args->num_heads_kv * args->head_dim;
@@ -315,6 +321,7 @@ static zc_status_t zc_ring_attn(zc_comm_h comm, zc_plan_h plan,
     ZC_CHECK(zc_ra_begin(&ctx, zc_ra_host_check, 0));
     ZC_CHECK_GOTO(zc_ra_accumulators(&ctx, &owned), st, out);
     ZC_CHECK_GOTO(zc_ra_run(&ctx), st, out);
+    ZC_CHECK_GOTO(zc_ra_table_verdict(&ctx), st, out);
     ctx.stats.total_seconds = zc_now_sec() - t0;
     if (args->stats)
         zc_abi_write(args->stats, &ctx.stats, sizeof(ctx.stats));
@@ -323,6 +330,7 @@ out:
         zc_ra_abandon(&ctx);
     free(ctx.items);
     free(ctx.delta);
+    free(ctx.table.host);
     free(owned);
     for (int i = 0; i < ZC_RA_SCRATCH_SLOTS && !ctx.sends_abandoned; i++)
         zc_host_free(ctx.scratch[i]);

@@ -6,6 +6,8 @@
  *                                 the stream engine's streams, events and memory
  *   src/coll/ring_attn/xfer.c     transfers: direct hops, routed calls, progress, waits
  *   src/coll/ring_attn/compute.c  one block: pieces -> kernel segments by global position
+ *   src/coll/ring_attn/dispatch.c where a kernel call runs: libzcomm's kernels or the
+ *                                 caller's kernel table
  *   src/coll/ring_attn/ring.c     ring pipelines (Zeppelin and TE CP modes)
  *   src/coll/ring_attn/gather.c   all-gather / reduce-scatter (LLaMA CP mode)
  *   src/coll/ring_attn/buffers.c  staging, copies, row sizes, fp32 -> the caller's dtype
@@ -37,7 +39,8 @@ typedef enum {
     ZC_RA_KIND_GATHER_K,    /* all-gather of K, of V */
     ZC_RA_KIND_GATHER_V,
     ZC_RA_KIND_SCATTER_DK,  /* reduce-scatter of dK, of dV (fp32) */
-    ZC_RA_KIND_SCATTER_DV
+    ZC_RA_KIND_SCATTER_DV,
+    ZC_RA_KIND_VERDICT      /* agreement on a kernel table's failure, after the call */
 } zc_ra_kind_t;
 
 /* One member of a ring group: its pieces of the group, contiguous in its
@@ -132,6 +135,17 @@ typedef struct {
 
 struct zc_ds_ops;
 
+/* The caller's kernel table of a call (src/coll/ring_attn/dispatch.c). */
+typedef struct {
+    int on;                   /* args->kernels given */
+    zc_attn_kernels_t kernels; /* its copy, read once */
+    zc_status_t failed;       /* this rank's table failed: the first status... */
+    char why[256];            /* ...and what it was given */
+    zc_status_t verdict;      /* the failure every rank returns, its transfers all done */
+    void *host;               /* staging of the host engine */
+    size_t host_bytes;
+} zc_ra_table_t;
+
 typedef struct {
     zc_comm_h comm;
     zc_plan_h plan;
@@ -177,6 +191,8 @@ typedef struct {
      * CPU kernels, called in place) */
     const struct zc_ds_ops *ds;
     void *ds_dev;
+
+    zc_ra_table_t table;
 } zc_ra_ctx_t;
 
 /* ---- src/coll/ring_attn/ring_attn.c: what both engines share ---- */
@@ -295,6 +311,19 @@ void zc_ra_blocks_free(zc_ra_blocks_t *blocks);
  * the fp32 out/lse (forward) or dq and kv's dK/dV (backward). */
 zc_status_t zc_ra_compute(zc_ra_ctx_t *ctx, const zc_plan_piece_t *qp, size_t nq, int64_t q_row0,
                           const zc_ra_kv_t *kv);
+
+/* ---- src/coll/ring_attn/dispatch.c ---- */
+/* Kernel call `a` of the engine (ZC_ATTN_ACCUMULATE into the call's
+ * accumulators) on libzcomm's kernels or ctx's kernel table, timed and
+ * counted in the stats. */
+zc_status_t zc_ra_dispatch(zc_ra_ctx_t *ctx, const zc_attn_args_t *a);
+/* args->kernels read into *t (its size's worth; defaults when NULL) and
+ * checked for pass `backward`. */
+zc_status_t zc_ra_table_read(const zc_ring_attn_args_t *a, int backward, zc_attn_kernels_t *t);
+/* After a call's whole schedule (every rank's transfers matched), with a
+ * kernel table: the status of the lowest rank whose table failed, on every
+ * rank (also kept in ctx->table.verdict), else ZC_OK. */
+zc_status_t zc_ra_table_verdict(zc_ra_ctx_t *ctx);
 
 /* ---- src/coll/ring_attn/ring.c, src/coll/ring_attn/gather.c ---- */
 /* acc[i] += in[i] (fp32 dK/dV sums of the host engine). */

@@ -9,6 +9,7 @@
 #include "config.h"
 
 #include <stdlib.h>
+#include <string.h>
 
 #include "src/coll/routed/route.h"
 #include "src/core/memtype.h"
@@ -18,6 +19,7 @@
 #include "kernels/cuda/attn_cuda.h"
 #include "kernels/cuda/attn_gpu.h"
 #include "kernels/cuda/cuda_mem.h"
+#include "kernels/cuda/staging.h"
 #include "kernels/cudnn/attn_cudnn.h"
 #include "src/coll/ring_attn/stream_cuda.h"
 #include "src/common/log.h"
@@ -156,11 +158,43 @@ static zc_status_t zc_ras_cuda_convert(void *dev, const void *src, zc_datatype_t
                                   ((zc_ras_cuda_t *)dev)->streams[ZC_DS_COMPUTE]);
 }
 
+/* A kernel table's call on the caller's stream, its cu_seqlens staged to
+ * the device for as long as the work it enqueues may read them. */
+static zc_status_t zc_ras_cuda_kernels(void *dev, int backward, const zc_attn_kernels_t *table,
+                                       zc_attn_varlen_t *call)
+{
+    void *stream = ((zc_ras_cuda_t *)dev)->streams[ZC_DS_COMPUTE];
+    size_t half = ((size_t)call->batch + 1) * sizeof(int32_t);
+    zc_cuda_staging_slot_t *slot;
+    int32_t *host, *cu;
+    zc_status_t st;
+
+    ZC_CHECK(zc_cuda_staging_acquire(2 * half, &slot));
+    host = zc_cuda_staging_host(slot);
+    memcpy(host, call->host_cu_seqlens_q, half);
+    memcpy(host + call->batch + 1, call->host_cu_seqlens_kv, half);
+    st = zc_cuda_staging_stage(slot, 2 * half, stream);
+    if (st == ZC_OK) {
+        cu = zc_cuda_staging_dev(slot);
+        call->cu_seqlens_q = cu;
+        call->cu_seqlens_kv = cu + call->batch + 1;
+        call->stream = stream;
+        st = (backward ? table->bwd : table->fwd)(table->ctx, call);
+    }
+    return zc_cuda_staging_finish(slot, stream, st);
+}
+
+static zc_status_t zc_ras_cuda_rows(void *dev, const zc_attn_rows_t *op)
+{
+    return zc_attn_rows_stream(op, ((zc_ras_cuda_t *)dev)->streams[ZC_DS_COMPUTE]);
+}
+
 static const zc_ds_ops_t zc_ras_cuda_ops = {
     .alloc = zc_ras_cuda_alloc, .free = zc_ras_cuda_free, .release = zc_ras_cuda_release,
     .record = zc_ras_cuda_record, .wait = zc_ras_cuda_wait, .group = zc_ras_cuda_group,
     .routed = zc_ras_cuda_routed, .attn = zc_ras_cuda_attn, .copy = zc_ras_cuda_copy,
     .fill = zc_ras_cuda_fill, .add = zc_ras_cuda_add, .convert = zc_ras_cuda_convert,
+    .kernels = zc_ras_cuda_kernels, .rows = zc_ras_cuda_rows,
 };
 
 /* The state of comm's first stream call, on its NCCL communicator's device. */

@@ -527,9 +527,13 @@ zc_status_t zc_ra_stream_run(zc_ra_ctx_t *ctx, zc_ras_keep_t *keep)
     if (end == ZC_OK)
         end = zc_ras_keep_end(keep);
     st = st != ZC_OK ? st : end;
+    if (st == ZC_OK) /* everything enqueued: a kernel table's failure is every rank's */
+        st = zc_ra_table_verdict(ctx);
     ctx->out_acc = ctx->dq_acc = ctx->delta = NULL;
     if (st != ZC_OK) {
-        zc_ras_fail(ctx->comm, st);
+        /* a kernel table's failure left no transfer unmatched */
+        if (ctx->table.verdict == ZC_OK)
+            zc_ras_fail(ctx->comm, st);
         return st;
     }
     /* the kernels run later: only the enqueueing was timed */

@@ -20,6 +20,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "kernels/attn_rows.h"
 #include "kernels/cudnn/attn_cudnn.h"
 #include "src/core/device.h"
 #include "src/coll/ring_attn/ring_attn.h"
@@ -72,6 +73,13 @@ typedef struct zc_ds_ops {
     zc_status_t (*add)(void *dev, float *dst, const float *src, size_t count);
     zc_status_t (*convert)(void *dev, const void *src, zc_datatype_t src_dtype, int64_t count,
                            zc_datatype_t dst_dtype, void *dst);
+    /* Kernel tables (src/coll/ring_attn/dispatch.c): the table's pass on
+     * `call`, given the compute stream and cu_seqlens_q/kv on the device
+     * (the host_ ones filled), its status returned; and the row-mapped
+     * copies around it (kernels/attn_rows.h). */
+    zc_status_t (*kernels)(void *dev, int backward, const zc_attn_kernels_t *table,
+                           zc_attn_varlen_t *call);
+    zc_status_t (*rows)(void *dev, const zc_attn_rows_t *op);
 } zc_ds_ops_t;
 
 /* ---- src/coll/ring_attn/stream_keep.c: what the engine keeps ---- */
@@ -124,7 +132,10 @@ int zc_ras_keep_blocks(const zc_ras_keep_t *keep);
  * the peers enqueued unmatched (or ours unmatched on their side): the
  * communicator's device backend is aborted, so that the enqueued transfers
  * end and every later device call on comm says why, and the state goes
- * (zc_ras_keep_t's memory freed once nothing uses it). */
+ * (zc_ras_keep_t's memory freed once nothing uses it).  With a kernel
+ * table, it returns once the ranks agreed on whether a callback failed
+ * (ctx->table.verdict): such a failure left no transfer unmatched, and
+ * aborts nothing. */
 zc_status_t zc_ra_stream_run(zc_ra_ctx_t *ctx, zc_ras_keep_t *keep);
 
 #endif
