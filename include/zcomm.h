@@ -466,7 +466,7 @@ typedef enum {
 } zc_remap_dir_t;
 
 /* The layouts of a plan's tokens, for moves between any two of them
- * (zc_plan_move_runs).  T tokens in the batch's
+ * (zc_plan_move_runs, zc_remap_alltoallv_layouts).  T tokens in the batch's
  * order (its sequences one after another) over R ranks. */
 typedef enum {
     ZC_LAYOUT_LOADER    = 0, /* the batch in order, split evenly: rank r holds tokens
@@ -642,6 +642,20 @@ ZC_API zc_status_t zc_remap_alltoallv_plan(zc_plan_h plan, zc_remap_dir_t dir,
                                            int64_t elems_per_token, zc_datatype_t dtype,
                                            zc_memtype_t memtype, zc_comm_h comm,
                                            zc_request_h *request);
+/* This rank's tokens of `plan` from layout `from` (sendbuf) to layout `to`
+ * (recvbuf), tokens of `elems_per_token` elements, along the runs of
+ * zc_plan_move_runs(): a run of at least 64 KiB goes from sendbuf straight
+ * into recvbuf as a message of its own, the smaller runs between two ranks
+ * travel packed in one message; no token is copied on its own.  Every rank
+ * of `comm` calls it with the same plan, layouts and token size (checked
+ * unless ZC_ALLTOALLV_CHECK=0: a difference is ZC_ERR_MISMATCH on every
+ * rank, before any data moves).  Complete with zc_test or zc_wait; see
+ * zc_remap_alltoallv_layouts(3). */
+ZC_API zc_status_t zc_remap_alltoallv_layouts(zc_plan_h plan, zc_layout_t from, zc_layout_t to,
+                                              const void *sendbuf, void *recvbuf,
+                                              int64_t elems_per_token, zc_datatype_t dtype,
+                                              zc_memtype_t memtype, zc_comm_h comm,
+                                              zc_request_h *request);
 
 /* Ring attention (zeppelin paper, section 3.2): causal attention of every
  * sequence of a plan's batch, each rank holding its pieces of q, k, v in
@@ -763,6 +777,15 @@ ZC_API zc_status_t zc_remap_alltoallv_stream(const void *sendbuf, const int64_t 
                                              const int64_t *sdispls, void *recvbuf,
                                              const int64_t *recvcounts, const int64_t *rdispls,
                                              zc_datatype_t dtype, zc_comm_h comm, void *stream);
+/* zc_remap_alltoallv_layouts on device memory: the runs of at least 64 KiB
+ * as sends and receives of their own in one group, the smaller ones packed
+ * and unpacked by device copies, the runs to itself as device copies; no
+ * kernel and no wait on the stream.  The agreement as the host form's. */
+ZC_API zc_status_t zc_remap_alltoallv_layouts_stream(zc_plan_h plan, zc_layout_t from,
+                                                     zc_layout_t to, const void *sendbuf,
+                                                     void *recvbuf, int64_t elems_per_token,
+                                                     zc_datatype_t dtype, zc_comm_h comm,
+                                                     void *stream);
 
 /* zc_ring_attn_fwd and zc_ring_attn_bwd on device memory (args->memtype
  * ZC_MEM_CUDA; dtype float32, bfloat16 or float16): the same plans, modes,
