@@ -6,7 +6,7 @@
 # against single-process PyTorch, the packed-batch API (zcomm.torch:
 # VarlenPlan, varlen_attn, ZeppelinAttention, from_torch over gloo, bad
 # input; CUDA tensors where there is a GPU), the same under torchrun (two
-# launchers, one per emulated node),
+# launchers, one per emulated node, of 1 and of 2 workers),
 # the example training step (python/examples/train_step.py) and the example
 # training (python/examples/train.py, 50 steps against one process) on 4
 # forked ranks and, as root, on the emulated cluster of 2 nodes x 4 NICs x
@@ -48,24 +48,28 @@ timeout 120 "$python" "$pydir/tests/test_structs.py" "$srcdir/../include" "$PWD/
     >"$logs/structs" 2>&1
 tap "test_structs.py" "$logs/structs" $?
 
-# torchrun: one launcher per emulated node (ZC_NODE_ID), 2 workers each.
+# torchrun: one launcher per emulated node (ZC_NODE_ID), 1 worker each
+# (2 ranks) or 2 (4 ranks).
 # torch 1.13's torchrun under Python 3.11 cannot leave the workers' output
 # alone (its Std flags lose NONE and ALL: --redirects/--tee 0 or 3 crash it),
 # so stdout goes to its log files and rank 0 writes the TAP to a file.
-port=$("$python" -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
-: >"$logs/torchrun.tap"
-pids=()
-for node in 0 1; do
-    ZC_NODE_ID=torchrun-node$node-$$ timeout 300 "$python" -m torch.distributed.run \
-        --nnodes 2 --nproc_per_node 2 --node_rank $node --master_addr 127.0.0.1 \
-        --master_port "$port" --redirects 1 --tee 2 --log_dir "$logs/torchrun$node" \
-        "$pydir/tests/test_torchrun.py" 2 "$logs/torchrun.tap" >"$logs/torchrun$node.out" 2>&1 &
-    pids+=($!)
+for procs in 1 2; do
+    port=$("$python" -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+    tapfile=$logs/torchrun$procs.tap
+    : >"$tapfile"
+    pids=()
+    for node in 0 1; do
+        ZC_NODE_ID=torchrun-node$node-$$ timeout 300 "$python" -m torch.distributed.run \
+            --nnodes 2 --nproc_per_node $procs --node_rank $node --master_addr 127.0.0.1 \
+            --master_port "$port" --redirects 1 --tee 2 --log_dir "$logs/torchrun$procs-$node" \
+            "$pydir/tests/test_torchrun.py" 2 "$tapfile" >"$logs/torchrun$procs-$node.out" 2>&1 &
+        pids+=($!)
+    done
+    status=0
+    for pid in "${pids[@]}"; do wait "$pid" || status=$?; done
+    tap "test_torchrun.py under torchrun, 2 nodes x $procs" "$tapfile" $status
+    [ "$status" = 0 ] || tail -20 "$logs/torchrun$procs-0.out" | sed 's/^/# /'
 done
-status=0
-for pid in "${pids[@]}"; do wait "$pid" || status=$?; done
-tap "test_torchrun.py under torchrun, 2 nodes x 2" "$logs/torchrun.tap" $status
-[ "$status" = 0 ] || tail -20 "$logs/torchrun0.out" | sed 's/^/# /'
 
 plot=
 "$python" -c 'import matplotlib' 2>/dev/null && plot="--plot $logs/train.png"

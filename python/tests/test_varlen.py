@@ -1,5 +1,7 @@
 """zcomm.torch on forked ranks: VarlenPlan's moves (dispatch, undispatch,
-the linear remap: exact rows, gradients the opposite move), position_ids and
+the linear remap: exact rows, gradients the opposite move; every move of
+every method on adversarial batches against a per-token gather from the
+whole batch), position_ids and
 cu_seqlens_local, varlen_attn and ZeppelinAttention forward and backward
 against single-process PyTorch for every method, dtype and GQA shape, ranks
 with no tokens, bad input named on every rank (ranks that disagree
@@ -308,6 +310,7 @@ def free_port():
 def run_all(port):
     def run(comm):
         res = moves(comm)
+        res += common.moves_against_reference(comm, zt.METHODS)
         for method in zt.METHODS:
             res += attn(LENGTHS, torch.float32, method, 4, 2)(comm)
         res += attn(LENGTHS, torch.bfloat16, "zeppelin", 4, 2)(comm)
