@@ -210,6 +210,11 @@ finally:
 tap.ok(kept == 6 << 20 and old == 8 << 20 and len(freed) == 2 and cache.cached_bytes() == 0,
        "their 4 and 2 MiB blocks wait under an 8 MiB limit; a limit of 0 frees both once",
        (kept, old, freed))
+tiny = cache.empty((1000,), torch.uint8)
+del tiny
+gc.collect()
+tap.ok(cache.cached_bytes() == 0, "an output under 1 MiB comes from torch, not a huge page",
+       cache.cached_bytes())
 tap.raises(lambda: zcomm.torch.set_host_cache_limit(-1), "set_host_cache_limit(-1) is "
            "ZC_ERR_INVALID_ARG naming nbytes", "ZC_ERR_INVALID_ARG", "nbytes")
 sys.exit(tap.done())

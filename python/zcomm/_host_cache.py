@@ -19,6 +19,9 @@ from . import _lib
 
 HUGE_PAGE = 2 << 20
 DEFAULT_LIMIT = 1 << 30
+# Smaller outputs come from torch's allocator: their faults cost little,
+# and a whole huge page each would waste the rest of it.
+SMALLEST = 1 << 20
 
 
 def element_size(dtype):
@@ -44,7 +47,8 @@ def host_tensor(address, nbytes, shape, dtype, release, *args):
 
 class HostCache:
     """Blocks of zc_host_alloc memory, whole huge pages, handed out as
-    tensors; a block serves requests of about 80% of its size and up."""
+    tensors of 1 MiB and more; a block serves requests of about 80% of its
+    size and up."""
 
     def __init__(self, limit=DEFAULT_LIMIT):
         self._limit = limit
@@ -68,7 +72,7 @@ class HostCache:
         """An uninitialized CPU tensor of `shape` and `dtype`."""
         shape = torch.Size(shape)
         nbytes = shape.numel() * element_size(dtype)
-        if nbytes == 0:
+        if nbytes < SMALLEST:
             return torch.empty(shape, dtype=dtype)
         block = self._take(nbytes)
         if block is None:
