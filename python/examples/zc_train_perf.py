@@ -130,8 +130,8 @@ def _wait_of(stats):
 
 
 class _Remap(torch.autograd.Function):
-    """The plan's remap (zc_remap_alltoallv_plan) in `direction`, timed; the
-    gradient takes the other direction."""
+    """The plan's remap in `direction` (VarlenPlan.to_linear or
+    from_linear), timed; the gradient takes the other direction."""
 
     @staticmethod
     def forward(ctx, x, plan, direction, timer):
@@ -147,9 +147,8 @@ class _Remap(torch.autograd.Function):
 
 def _remap_timed(plan, x, direction, timer):
     from zcomm.plan import FORWARD
-    import zcomm.torch as zt
     t0 = time.perf_counter()
-    out = zt._remap(plan, x.contiguous(), direction)
+    out = plan.to_linear(x) if direction == FORWARD else plan.from_linear(x)
     timer.add("remap_fwd" if direction == FORWARD else "remap_inv", time.perf_counter() - t0)
     return out
 
