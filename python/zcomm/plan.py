@@ -62,20 +62,24 @@ class Plan(_lib.Handle):
         call("zc_plan_rank", self.handle, int(rank), ctypes.byref(out))
         return {f: getattr(out, f) for f, _ in _lib.PlanRank._fields_}
 
-    def _pieces(self, fn, rank):
+    def piece_array(self, rank, layout="attention"):
+        """(pointer to zc_plan_piece_t, count): `rank`'s pieces of layout
+        "attention" or "linear" in the plan's own memory, valid while the
+        plan lives (for readers that want no dict per piece)."""
+        fn = "zc_plan_rank_pieces" if layout == "attention" else "zc_plan_rank_linear_pieces"
         array = ctypes.POINTER(_lib.PlanPiece)()
         count = ctypes.c_size_t()
         call(fn, self.handle, int(rank), ctypes.byref(array), ctypes.byref(count))
-        return _piece_dicts(array, count.value)
+        return array, count.value
 
     def rank_pieces(self, rank):
         """The pieces of `rank` in attention-layout buffer order: dicts with
         seq, begin, end (token range of the sequence), zone, ring, chunk."""
-        return self._pieces("zc_plan_rank_pieces", rank)
+        return _piece_dicts(*self.piece_array(rank))
 
     def rank_linear_pieces(self, rank):
         """The same for the balanced linear layout (after the forward remap)."""
-        return self._pieces("zc_plan_rank_linear_pieces", rank)
+        return _piece_dicts(*self.piece_array(rank, "linear"))
 
     def layout_tokens(self, rank, layout):
         """Tokens `rank` holds in `layout` ("loader": the batch in order,

@@ -19,6 +19,7 @@ is differentiable (the gradient makes the opposite move), and every rank
 of the communicator makes the same calls in the same order.
 See zcomm-python(7).
 """
+import ctypes
 import hashlib
 import math
 
@@ -146,13 +147,23 @@ class _Move(torch.autograd.Function):
         return ctx.plan._move(dy.contiguous(), ctx.dst, ctx.src), None, None, None
 
 
-def _positions(pieces):
-    """Each token's position in its sequence, for tokens laid out as
-    `pieces` (int64): one arange shifted piece by piece."""
-    if not pieces:
-        return torch.empty(0, dtype=torch.int64)
-    begin = torch.tensor([p["begin"] for p in pieces], dtype=torch.int64)
-    length = torch.tensor([p["end"] - p["begin"] for p in pieces], dtype=torch.int64)
+def _piece_bounds(plan, rank, layout):
+    """begin and end (int64 [pieces]) of `rank`'s pieces of `layout`, one
+    copy of the plan's array: no Python object per piece."""
+    array, n = plan.piece_array(rank, layout)
+    words = ctypes.sizeof(_lib.PlanPiece) // 8
+    if n == 0:
+        return torch.empty(0, dtype=torch.int64), torch.empty(0, dtype=torch.int64)
+    raw = (ctypes.c_int64 * (n * words)).from_address(ctypes.addressof(array.contents))
+    table = torch.frombuffer(raw, dtype=torch.int64).view(n, words)
+    return (table[:, _lib.PlanPiece.begin.offset // 8].clone(),
+            table[:, _lib.PlanPiece.end.offset // 8].clone())
+
+
+def _positions(begin, end):
+    """Each token's position in its sequence, for tokens laid out as pieces
+    [begin, end) (int64): one arange shifted piece by piece."""
+    length = end - begin
     at = torch.cumsum(length, 0) - length          # where each piece starts in the buffer
     tokens = int(length.sum())
     return torch.arange(tokens, dtype=torch.int64) - torch.repeat_interleave(at - begin, length)
@@ -222,16 +233,24 @@ class VarlenPlan:
         self.loader_tokens = self.loader_range[1] - self.loader_range[0]
         self._rows = {"loader": self.loader_tokens, "attention": self.tokens,
                       "linear": self.linear_tokens}
-        self.pieces = self.plan.rank_pieces(me)
-        self.linear_pieces = self.plan.rank_linear_pieces(me)
-        seg = [0]
-        for p in self.pieces:
-            seg.append(seg[-1] + p["end"] - p["begin"])
+        self._bounds = {lay: _piece_bounds(self.plan, me, lay) for lay in LAYOUTS}
+        begin, end = self._bounds["attention"]
         # Each piece is a run of consecutive tokens of one sequence: a segment
         # of its own (a rank holding chunks i and 2G-1-i of a ring holds two).
-        self.cu_seqlens_local = torch.tensor(seg, dtype=torch.int32)
-        self.max_seqlen_local = max((p["end"] - p["begin"] for p in self.pieces), default=0)
+        self.cu_seqlens_local = torch.cat((torch.zeros(1, dtype=torch.int64),
+                                           torch.cumsum(end - begin, 0))).to(torch.int32)
+        self.max_seqlen_local = int((end - begin).max()) if len(begin) else 0
         self._positions = {}   # (layout, device): position_ids, made on first use
+
+    @property
+    def pieces(self):
+        """This rank's pieces of the attention layout (zcomm.Plan.rank_pieces)."""
+        return self.plan.rank_pieces(self.comm.rank)
+
+    @property
+    def linear_pieces(self):
+        """This rank's pieces of the linear layout."""
+        return self.plan.rank_linear_pieces(self.comm.rank)
 
     def _move(self, x, src, dst):
         """This rank's rows x of layout src -> its rows of layout dst, as
@@ -297,8 +316,7 @@ class VarlenPlan:
         key = (layout, None if device is None else torch.device(device))
         if key not in self._positions:
             if key[1] is None:
-                self._positions[key] = _positions(self.pieces if layout == "attention"
-                                                  else self.linear_pieces)
+                self._positions[key] = _positions(*self._bounds[layout])
             else:  # pinned and non-blocking: no wait for the device's stream
                 host = self.position_ids(layout)
                 if key[1].type == "cuda":
