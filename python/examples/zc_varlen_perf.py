@@ -67,9 +67,12 @@ def all_ranks(comm, values):
 
 
 def slowest(comm, seconds, warmup):
-    """Median over the iterations after warmup of the slowest rank's time."""
+    """The slowest rank's time of each iteration after warmup: (median,
+    least).  On a crowded machine a call waits for the other ranks' turns
+    on the cores now and then; the least is the call without such waits."""
     per_rank = all_ranks(comm, seconds)
-    return statistics.median(max(r[i] for r in per_rank) for i in range(warmup, len(seconds)))
+    times = [max(r[i] for r in per_rank) for i in range(warmup, len(seconds))]
+    return statistics.median(times), min(times)
 
 
 def ids_of(pieces, cu):
@@ -91,8 +94,8 @@ def rows_of(ids, cfg):
     return zt.host_empty(rows.shape).copy_(rows)  # huge pages, as the moves' outputs
 
 
-def wrong_rows(got, ids, cfg):
-    return int((got != rows_of(ids, cfg)).flatten(1).any(1).sum())
+def wrong_rows(got, want):
+    return int((got != want).flatten(1).any(1).sum())
 
 
 def pair_counts(plan, rank, move, row_bytes):
@@ -131,12 +134,15 @@ def run_plan(cfg, comm, cu, method):
     position_ids: median times (slowest rank), and the last plan."""
     plan_s, round_s, pos_s, plan = [], [], [], None
     one_round = bare_alltoallv(comm, [40] * comm.size, [40] * comm.size)
-    for _ in range(cfg.warmup + cfg.iters):
+    for i in range(cfg.warmup + cfg.iters):
         if plan:
             plan.close()
+        if i % 2:
+            round_s.append(timed(comm, one_round)[0])
         t, plan = timed(comm, lambda: zt.VarlenPlan(cu, comm, method=method))
         plan_s.append(t)
-        round_s.append(timed(comm, one_round)[0])
+        if i % 2 == 0:
+            round_s.append(timed(comm, one_round)[0])
         pos_s.append(timed(comm, plan.position_ids)[0])
     return ([slowest(comm, s, cfg.warmup) for s in (plan_s, round_s, pos_s)], plan)
 
@@ -155,29 +161,33 @@ def run_moves(cfg, comm, plan, cu):
         src, dst = LAYOUTS[move]
         sc, rc = pair_counts(plan, comm.rank, move, row_bytes)
         bare = bare_alltoallv(comm, sc, rc)
-        move_s, bare_s, wrong = [], [], 0
-        for _ in range(cfg.warmup + cfg.iters):
-            t, got = timed(comm, lambda: calls[move](inputs[src]))
-            move_s.append(t)
-            wrong += wrong_rows(got, ids[dst], cfg)
-            del got
-            bare_s.append(timed(comm, bare)[0])
+        move_s, bare_s = [], []
+        for i in range(cfg.warmup + cfg.iters):
+            if i % 2:  # in turn first, so that neither finds the other's warm caches always
+                bare_s.append(timed(comm, bare)[0])
+            move_s.append(timed(comm, lambda: calls[move](inputs[src]))[0])
+            if i % 2 == 0:
+                bare_s.append(timed(comm, bare)[0])
+        # checked apart, so that the check's memory traffic is in no timed call
+        wrong = wrong_rows(calls[move](inputs[src]), inputs[dst])  # the rows of dst's tokens
         out[move] = (slowest(comm, move_s, cfg.warmup), slowest(comm, bare_s, cfg.warmup),
                      sum(sc), wrong)
     return out
 
 
-HEADER = ("#%-10s %8s %5s %-9s %-12s %12s %10s %10s %6s %8s %7s"
+HEADER = ("#%-10s %8s %5s %-9s %-12s %12s %10s %10s %6s %6s %8s %7s"
           % ("dataset", "tokens", "seqs", "method", "call", "bytes/rank", "time(ms)",
-             "a2av(ms)", "ratio", "GB/s", "#wrong"))
+             "a2av(ms)", "ratio", "r.min", "GB/s", "#wrong"))
 
 
 def row(dataset, tokens, seqs, method, call, nbytes, t, bare, wrong):
-    ratio = "%6.2f" % (t / bare) if bare else "%6s" % "-"
-    rate = "%8.2f" % (nbytes / t / 1e9) if nbytes and t else "%8s" % "-"
+    """t and bare: (median, least) in seconds; bare None: no baseline."""
+    ratio = ("%6.2f %6.2f" % (t[0] / bare[0], t[1] / bare[1]) if bare
+             else "%6s %6s" % ("-", "-"))
+    rate = "%8.2f" % (nbytes / t[0] / 1e9) if nbytes and t[0] else "%8s" % "-"
     return (" %-10s %8d %5d %-9s %-12s %12s %10.3f %10s %s %s %7s"
-            % (dataset, tokens, seqs, method, call, nbytes if nbytes else "-", t * 1e3,
-               "%.3f" % (bare * 1e3) if bare else "-", ratio, rate,
+            % (dataset, tokens, seqs, method, call, nbytes if nbytes else "-", t[0] * 1e3,
+               "%.3f" % (bare[0] * 1e3) if bare else "-", ratio, rate,
                wrong if wrong is not None else "-"))
 
 
@@ -190,7 +200,8 @@ def run(cfg, comm):
                  4 * cfg.heads * cfg.head_dim, cfg.iters, cfg.warmup, *os.getloadavg()))
         print("# time: the slowest rank's, median over the iterations; a2av: the bare "
               "zc_remap_alltoallv of the same bytes per pair, same iteration (for VarlenPlan: "
-              "of 40 B per pair, its agreement's round); bytes/rank: what rank 0 sends")
+              "of 40 B per pair, its agreement's round); ratio: of the medians; r.min: of the "
+              "least times; bytes/rank: what rank 0 sends")
         print(HEADER, flush=True)
     wrong_total, case = 0, 0
     for tokens in cfg.tokens:
@@ -212,7 +223,7 @@ def run(cfg, comm):
                 elif comm.rank == 0:
                     args = (dataset, tokens, len(lengths), method)
                     print(row(*args, "VarlenPlan", 0, plan_t, round_t, None))
-                    print(row(*args, "position_ids", 0, pos_t, 0, None))
+                    print(row(*args, "position_ids", 0, pos_t, None, None))
                     for (move, (t, bare, nbytes, _)), w in zip(moves.items(), wrong):
                         print(row(*args, move, nbytes, t, bare, int(w)), flush=True)
                 plan.close()
