@@ -104,4 +104,44 @@ static inline int64_t move_first_wrong(const char *buf, const int64_t *ids, int6
     return -1;
 }
 
+/* One rank's side of a move of a plan: the batch token at each place of
+ * its buffers of both layouts, and its send buffer (one byte more) holding
+ * its tokens of `from`. */
+typedef struct {
+    int64_t *sid, *rid;
+    int64_t ns, nr;
+    char *send;
+} move_case_t;
+
+static inline void move_case_free(move_case_t *c)
+{
+    free(c->sid);
+    free(c->rid);
+    free(c->send);
+}
+
+/* 0, or -1 (and nothing to free) when out of memory or the plan refuses. */
+static inline int move_case(zc_plan_h plan, zc_layout_t from, zc_layout_t to, int rank,
+                            size_t token, int salt, move_case_t *c)
+{
+    zc_plan_info_t info = ZC_PLAN_INFO_INITIALIZER;
+
+    *c = (move_case_t){NULL, NULL, 0, 0, NULL};
+    if (zc_plan_info(plan, &info) != ZC_OK)
+        return -1;
+    c->sid = malloc((size_t)(info.total_tokens + 1) * sizeof(int64_t));
+    c->rid = malloc((size_t)(info.total_tokens + 1) * sizeof(int64_t));
+    if (c->sid && c->rid) {
+        c->ns = move_ids(plan, from, rank, c->sid);
+        c->nr = move_ids(plan, to, rank, c->rid);
+        c->send = c->ns >= 0 && c->nr >= 0 ? malloc((size_t)c->ns * token + 1) : NULL;
+    }
+    if (!c->send) {
+        move_case_free(c);
+        return -1;
+    }
+    move_fill(c->send, c->sid, c->ns, token, salt);
+    return 0;
+}
+
 #endif

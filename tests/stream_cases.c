@@ -170,33 +170,29 @@ int sc_routed(int rank, int nranks, void *arg)
 static int sc_move(const sc_memory_t *m, zc_comm_h comm, int rank, void *s, zc_plan_h plan,
                    zc_layout_t from, zc_layout_t to, int64_t elems, zc_datatype_t dtype, int salt)
 {
-    zc_plan_info_t info = ZC_PLAN_INFO_INITIALIZER;
     size_t token = (size_t)elems * zc_datatype_size(dtype);
     zc_request_h req;
+    move_case_t c;
 
-    MP_CHECK(zc_plan_info(plan, &info) == ZC_OK, "info");
-    int64_t *sid = malloc((size_t)(info.total_tokens + 1) * sizeof(int64_t));
-    int64_t *rid = malloc((size_t)(info.total_tokens + 1) * sizeof(int64_t));
-    MP_CHECK(sid && rid, "alloc");
-    int64_t ns = move_ids(plan, from, rank, sid), nr = move_ids(plan, to, rank, rid);
-    size_t sbytes = (size_t)ns * token, rbytes = (size_t)nr * token;
-    char *hs = malloc(sbytes + 1), *hr = calloc(rbytes + 1, 1), *dr = calloc(rbytes + 1, 1);
+    MP_CHECK(move_case(plan, from, to, rank, token, salt, &c) == 0, "the case's buffers");
+    size_t sbytes = (size_t)c.ns * token, rbytes = (size_t)c.nr * token;
+    char *hr = calloc(rbytes + 1, 1), *dr = calloc(rbytes + 1, 1);
     void *gs = m->alloc(sbytes), *gr = m->alloc(rbytes);
-    MP_CHECK(ns >= 0 && nr >= 0 && hs && hr && dr && gs && gr, "buffers");
-    move_fill(hs, sid, ns, token, salt);
-    MP_CHECK(m->upload(gs, hs, sbytes) == 0, "upload");
-    MP_CHECK(zc_remap_alltoallv_layouts(plan, from, to, hs, hr, elems, dtype, ZC_MEM_HOST, comm,
-                                        &req) == ZC_OK && zc_wait(&req) == ZC_OK,
+    MP_CHECK(hr && dr && gs && gr, "buffers");
+    MP_CHECK(m->upload(gs, c.send, sbytes) == 0, "upload");
+    MP_CHECK(zc_remap_alltoallv_layouts(plan, from, to, c.send, hr, elems, dtype, ZC_MEM_HOST,
+                                        comm, &req) == ZC_OK && zc_wait(&req) == ZC_OK,
              "host move %d -> %d", from, to);
-    MP_CHECK(zc_remap_alltoallv_layouts_stream(plan, from, to, ns ? gs : NULL, nr ? gr : NULL,
-                                               elems, dtype, comm, s) == ZC_OK &&
+    MP_CHECK(zc_remap_alltoallv_layouts_stream(plan, from, to, c.ns ? gs : NULL,
+                                               c.nr ? gr : NULL, elems, dtype, comm, s) == ZC_OK &&
                  zc_stream_synchronize(comm, s) == ZC_OK,
              "device move %d -> %d", from, to);
     MP_CHECK(m->download(dr, gr, rbytes) == 0 && memcmp(dr, hr, rbytes) == 0 &&
-                 move_first_wrong(dr, rid, nr, token, salt) < 0,
+                 move_first_wrong(dr, c.rid, c.nr, token, salt) < 0,
              "rank %d, move %d -> %d of %zu-byte tokens: device equals host and the batch",
              rank, from, to, token);
-    m->release(gs), m->release(gr), free(hs), free(hr), free(dr), free(sid), free(rid);
+    m->release(gs), m->release(gr), free(hr), free(dr);
+    move_case_free(&c);
     return 0;
 }
 

@@ -182,38 +182,34 @@ static int rank_plan(int rank, int nranks, void *arg)
     return 0;
 }
 
-/* One move of `plan`, checked token by token; *tokens gets its size. */
+/* One move of `plan`, checked token by token. */
 static int move_checked(zc_comm_h comm, zc_plan_h plan, zc_layout_t from, zc_layout_t to,
                         int64_t elems, zc_datatype_t dtype, int salt, const char *name)
 {
-    zc_plan_info_t info = ZC_PLAN_INFO_INITIALIZER;
     size_t token = (size_t)elems * zc_datatype_size(dtype);
     int rank = comm->rank;
     zc_request_h req;
+    move_case_t c;
 
-    MP_CHECK(zc_plan_info(plan, &info) == ZC_OK, "info");
-    int64_t *sid = malloc((size_t)(info.total_tokens + 1) * sizeof(int64_t));
-    int64_t *rid = malloc((size_t)(info.total_tokens + 1) * sizeof(int64_t));
-    MP_CHECK(sid && rid, "malloc");
-    int64_t ns = move_ids(plan, from, rank, sid), nr = move_ids(plan, to, rank, rid);
-    char *send = malloc((size_t)ns * token + 1), *recv = malloc((size_t)nr * token + 1);
-    MP_CHECK(ns >= 0 && nr >= 0 && send && recv, "ids");
-    move_fill(send, sid, ns, token, salt);
-    memset(recv, A2AV_GAP_BYTE, (size_t)nr * token + 1);
-    zc_status_t st = zc_remap_alltoallv_layouts(plan, from, to, ns ? send : NULL,
-                                                nr ? recv : NULL, elems, dtype, ZC_MEM_HOST, comm,
-                                                &req);
+    MP_CHECK(move_case(plan, from, to, rank, token, salt, &c) == 0, "the case's buffers");
+    char *recv = malloc((size_t)c.nr * token + 1);
+    MP_CHECK(recv, "malloc");
+    memset(recv, A2AV_GAP_BYTE, (size_t)c.nr * token + 1);
+    zc_status_t st = zc_remap_alltoallv_layouts(plan, from, to, c.ns ? c.send : NULL,
+                                                c.nr ? recv : NULL, elems, dtype, ZC_MEM_HOST,
+                                                comm, &req);
     if (st == ZC_OK)
         st = zc_wait(&req);
     MP_CHECK(st == ZC_OK, "rank %d, %s, move %d -> %d: %s (%s)", rank, name, from, to,
              zc_strerror(st), zc_get_last_error());
-    int64_t wrong = move_first_wrong(recv, rid, nr, token, salt);
+    int64_t wrong = move_first_wrong(recv, c.rid, c.nr, token, salt);
     if (wrong >= 0)
         diag("rank %d, %s, move %d -> %d, %zu-byte tokens: token %lld is not batch token %lld",
-             rank, name, from, to, token, (long long)wrong, (long long)rid[wrong]);
+             rank, name, from, to, token, (long long)wrong, (long long)c.rid[wrong]);
     MP_CHECK(wrong < 0, "rank %d, %.40s: a wrong token", rank, name);
-    MP_CHECK((uint8_t)recv[(size_t)nr * token] == A2AV_GAP_BYTE, "past the extent written");
-    free(sid), free(rid), free(send), free(recv);
+    MP_CHECK((uint8_t)recv[(size_t)c.nr * token] == A2AV_GAP_BYTE, "past the extent written");
+    move_case_free(&c);
+    free(recv);
     return 0;
 }
 
