@@ -33,7 +33,8 @@
  *    starts with the library's sizeof: a callback reads a field only when
  *    size reaches past it;
  *  - the other structs are fixed records: elements of arrays (zc_transfer_t,
- *    zc_plan_piece_t, zc_plan_hop_t, zc_plan_transfer_t, zc_env_var_t) and
+ *    zc_plan_piece_t, zc_plan_hop_t, zc_plan_transfer_t, zc_plan_run_t,
+ *    zc_env_var_t) and
  *    the small per-item records zc_plan_seq_t, zc_plan_ring_t,
  *    zc_plan_rank_t and zc_topo_assignment_t never change; more information
  *    comes as a new call.
@@ -489,6 +490,27 @@ typedef enum {
     ZC_REMAP_INVERSE = 1    /* and back */
 } zc_remap_dir_t;
 
+/* The layouts of a plan's tokens, for moves between any two of them
+ * (zc_plan_move_runs, zc_remap_alltoallv_layouts).  T tokens in the batch's
+ * order (its sequences one after another) over R ranks. */
+typedef enum {
+    ZC_LAYOUT_LOADER    = 0, /* the batch in order, split evenly: rank r holds tokens
+                              * [floor(r T / R), floor((r + 1) T / R)), what a data
+                              * loader gives each rank */
+    ZC_LAYOUT_ATTENTION = 1, /* zc_plan_rank_pieces() in buffer order */
+    ZC_LAYOUT_LINEAR    = 2  /* zc_plan_rank_linear_pieces() in buffer order */
+} zc_layout_t;
+
+/* Tokens that a move between two layouts takes from one rank to another as
+ * one piece: `count` tokens, consecutive at token `offset` of this rank's
+ * buffer and at token `peer_offset` of rank `peer`'s. */
+typedef struct {
+    int64_t offset;
+    int64_t peer_offset;
+    int64_t count;
+    int peer;
+} zc_plan_run_t;
+
 ZC_API zc_status_t zc_plan_create(int nnodes, int gpus_per_node, int64_t capacity,
                                   const int64_t *lengths, size_t count,
                                   const zc_plan_opts_t *opts, zc_plan_h *plan);
@@ -525,6 +547,18 @@ ZC_API zc_status_t zc_plan_remap_transfers(zc_plan_h plan, const zc_plan_transfe
 ZC_API zc_status_t zc_plan_remap_counts(zc_plan_h plan, int rank, zc_remap_dir_t dir,
                                         int64_t *sendcounts, int64_t *sdispls,
                                         int64_t *recvcounts, int64_t *rdispls);
+/* The runs of `rank` for the move of every token from layout `from` to
+ * layout `to`: send[] what it sends (offset in its `from` buffer,
+ * peer_offset in the peer's `to` buffer), by peer, each peer's in the order
+ * of the peer's buffer; recv[] what it receives (offset in its `to`
+ * buffer), by peer, in the order of its own buffer.  Both include the runs
+ * to itself (peer == rank), and the k-th run rank i sends j is the k-th j
+ * receives from i.  Runs adjacent at both ends are one run.  On entry
+ * *nsend (*nrecv) is the room in send (recv); NULL arrays only ask for the
+ * counts.  O(the rank's pieces + ranks); see zc_plan_move_runs(3). */
+ZC_API zc_status_t zc_plan_move_runs(zc_plan_h plan, int rank, zc_layout_t from,
+                                     zc_layout_t to, zc_plan_run_t *send, size_t *nsend,
+                                     zc_plan_run_t *recv, size_t *nrecv);
 
 /* Cost model (zc_plan_cost(3)): a cluster and a model, priced per iteration.
  * zc_cluster_load fills a cluster (set size first: ZC_CLUSTER_INITIALIZER),
@@ -637,6 +671,20 @@ ZC_API zc_status_t zc_remap_alltoallv_plan(zc_plan_h plan, zc_remap_dir_t dir,
                                            int64_t elems_per_token, zc_datatype_t dtype,
                                            zc_memtype_t memtype, zc_comm_h comm,
                                            zc_request_h *request);
+/* This rank's tokens of `plan` from layout `from` (sendbuf) to layout `to`
+ * (recvbuf), tokens of `elems_per_token` elements, along the runs of
+ * zc_plan_move_runs(): a run of at least 64 KiB goes from sendbuf straight
+ * into recvbuf as a message of its own, the smaller runs between two ranks
+ * travel packed in one message; no token is copied on its own.  Every rank
+ * of `comm` calls it with the same plan, layouts and token size (checked
+ * unless ZC_ALLTOALLV_CHECK=0: a difference is ZC_ERR_MISMATCH on every
+ * rank, before any data moves).  Complete with zc_test or zc_wait; see
+ * zc_remap_alltoallv_layouts(3). */
+ZC_API zc_status_t zc_remap_alltoallv_layouts(zc_plan_h plan, zc_layout_t from, zc_layout_t to,
+                                              const void *sendbuf, void *recvbuf,
+                                              int64_t elems_per_token, zc_datatype_t dtype,
+                                              zc_memtype_t memtype, zc_comm_h comm,
+                                              zc_request_h *request);
 
 /* Ring attention (zeppelin paper, section 3.2): causal attention of every
  * sequence of a plan's batch, each rank holding its pieces of q, k, v in
@@ -860,6 +908,15 @@ ZC_API zc_status_t zc_remap_alltoallv_stream(const void *sendbuf, const int64_t 
                                              const int64_t *sdispls, void *recvbuf,
                                              const int64_t *recvcounts, const int64_t *rdispls,
                                              zc_datatype_t dtype, zc_comm_h comm, void *stream);
+/* zc_remap_alltoallv_layouts on device memory: the runs of at least 64 KiB
+ * as sends and receives of their own in one group, the smaller ones packed
+ * and unpacked by device copies, the runs to itself as device copies; no
+ * kernel and no wait on the stream.  The agreement as the host form's. */
+ZC_API zc_status_t zc_remap_alltoallv_layouts_stream(zc_plan_h plan, zc_layout_t from,
+                                                     zc_layout_t to, const void *sendbuf,
+                                                     void *recvbuf, int64_t elems_per_token,
+                                                     zc_datatype_t dtype, zc_comm_h comm,
+                                                     void *stream);
 
 /* zc_ring_attn_fwd and zc_ring_attn_bwd on device memory (args->memtype
  * ZC_MEM_CUDA; dtype float32, bfloat16 or float16): the same plans, modes,

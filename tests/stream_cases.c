@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "move_common.h"
 #include "mp.h"
 #include "pattern.h"
 #include "stream_cases.h"
@@ -160,6 +161,75 @@ int sc_routed(int rank, int nranks, void *arg)
     MP_CHECK(zc_routed_sendrecv_stream(t, n, gs, gr, ZC_BYTE, comm, s) == ZC_OK &&
                  zc_stream_synchronize(comm, s) == ZC_OK, "device routed after a refused call");
     m->release(gs), m->release(gr), free(hs), free(hr), free(dr);
+    zc_comm_destroy(comm);
+    return 0;
+}
+
+/* One move of `plan` in both forms: the stream form's tokens equal the
+ * host form's and the batch tokens the layout puts there. */
+static int sc_move(const sc_memory_t *m, zc_comm_h comm, int rank, void *s, zc_plan_h plan,
+                   zc_layout_t from, zc_layout_t to, int64_t elems, zc_datatype_t dtype, int salt)
+{
+    size_t token = (size_t)elems * zc_datatype_size(dtype);
+    zc_request_h req;
+    move_case_t c;
+
+    MP_CHECK(move_case(plan, from, to, rank, token, salt, &c) == 0, "the case's buffers");
+    size_t sbytes = (size_t)c.ns * token, rbytes = (size_t)c.nr * token;
+    char *hr = calloc(rbytes + 1, 1), *dr = calloc(rbytes + 1, 1);
+    void *gs = m->alloc(sbytes), *gr = m->alloc(rbytes);
+    MP_CHECK(hr && dr && gs && gr, "buffers");
+    MP_CHECK(m->upload(gs, c.send, sbytes) == 0, "upload");
+    MP_CHECK(zc_remap_alltoallv_layouts(plan, from, to, c.send, hr, elems, dtype, ZC_MEM_HOST,
+                                        comm, &req) == ZC_OK && zc_wait(&req) == ZC_OK,
+             "host move %d -> %d", from, to);
+    MP_CHECK(zc_remap_alltoallv_layouts_stream(plan, from, to, c.ns ? gs : NULL,
+                                               c.nr ? gr : NULL, elems, dtype, comm, s) == ZC_OK &&
+                 zc_stream_synchronize(comm, s) == ZC_OK,
+             "device move %d -> %d", from, to);
+    MP_CHECK(m->download(dr, gr, rbytes) == 0 && memcmp(dr, hr, rbytes) == 0 &&
+                 move_first_wrong(dr, c.rid, c.nr, token, salt) < 0,
+             "rank %d, move %d -> %d of %zu-byte tokens: device equals host and the batch",
+             rank, from, to, token);
+    m->release(gs), m->release(gr), free(hr), free(dr);
+    move_case_free(&c);
+    return 0;
+}
+
+int sc_layouts(int rank, int nranks, void *arg)
+{
+    const sc_memory_t *m = arg;
+    zc_plan_h plan, other;
+    zc_comm_h comm;
+    const char *name;
+    void *s;
+
+    if (m->init(rank, nranks, 30000, &comm, &s))
+        return 1;
+    for (int k = 0; k < MOVE_PLANS; k++) {
+        MP_CHECK(move_plan(k, nranks, &plan, &name) == ZC_OK, "plan %d", k);
+        for (int from = 0; from < 3; from++)
+            for (int to = 0; to < 3; to++)
+                if (sc_move(m, comm, rank, s, plan, from, to, 12, ZC_BYTE, k) ||
+                    sc_move(m, comm, rank, s, plan, from, to, 1025, ZC_FLOAT32, k + 9))
+                    return 1;
+        if (k)
+            zc_plan_destroy(plan);
+    }
+    /* Another plan on the last rank: refused on every rank before NCCL
+     * sees a send without its receive; then the first plan moves again. */
+    MP_CHECK(move_plan(0, nranks, &plan, &name) == ZC_OK &&
+                 move_plan(1, nranks, &other, &name) == ZC_OK, "plans");
+    void *gs = m->alloc(1 << 16), *gr = m->alloc(1 << 16);
+    zc_status_t st = zc_remap_alltoallv_layouts_stream(rank == nranks - 1 ? other : plan,
+                                                       ZC_LAYOUT_LOADER, ZC_LAYOUT_ATTENTION,
+                                                       gs, gr, 1, ZC_BYTE, comm, s);
+    MP_CHECK(st == ZC_ERR_MISMATCH && strstr(zc_get_last_error(), "different plans"),
+             "another plan on one rank returned %s (%s)", zc_strerror(st), zc_get_last_error());
+    m->release(gs), m->release(gr);
+    if (sc_move(m, comm, rank, s, plan, ZC_LAYOUT_LINEAR, ZC_LAYOUT_LOADER, 1025, ZC_FLOAT32, 3))
+        return 1;
+    zc_plan_destroy(plan), zc_plan_destroy(other);
     zc_comm_destroy(comm);
     return 0;
 }

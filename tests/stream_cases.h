@@ -35,5 +35,10 @@ int sc_alltoallv(int rank, int nranks, void *arg);
  * Then a list that differs on one rank: ZC_ERR_MISMATCH everywhere, and
  * the communicator still works. */
 int sc_routed(int rank, int nranks, void *arg);
+/* zc_remap_alltoallv_layouts_stream equals the host form and the batch's
+ * tokens for every move of the plans of tests/move_common.h (2 nodes), with
+ * tokens of 12 B (packed) and 4100 B (runs alone); then another plan on one
+ * rank: ZC_ERR_MISMATCH everywhere, and the communicator still works. */
+int sc_layouts(int rank, int nranks, void *arg);
 
 #endif

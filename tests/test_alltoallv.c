@@ -14,6 +14,7 @@
 #include <unistd.h>
 
 #include "a2av_common.h"
+#include "move_common.h"
 #include "mp.h"
 #include "src/core/comm.h"
 #include "rails_lo.h"
@@ -176,6 +177,182 @@ static int rank_plan(int rank, int nranks, void *arg)
                             NULL, &plan) == ZC_OK, "plan");
     MP_CHECK(a2av_plan_roundtrip(plan, rank, 3, comm, why, sizeof(why)) == 0, "rank %d: %s",
              rank, why);
+    zc_plan_destroy(plan);
+    zc_comm_destroy(comm);
+    return 0;
+}
+
+/* One move of `plan`, checked token by token. */
+static int move_checked(zc_comm_h comm, zc_plan_h plan, zc_layout_t from, zc_layout_t to,
+                        int64_t elems, zc_datatype_t dtype, int salt, const char *name)
+{
+    size_t token = (size_t)elems * zc_datatype_size(dtype);
+    int rank = comm->rank;
+    zc_request_h req;
+    move_case_t c;
+
+    MP_CHECK(move_case(plan, from, to, rank, token, salt, &c) == 0, "the case's buffers");
+    char *recv = malloc((size_t)c.nr * token + 1);
+    MP_CHECK(recv, "malloc");
+    memset(recv, A2AV_GAP_BYTE, (size_t)c.nr * token + 1);
+    zc_status_t st = zc_remap_alltoallv_layouts(plan, from, to, c.ns ? c.send : NULL,
+                                                c.nr ? recv : NULL, elems, dtype, ZC_MEM_HOST,
+                                                comm, &req);
+    if (st == ZC_OK)
+        st = zc_wait(&req);
+    MP_CHECK(st == ZC_OK, "rank %d, %s, move %d -> %d: %s (%s)", rank, name, from, to,
+             zc_strerror(st), zc_get_last_error());
+    int64_t wrong = move_first_wrong(recv, c.rid, c.nr, token, salt);
+    if (wrong >= 0)
+        diag("rank %d, %s, move %d -> %d, %zu-byte tokens: token %lld is not batch token %lld",
+             rank, name, from, to, token, (long long)wrong, (long long)c.rid[wrong]);
+    MP_CHECK(wrong < 0, "rank %d, %.40s: a wrong token", rank, name);
+    MP_CHECK((uint8_t)recv[(size_t)c.nr * token] == A2AV_GAP_BYTE, "past the extent written");
+    move_case_free(&c);
+    free(recv);
+    return 0;
+}
+
+/* Every move between the loader, attention and linear layouts of plans of
+ * every kind, token by token, with tokens of 12 B (every run packed) and
+ * of 4100 B (runs of 16 tokens and more travel alone, split over the rails
+ * between nodes); windows 0 to 2. */
+static int rank_layouts(int rank, int nranks, void *arg)
+{
+    zc_comm_h comm;
+    (void)arg;
+
+    if (init(rank, nranks, 20000, &comm))
+        return 1;
+    for (int k = 0; k < MOVE_PLANS; k++) {
+        const char *name;
+        zc_plan_h plan;
+
+        MP_CHECK(move_plan(k, nranks, &plan, &name) == ZC_OK, "plan %d: %s", k,
+                 zc_get_last_error());
+        comm->settings.alltoallv_window = k % 3;
+        for (int from = 0; from < 3; from++)
+            for (int to = 0; to < 3; to++)
+                if (move_checked(comm, plan, from, to, 12, ZC_BYTE, k, name) ||
+                    move_checked(comm, plan, from, to, 1025, ZC_FLOAT32, k + 9, name))
+                    return 1;
+        zc_plan_destroy(plan);
+    }
+    zc_comm_destroy(comm);
+    return 0;
+}
+
+/* Ranks that disagree fail together, before any data moves, and the
+ * communicator works afterwards: another plan on one rank, another token
+ * size on one, a refused buffer on one; a plan of another size on all. */
+static int rank_layouts_mismatch(int rank, int nranks, void *arg)
+{
+    static const int64_t other[] = {5, 5};
+    zc_plan_h plan, wrong, big;
+    zc_request_h req;
+    zc_comm_h comm;
+    const char *name;
+    char send[64 * 1024], recv[64 * 1024];
+    zc_status_t st;
+    (void)arg;
+
+    if (init(rank, nranks, 20000, &comm))
+        return 1;
+    MP_CHECK(move_plan(0, nranks, &plan, &name) == ZC_OK &&
+                 zc_plan_create(2, nranks / 2, 20, other, 2, NULL, &wrong) == ZC_OK &&
+                 zc_plan_create(2, nranks, 20, other, 2, NULL, &big) == ZC_OK, "plans");
+    memset(recv, 0x5a, sizeof(recv));
+    st = zc_remap_alltoallv_layouts(rank == 3 ? wrong : plan, ZC_LAYOUT_LOADER,
+                                    ZC_LAYOUT_ATTENTION, send, recv, 1, ZC_BYTE, ZC_MEM_HOST,
+                                    comm, &req);
+    if (st == ZC_OK)
+        st = zc_wait(&req);
+    MP_CHECK(st == ZC_ERR_MISMATCH && strstr(zc_get_last_error(), "different plans") &&
+                 strstr(zc_get_last_error(), "no data moved") && (uint8_t)recv[0] == 0x5a,
+             "rank %d, another plan on rank 3: %s (%s)", rank, zc_strerror(st),
+             zc_get_last_error());
+    st = zc_remap_alltoallv_layouts(plan, ZC_LAYOUT_LOADER, ZC_LAYOUT_ATTENTION, send, recv,
+                                    rank == 1 ? 2 : 1, ZC_BYTE, ZC_MEM_HOST, comm, &req);
+    if (st == ZC_OK)
+        st = zc_wait(&req);
+    MP_CHECK(st == ZC_ERR_MISMATCH, "rank %d, another token size on rank 1: %s", rank,
+             zc_strerror(st));
+    st = zc_remap_alltoallv_layouts(plan, ZC_LAYOUT_LOADER, ZC_LAYOUT_ATTENTION,
+                                    rank == 2 ? NULL : send, recv, 1, ZC_BYTE, ZC_MEM_HOST, comm,
+                                    &req);
+    if (st == ZC_OK)
+        st = zc_wait(&req);
+    if (rank == 2)
+        MP_CHECK(st == ZC_ERR_INVALID_ARG && strstr(zc_get_last_error(), "sendbuf: is NULL"),
+                 "the refusing rank names sendbuf: %s", zc_get_last_error());
+    else
+        MP_CHECK(st == ZC_ERR_MISMATCH && strstr(zc_get_last_error(), "rank 2 refused"),
+                 "rank %d learns that rank 2 refused: %s", rank, zc_get_last_error());
+    st = zc_remap_alltoallv_layouts(big, ZC_LAYOUT_LOADER, ZC_LAYOUT_ATTENTION, send, recv, 1,
+                                    ZC_BYTE, ZC_MEM_HOST, comm, &req);
+    MP_CHECK(st == ZC_ERR_MISMATCH && strstr(zc_get_last_error(), "plan: has 8 ranks"),
+             "a plan of 8 ranks on 4: %s", zc_get_last_error());
+    if (move_checked(comm, plan, ZC_LAYOUT_LOADER, ZC_LAYOUT_LINEAR, 3, ZC_BYTE, 1, name))
+        return 1;
+    zc_plan_destroy(plan), zc_plan_destroy(wrong), zc_plan_destroy(big);
+    zc_comm_destroy(comm);
+    return 0;
+}
+
+/* Arguments every rank gets wrong alike: each returns its own refusal. */
+static int rank_layouts_bad_args(int rank, int nranks, void *arg)
+{
+    zc_plan_h plan;
+    zc_request_h req;
+    zc_comm_h comm;
+    const char *name;
+    char buf[1 << 16];
+    (void)arg;
+
+    if (init(rank, nranks, 20000, &comm))
+        return 1;
+    MP_CHECK(move_plan(0, nranks, &plan, &name) == ZC_OK, "plan");
+    struct {
+        zc_plan_h plan;
+        int from, to;
+        char *send, *recv;
+        int64_t elems;
+        int dtype, memtype;
+        zc_request_h *req;
+        zc_status_t st;
+        const char *says;
+    } cases[] = {
+        {NULL, 0, 1, buf, buf + 32768, 1, ZC_BYTE, ZC_MEM_HOST, &req, ZC_ERR_INVALID_ARG,
+         "plan: is NULL"},
+        {plan, 3, 1, buf, buf + 32768, 1, ZC_BYTE, ZC_MEM_HOST, &req, ZC_ERR_INVALID_ARG,
+         "from: 3 is not a zc_layout_t"},
+        {plan, 0, -1, buf, buf + 32768, 1, ZC_BYTE, ZC_MEM_HOST, &req, ZC_ERR_INVALID_ARG,
+         "to: -1"},
+        {plan, 0, 1, buf, buf + 32768, 0, ZC_BYTE, ZC_MEM_HOST, &req, ZC_ERR_INVALID_ARG,
+         "elems_per_token: 0"},
+        {plan, 0, 1, buf, buf + 32768, 1, 99, ZC_MEM_HOST, &req, ZC_ERR_INVALID_ARG, "dtype"},
+        {plan, 0, 1, buf, buf + 32768, INT64_MAX / 2, ZC_BYTE, ZC_MEM_HOST, &req,
+         ZC_ERR_INVALID_ARG, "overflow"},
+        {plan, 0, 1, buf, buf + 8, 1, ZC_BYTE, ZC_MEM_HOST, &req, ZC_ERR_INVALID_ARG,
+         "overlap"},
+        {plan, 0, 1, buf, buf + 32768, 1, ZC_BYTE, ZC_MEM_HOST, NULL, ZC_ERR_INVALID_ARG,
+         "request: is NULL"},
+        {plan, 0, 1, buf, buf + 32768, 1, ZC_BYTE, 7, &req, ZC_ERR_INVALID_ARG, "memtype"},
+    };
+    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+        zc_status_t st = zc_remap_alltoallv_layouts(
+            cases[i].plan, (zc_layout_t)cases[i].from, (zc_layout_t)cases[i].to, cases[i].send,
+            cases[i].recv, cases[i].elems, (zc_datatype_t)cases[i].dtype,
+            (zc_memtype_t)cases[i].memtype, comm, cases[i].req);
+        MP_CHECK(st == cases[i].st && strstr(zc_get_last_error(), cases[i].says),
+                 "case %zu: %s (%s), expected \"%s\"", i, zc_strerror(st), zc_get_last_error(),
+                 cases[i].says);
+    }
+    MP_CHECK(zc_remap_alltoallv_layouts(plan, 0, 1, buf, buf + 32768, 1, ZC_BYTE, ZC_MEM_HOST,
+                                        NULL, &req) == ZC_ERR_INVALID_ARG &&
+                 strstr(zc_get_last_error(), "comm"), "a NULL comm is named");
+    if (move_checked(comm, plan, ZC_LAYOUT_ATTENTION, ZC_LAYOUT_LOADER, 5, ZC_BYTE, 2, name))
+        return 1;
     zc_plan_destroy(plan);
     zc_comm_destroy(comm);
     return 0;
@@ -522,7 +699,7 @@ int main(void)
 
     setenv("ZC_SOCKET_IFNAME", "lo", 0);
     have_rails = rails_on_loopback(topo, sizeof(topo));
-    tap_plan(19);
+    tap_plan(22);
     if (!have_rails)
         diag("no node topology (tests/cluster/zc_cluster --topo-xml): no rails, no splitting");
     ok(run_case(rank_random, NULL) == 0,
@@ -537,6 +714,17 @@ int main(void)
     ok(run_case(rank_far, NULL) == 0, "displacements beyond 2^31 elements byte-exact");
     ok(run_case(rank_plan, NULL) == 0,
        "plan remap: forward gives the planner's linear pieces, inverse gives the bytes back");
+    ok(run_case(rank_layouts, NULL) == 0,
+       "zc_remap_alltoallv_layouts: every move between the loader, attention and linear "
+       "layouts of %d plans (1-token sequences, a sequence on every rank, ranks with no "
+       "tokens, even split) is the token-by-token mapping, with tokens of 12 B (packed) and "
+       "4100 B (runs alone, split over the rails)", MOVE_PLANS);
+    ok(run_case(rank_layouts_mismatch, NULL) == 0,
+       "zc_remap_alltoallv_layouts: another plan, token size or a refused buffer on one rank "
+       "is ZC_ERR_MISMATCH on every rank (the refusing rank its own error), no data moved; "
+       "then the communicator moves tokens right");
+    ok(run_case(rank_layouts_bad_args, NULL) == 0,
+       "zc_remap_alltoallv_layouts: every bad argument returns its status and names it");
     for (int k = 0; k < 6; k++)
         ok(run_case(rank_mismatch, &kinds[k]) == 0,
            "%s: ZC_ERR_MISMATCH on every rank, both ends named, no hang; the comm works "

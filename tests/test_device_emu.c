@@ -16,6 +16,7 @@
 #include <string.h>
 
 #include "emu_comm.h"
+#include "move_common.h"
 #include "rails_lo.h"
 #include "stream_cases.h"
 #include "src/core/comm.h"
@@ -133,6 +134,10 @@ int main(void)
            "%d ranks on 2 nodes, %d rails: zc_routed_sendrecv_stream (ZC_ROUTED_MIN_BYTES=1, "
            "64 KiB chunks) equals the host path and the senders' data; a list that differs on "
            "one rank is ZC_ERR_MISMATCH on every rank", n, have_rails ? 4 : 0);
+        ok(mp_run(n, CASE_TIMEOUT_S, sc_layouts, mem) == 0,
+           "%d ranks on 2 nodes: zc_remap_alltoallv_layouts_stream equals the host form and the "
+           "batch for every move of %d plans, packed and alone runs; another plan on one rank "
+           "is ZC_ERR_MISMATCH on every rank", n, MOVE_PLANS);
     }
     if (have_rails)
         unlink(topo);

@@ -556,6 +556,10 @@ int main(void)
         ok(mp_run(n - n % 2, CASE_TIMEOUT_S, sc_routed, (void *)&gpu_memory) == 0,
            "%d ranks on 2 emulated nodes: routed transfer equals the host path; lists that "
            "differ are ZC_ERR_MISMATCH on every rank", n - n % 2);
+        ok(mp_run(n - n % 2, CASE_TIMEOUT_S, sc_layouts, (void *)&gpu_memory) == 0,
+           "%d ranks on 2 emulated nodes: every move between a plan's layouts on device memory "
+           "equals the host form and the batch; another plan on one rank is ZC_ERR_MISMATCH on "
+           "every rank", n - n % 2);
         ok(mp_run(n - n % 2, CASE_TIMEOUT_S, rank_ring_attn, NULL) == 0,
            "%d ranks on 2 emulated nodes: zc_ring_attn_fwd/bwd_stream in every mode, fp32 and "
            "bf16, match the single-process reference", n - n % 2);

@@ -6,8 +6,8 @@
 # against single-process PyTorch, the packed-batch API (zcomm.torch:
 # VarlenPlan, varlen_attn, ZeppelinAttention, from_torch over gloo, bad
 # input; kernel= with zcomm.torch.kernels; CUDA tensors where there is a
-# GPU), the same under torchrun (two launchers, one per emulated node; and
-# kernel= on one launcher of two),
+# GPU), the same under torchrun (two launchers, one per emulated node, of 1
+# and of 2 workers; and kernel= on 2 launchers of 2),
 # the example training step (python/examples/train_step.py) and the example
 # training (python/examples/train.py, 50 steps against one process) on 4
 # forked ranks and, as root, on the emulated cluster of 2 nodes x 4 NICs x
@@ -49,35 +49,38 @@ timeout 120 "$python" "$pydir/tests/test_structs.py" "$srcdir/../include" "$PWD/
     >"$logs/structs" 2>&1
 tap "test_structs.py" "$logs/structs" $?
 
-# torchrun: one launcher per emulated node (ZC_NODE_ID), 2 workers each.
+# torchrun: one launcher per emulated node (ZC_NODE_ID), 1 worker each
+# (2 ranks) or 2 (4 ranks).
 # torch 1.13's torchrun under Python 3.11 cannot leave the workers' output
 # alone (its Std flags lose NONE and ALL: --redirects/--tee 0 or 3 crash it),
 # so stdout goes to its log files and rank 0 writes the TAP to a file.
-# torchrun2x2 NAME SCRIPT ARGS...: the script's TAP (written to
-# $logs/NAME.tap, its path the script's last argument) and exit status.
-torchrun2x2() {
-    local name=$1 script=$2 port pids=() node status=0
-    shift 2
+# torchrun_2nodes NAME PROCS SCRIPT ARGS...: the script on two launchers
+# of PROCS workers each, its TAP (written to $logs/NAME.tap, its path the
+# script's last argument) and exit status.
+torchrun_2nodes() {
+    local name=$1 procs=$2 script=$3 port pids=() node status=0
+    shift 3
     port=$("$python" -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
     : >"$logs/$name.tap"
     for node in 0 1; do
         ZC_NODE_ID=torchrun-$name$node-$$ timeout 300 "$python" -m torch.distributed.run \
-            --nnodes 2 --nproc_per_node 2 --node_rank $node --master_addr 127.0.0.1 \
+            --nnodes 2 --nproc_per_node "$procs" --node_rank $node --master_addr 127.0.0.1 \
             --master_port "$port" --redirects 1 --tee 2 --log_dir "$logs/$name$node" \
             "$pydir/tests/$script" "$@" "$logs/$name.tap" >"$logs/$name$node.out" 2>&1 &
         pids+=($!)
     done
     for pid in "${pids[@]}"; do wait "$pid" || status=$?; done
-    tap "$script under torchrun, 2 nodes x 2" "$logs/$name.tap" $status
+    tap "$script under torchrun, 2 nodes x $procs" "$logs/$name.tap" $status
     if [ "$status" != 0 ]; then # the workers' own errors, then the launcher's summary
         cat "$logs/$name"?/*/attempt_*/*/stderr.log 2>/dev/null | grep -A12 Traceback |
             tail -40 | sed 's/^/# /'
         tail -20 "$logs/${name}0.out" | sed 's/^/# /'
     fi
 }
-torchrun2x2 torchrun test_torchrun.py 2
+torchrun_2nodes torchrun1 1 test_torchrun.py 2
+torchrun_2nodes torchrun2 2 test_torchrun.py 2
 # kernel= under torchrun (the fork launcher runs it on 2 and 4 ranks)
-torchrun2x2 kernels test_kernels.py --torchrun 2
+torchrun_2nodes kernels 2 test_kernels.py --torchrun 2
 
 plot=
 "$python" -c 'import matplotlib' 2>/dev/null && plot="--plot $logs/train.png"

@@ -18,6 +18,7 @@ typedef struct zc_transport zc_transport_t;
 #define ZC_TAG_CLASS_ALLTOALLV 3u
 #define ZC_TAG_CLASS_RING    4u
 #define ZC_TAG_CLASS_DEVICE  5u  /* device backend setup (NCCL id) */
+#define ZC_TAG_CLASS_MOVE    6u  /* zc_remap_alltoallv_layouts */
 #define ZC_TAG(src, cls, low) \
     (((uint64_t)(uint32_t)(src) << 40) | ((uint64_t)((cls) & 0xffu) << 32) | (uint32_t)(low))
 

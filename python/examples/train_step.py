@@ -27,7 +27,7 @@ import torch
 import zcomm
 from zcomm.torch_ops import remap, ring_attention
 from _llama import (add_fork_arguments, flat_grads, reference_attention, rmsnorm, rope,
-                    run_fork, split_grads)
+                    run_ranks, split_grads)
 
 # Table 2: share of sequences per length bin (bins in units of 1024 tokens).
 BINS = [(0, 1), (1, 2), (2, 4), (4, 8), (8, 16), (16, 32), (32, 64), (64, 128), (128, 256)]
@@ -205,10 +205,7 @@ def parse(argv):
 def main(argv):
     cfg = parse(argv)
     torch.set_num_threads(1)
-    if cfg.fork:
-        return run_fork(lambda comm: report(comm, run(cfg, comm)), cfg.fork, cfg.nodes)
-    with zcomm.Communicator.from_env() as comm:
-        return report(comm, run(cfg, comm))
+    return run_ranks(lambda comm: report(comm, run(cfg, comm)), cfg, timeout=300)
 
 
 if __name__ == "__main__":

@@ -43,7 +43,8 @@ import time
 
 import torch
 
-from _llama import add_fork_arguments, flat_grads, rmsnorm, rope, run_fork, split_grads
+from _llama import (SHARES, add_fork_arguments, flat_grads, rmsnorm, rope, run_ranks,
+                    sample_lengths, split_grads)
 
 METHODS = ("te_cp", "llama_cp", "routing", "zeppelin_noremap", "zeppelin")
 # method -> (VarlenPlan method, ring attention mode, remap around attention)
@@ -54,52 +55,6 @@ SETUP = {"te_cp": ("te_cp", "te_cp", False),
          "zeppelin": ("zeppelin", "zeppelin", True)}
 PARTS = ("attn_fwd", "attn_bwd", "linear", "remap_fwd", "remap_inv", "allreduce", "optim",
          "exposed")
-
-# Table 2 of the paper (shared/data/length-distributions.tsv): share of
-# sequences per bin, bins in units of 1024 tokens.
-EDGES = (1, 1024, 2048, 4096, 8192, 16384, 32768, 65536, 131072, 262144)
-SHARES = {"arxiv": (0.032, 0.03, 0.08, 0.219, 0.338, 0.224, 0.077, 0, 0),
-          "github": (0, 0.34, 0.095, 0.104, 0.107, 0.102, 0.088, 0.064, 0.045),
-          "prolong64k": (0.231, 0.042, 0.021, 0.012, 0.013, 0.008, 0.673, 0, 0)}
-MASK = (1 << 64) - 1
-
-
-class SplitMix64:
-    """tools/zc_plan_dataset.c's generator (zc_rng_next, zc_rng_range)."""
-
-    def __init__(self, seed):
-        self.state = seed & MASK
-
-    def next(self):
-        self.state = (self.state + 0x9e3779b97f4a7c15) & MASK
-        z = self.state
-        z = ((z ^ (z >> 30)) * 0xbf58476d1ce4e5b9) & MASK
-        z = ((z ^ (z >> 27)) * 0x94d049bb133111eb) & MASK
-        return z ^ (z >> 31)
-
-    def range(self, lo, hi):
-        return lo + self.next() % (hi - lo)
-
-
-def sample_lengths(dataset, tokens, scale, seed):
-    """An exactly-full batch: lengths drawn as zc_dataset_sample draws them,
-    each divided by scale (at least 1), until `tokens`; the last is cut."""
-    rng, shares = SplitMix64(seed), SHARES[dataset]
-    wsum, out = sum(shares), []
-    while sum(out) < tokens:
-        u = (rng.next() >> 11) / 9007199254740992.0 * wsum
-        b = 0
-        while b < len(shares) - 1:
-            u -= shares[b]
-            if u < 0:
-                break
-            b += 1
-        while shares[b] == 0:
-            b -= 1
-        n = max(1, rng.range(EDGES[b], EDGES[b + 1]) // scale)
-        out.append(min(n, tokens - sum(out)))
-    return out
-
 
 # ---- the model -----------------------------------------------------------
 
@@ -175,8 +130,8 @@ def _wait_of(stats):
 
 
 class _Remap(torch.autograd.Function):
-    """The plan's remap (zc_remap_alltoallv_plan) in `direction`, timed; the
-    gradient takes the other direction."""
+    """The plan's remap in `direction` (VarlenPlan.to_linear or
+    from_linear), timed; the gradient takes the other direction."""
 
     @staticmethod
     def forward(ctx, x, plan, direction, timer):
@@ -192,9 +147,8 @@ class _Remap(torch.autograd.Function):
 
 def _remap_timed(plan, x, direction, timer):
     from zcomm.plan import FORWARD
-    import zcomm.torch as zt
     t0 = time.perf_counter()
-    out = zt._remap(plan, x.contiguous(), direction)
+    out = plan.to_linear(x) if direction == FORWARD else plan.from_linear(x)
     timer.add("remap_fwd" if direction == FORWARD else "remap_inv", time.perf_counter() - t0)
     return out
 
@@ -552,11 +506,7 @@ def main(argv):
     torch.set_num_threads(1)
     # The single-process reference runs on rank 0 while the others wait.
     os.environ.setdefault("ZC_TIMEOUT", "900000")
-    if cfg.fork:
-        return run_fork(lambda comm: run(cfg, comm), cfg.fork, cfg.nodes, timeout=3600)
-    import zcomm
-    with zcomm.Communicator.from_env() as comm:
-        return run(cfg, comm)
+    return run_ranks(lambda comm: run(cfg, comm), cfg)
 
 
 if __name__ == "__main__":

@@ -89,3 +89,88 @@ def slice_errors(y, mine, out_ref, ref, rows):
     errs = [err(y, out_ref.detach())] + [err(t.grad, r.grad) for t, r in zip(mine, ref)]
     finite = all(bool(torch.isfinite(t).all()) for t in [y] + [t.grad for t in mine])
     return errs, finite
+
+
+def adversarial_lengths(size):
+    """Batches that stress the moves on `size` ranks, by name: 1-token
+    sequences; a sequence longer than the default capacity of 3 ranks (so
+    it rings over every rank); fewer tokens than ranks (ranks with nothing
+    in a layout); mixed lengths with an empty sequence."""
+    return {"1-token sequences": [1] * 9,
+            "a sequence on every rank": [3, 150 * size, 5],
+            "fewer tokens than ranks": [1] if size <= 2 else [2, 1],
+            "mixed lengths": VARLEN_LENGTHS}
+
+
+def batch_rows(total, dtype, tail, seed):
+    """A whole batch of rows [total, *tail] of `dtype`, the same on every rank."""
+    g = torch.Generator().manual_seed(seed)
+    if dtype == torch.bool:
+        return torch.rand((total,) + tail, generator=g) > 0.5
+    if dtype == torch.int64:
+        return torch.randint(-2 ** 40, 2 ** 40, (total,) + tail, generator=g)
+    return torch.randn((total,) + tail, generator=g).to(dtype)
+
+
+def token_ids(plan, pieces):
+    """The batch token of each row of a rank's buffer, token by token from
+    its pieces (the reference: no runs)."""
+    starts = plan.cu_seqlens.tolist()
+    return torch.tensor([starts[p["seq"]] + t for p in pieces for t in range(p["begin"], p["end"])],
+                        dtype=torch.int64)
+
+
+def premise(plan, name):
+    """Whether the plan shows what the batch `name` is about: a sequence with
+    pieces on every rank, or a rank with no tokens in some layout."""
+    size = plan.comm.size
+    if name == "a sequence on every rank":
+        ranks = [{p["seq"] for p in plan.plan.rank_pieces(r)} for r in range(size)]
+        return bool(set.intersection(*ranks))
+    if name == "fewer tokens than ranks":
+        return any(plan.plan.layout_tokens(r, layout) == 0 for r in range(size)
+                   for layout in ("loader", "attention", "linear"))
+    return True
+
+
+# (dtype, row shape): any bytes move, rows of odd sizes included.
+MOVE_ROWS = [(torch.float32, (2, 3)), (torch.bfloat16, (5,)), (torch.int64, ()),
+             (torch.bool, (4,))]
+
+
+def moves_against_reference(comm, methods, device="cpu"):
+    """Every move of zcomm.torch (dispatch and undispatch to and from both
+    layouts, to_linear, from_linear) of every row type, for every method and
+    adversarial batch, against rows gathered token by token from the whole
+    batch: cases (name, ok, detail)."""
+    import zcomm.torch as zt
+    res = []
+    for name, lengths in adversarial_lengths(comm.size).items():
+        for method in methods:
+            plan = zt.VarlenPlan(cu_of(lengths), comm, method=method)
+            ids = {"loader": torch.arange(*plan.loader_range, dtype=torch.int64),
+                   "attention": token_ids(plan, plan.pieces),
+                   "linear": token_ids(plan, plan.linear_pieces)}
+            moves = [("dispatch", lambda x: plan.dispatch(x), "loader", "attention"),
+                     ("dispatch linear", lambda x: plan.dispatch(x, "linear"), "loader",
+                      "linear"),
+                     ("undispatch", lambda x: plan.undispatch(x), "attention", "loader"),
+                     ("undispatch linear", lambda x: plan.undispatch(x, "linear"), "linear",
+                      "loader"),
+                     ("to_linear", plan.to_linear, "attention", "linear"),
+                     ("from_linear", plan.from_linear, "linear", "attention")]
+            wrong = []
+            for i, (dtype, tail) in enumerate(MOVE_ROWS):
+                whole = batch_rows(sum(lengths), dtype, tail, 11 + i)
+                ref = {k: whole.index_select(0, v).to(device) for k, v in ids.items()}
+                for move, fn, src, dst in moves:
+                    got = fn(ref[src])
+                    if got.device != ref[dst].device or not torch.equal(got, ref[dst]):
+                        wrong.append("%s of %s %s" % (move, dtype, tail))
+            shows = premise(plan, name)
+            res.append(("%s, %s: every move of every row type equals the per-token reference"
+                        "%s" % (name, method, " (the plan shows it)" if name in (
+                            "a sequence on every rank", "fewer tokens than ranks") else ""),
+                        not wrong and shows, "wrong: %s; premise %s" % (wrong, shows)))
+            plan.close()
+    return res

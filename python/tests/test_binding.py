@@ -1,7 +1,8 @@
 """Error mapping and argument checks of the zcomm binding: every libzcomm
 error becomes ZcommError with the zc_status_t name and the library's detail,
 and buffers that C cannot take as they are (dtype, layout, length, a plan
-of another size) are refused before any data moves."""
+of another size) are refused before any data moves; host_empty's memory,
+and the cache of the moves' outputs (reuse, limit, release)."""
 import gc
 import os
 import sys
@@ -12,6 +13,7 @@ import torch
 import ranks
 import tap
 import zcomm
+from zcomm._host_cache import HostCache
 from zcomm.torch_ops import ring_attention
 from zcomm._lib import lib
 
@@ -217,4 +219,37 @@ tap.raises(lambda: zcomm.torch.host_empty(2.5), "a float size is ZC_ERR_INVALID_
            "ZC_ERR_INVALID_ARG", "size")
 tap.raises(lambda: zcomm.torch.host_empty(1 << 60, dtype=torch.uint8),
            "1 EiB is ZC_ERR_NO_MEMORY from zc_host_alloc", "ZC_ERR_NO_MEMORY", "zc_host_alloc")
+
+# The moves' outputs (zcomm._host_cache): a block whose tensors are gone
+# serves the next output of about its size; beyond the limit, the oldest go
+# back to zc_host_free.
+cache = HostCache(limit=8 << 20)
+a = cache.empty((3 << 20,), torch.uint8)
+first = a.data_ptr()
+del a
+gc.collect()
+small = cache.empty((1 << 20,), torch.uint8)
+b = cache.empty((((3 << 20) - 1000) // 4,), torch.float32)
+tap.ok(small.data_ptr() != first and b.data_ptr() == first and cache.cached_bytes() == 0,
+       "the 4 MiB block of a gone 3 MiB tensor is not given to a 1 MiB request, and is to the "
+       "next of 3 MiB - 1000 B", (hex(first), hex(small.data_ptr()), hex(b.data_ptr())))
+del small, b
+gc.collect()
+freed = []
+lib.zc_host_free = lambda p: (freed.append(p), real_free(p))
+try:
+    kept = cache.cached_bytes()
+    old = cache.set_limit(0)
+finally:
+    lib.zc_host_free = real_free
+tap.ok(kept == 6 << 20 and old == 8 << 20 and len(freed) == 2 and cache.cached_bytes() == 0,
+       "their 4 and 2 MiB blocks wait under an 8 MiB limit; a limit of 0 frees both once",
+       (kept, old, freed))
+tiny = cache.empty((1000,), torch.uint8)
+del tiny
+gc.collect()
+tap.ok(cache.cached_bytes() == 0, "an output under 1 MiB comes from torch, not a huge page",
+       cache.cached_bytes())
+tap.raises(lambda: zcomm.torch.set_host_cache_limit(-1), "set_host_cache_limit(-1) is "
+           "ZC_ERR_INVALID_ARG naming nbytes", "ZC_ERR_INVALID_ARG", "nbytes")
 sys.exit(tap.done())

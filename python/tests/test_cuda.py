@@ -1,10 +1,11 @@
 """zcomm and zcomm.torch on CUDA tensors, on forked ranks: the _stream calls
 over NCCL (sendrecv of device tensors, VarlenPlan's dispatch and undispatch,
-varlen_attn forward and backward against single-process PyTorch in double
-precision).  One rank per GPU; with fewer GPUs than ranks the ranks share
-them, each its own NCCL host (NCCL_HOSTID), since NCCL refuses two ranks of
-one host on one GPU.  Skipped without an NVIDIA GPU or without a CUDA build
-of libzcomm."""
+every move of every method on adversarial batches against a per-token
+gather, position_ids, varlen_attn forward and backward against
+single-process PyTorch in double precision).  One rank per GPU; with
+fewer GPUs than ranks the ranks share them, each its own NCCL host
+(NCCL_HOSTID), since NCCL refuses two ranks of one host on one GPU.
+Skipped without an NVIDIA GPU or without a CUDA build of libzcomm."""
 import os
 import sys
 
@@ -72,11 +73,14 @@ def moves(comm):
     mine = plan.dispatch(ids.cuda())
     want = plan.dispatch(ids)
     back = plan.undispatch(mine)
+    pos = plan.position_ids(device="cuda")
     res = [("VarlenPlan.dispatch of a CUDA tensor gives the host path's rows, on the GPU",
             mine.is_cuda and torch.equal(mine.cpu(), want), ""),
-           ("undispatch brings them home", back.is_cuda and torch.equal(back.cpu(), ids), "")]
+           ("undispatch brings them home", back.is_cuda and torch.equal(back.cpu(), ids), ""),
+           ("position_ids on the GPU equal the host's",
+            pos.is_cuda and torch.equal(pos.cpu(), plan.position_ids()), "")]
     plan.close()
-    return res
+    return res + common.moves_against_reference(comm, zt.METHODS, device="cuda")
 
 
 def attn(dtype, hq, hkv, d=64, tol=None):

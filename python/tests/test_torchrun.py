@@ -3,8 +3,9 @@ process group from torchrun's environment, Communicator.from_torch() on it
 (nodes from ZC_NODE_ID, one torchrun per emulated node), then the
 packed-batch API: a VarlenPlan, dispatch, varlen_attn forward and backward
 through undispatch against single-process PyTorch, the linear remap,
-position_ids, cu_seqlens_local, all_reduce_sum, and ranks that disagree
-on cu_seqlens failing on every rank.  Results are gathered over the torch
+position_ids, cu_seqlens_local, all_reduce_sum, every move of every method
+on adversarial batches against a per-token gather from the whole batch,
+and ranks that disagree on cu_seqlens failing on every rank.  Results are gathered over the torch
 group; global rank 0 prints TAP and every worker exits non-zero when a case
 failed anywhere.
 usage: torchrun --nnodes N --nproc_per_node P ... test_torchrun.py NODES TAP_FILE
@@ -71,6 +72,7 @@ def cases(comm, nodes):
     res.append(("all_reduce_sum over the ranks",
                 total.tolist() == [comm.size * (comm.size - 1) / 2, comm.size], total))
     plan.close()
+    res += common.moves_against_reference(comm, zt.METHODS)
     bad = cu.clone()
     if comm.rank == 0:
         bad[2] -= 1

@@ -1,5 +1,7 @@
 """zcomm.torch on forked ranks: VarlenPlan's moves (dispatch, undispatch,
-the linear remap: exact rows, gradients the opposite move), position_ids and
+the linear remap: exact rows, gradients the opposite move; every move of
+every method on adversarial batches against a per-token gather from the
+whole batch), position_ids and
 cu_seqlens_local, varlen_attn and ZeppelinAttention forward and backward
 against single-process PyTorch for every method, dtype and GQA shape, ranks
 with no tokens, bad input named on every rank (ranks that disagree
@@ -77,6 +79,46 @@ def moves(comm):
         g3 = torch.allclose(z.grad, wl.float())
         res.append(("%s: the gradients of dispatch, undispatch and to_linear make the "
                     "opposite move" % method, g1 and g2 and g3, (g1, g2, g3)))
+        plan.close()
+    return res
+
+
+PER_TOKEN = [(torch.Tensor, "index_select"), (torch.Tensor, "index_copy_"),
+             (torch.Tensor, "index_put_"), (torch, "index_select"), (torch, "gather"),
+             (torch, "bucketize"), (torch, "sort")]
+
+
+def no_token_by_token(comm):
+    """The moves make no per-token index operation (each of these raises
+    while they run), and a rank's runs for dispatch are at most the pieces
+    it meets plus the ranks: one per overlap of its loader tokens with a
+    piece, one per overlap of its pieces with a loader range."""
+    lengths = common.adversarial_lengths(comm.size)["mixed lengths"] + [300, 1, 77]
+    res = []
+    for method in zt.METHODS:
+        plan = zt.VarlenPlan(cu_of(lengths), comm, method=method)
+        x = torch.randn(plan.loader_tokens, 6)
+        saved = [(owner, name, getattr(owner, name)) for owner, name in PER_TOKEN]
+
+        def refuse(*args, **kw):
+            raise AssertionError("a per-token index operation in a move")
+        try:
+            for owner, name, _ in saved:
+                setattr(owner, name, refuse)
+            y = plan.from_linear(plan.to_linear(plan.dispatch(x)))
+            back = plan.undispatch(y)
+            undone, error = torch.equal(back, x), ""
+        except AssertionError as e:
+            undone, error = False, str(e)
+        finally:
+            for owner, name, fn in saved:
+                setattr(owner, name, fn)
+        pieces = sum(len(plan.plan.rank_pieces(r)) for r in range(comm.size))
+        send, recv = plan.plan.move_runs(comm.rank, "loader", "attention")
+        few = len(send) <= pieces + 1 and len(recv) <= len(plan.pieces) + comm.size
+        res.append(("%s: the moves index no token on its own, and the runs of dispatch are at "
+                    "most the pieces + ranks" % method, undone and few,
+                    "%s; %d + %d runs, %d pieces" % (error, len(send), len(recv), pieces)))
         plan.close()
     return res
 
@@ -308,6 +350,8 @@ def free_port():
 def run_all(port):
     def run(comm):
         res = moves(comm)
+        res += common.moves_against_reference(comm, zt.METHODS)
+        res += no_token_by_token(comm)
         for method in zt.METHODS:
             res += attn(LENGTHS, torch.float32, method, 4, 2)(comm)
         res += attn(LENGTHS, torch.bfloat16, "zeppelin", 4, 2)(comm)

@@ -120,6 +120,12 @@ class PlanPiece(ctypes.Structure):
                 ("zone", ctypes.c_int), ("ring", ctypes.c_int), ("chunk", ctypes.c_int)]
 
 
+class PlanRun(ctypes.Structure):
+    _c_name_ = "zc_plan_run_t"
+    _fields_ = [("offset", ctypes.c_int64), ("peer_offset", ctypes.c_int64),
+                ("count", ctypes.c_int64), ("peer", ctypes.c_int)]
+
+
 class Transfer(ctypes.Structure):
     _c_name_ = "zc_transfer_t"
     _fields_ = [("src", ctypes.c_int), ("dst", ctypes.c_int), ("count", ctypes.c_int64)]
@@ -184,8 +190,8 @@ class RingAttnArgs(ctypes.Structure):
                 ("kernels", ctypes.POINTER(AttnKernels))]
 
 
-STRUCTS = [Config, UniqueId, PlanOpts, PlanInfo, PlanRank, PlanPiece, Transfer, RingAttnStats,
-           AttnVarlen, AttnKernels, RingAttnArgs]
+STRUCTS = [Config, UniqueId, PlanOpts, PlanInfo, PlanRank, PlanPiece, PlanRun, Transfer,
+           RingAttnStats, AttnVarlen, AttnKernels, RingAttnArgs]
 
 # ---- the function table ---------------------------------------------------
 _p = ctypes.c_void_p          # handles, buffers, requests' storage, streams
@@ -237,6 +243,9 @@ FUNCTIONS = {
     "zc_plan_rank_linear_pieces": (_st, [_p, _int, ctypes.POINTER(ctypes.POINTER(PlanPiece)),
                                          ctypes.POINTER(_sz)]),
     "zc_plan_remap_counts": (_st, [_p, _int, _st, _i64p, _i64p, _i64p, _i64p]),
+    "zc_plan_move_runs": (_st, [_p, _int, _st, _st, ctypes.POINTER(PlanRun), ctypes.POINTER(_sz),
+                                ctypes.POINTER(PlanRun), ctypes.POINTER(_sz)]),
+    "zc_remap_alltoallv_layouts": (_st, [_p, _st, _st, _p, _p, _i64, _st, _st, _p, _pp]),
     "zc_ring_attn_fwd": (_st, [_p, _p, ctypes.POINTER(RingAttnArgs)]),
     "zc_ring_attn_bwd": (_st, [_p, _p, ctypes.POINTER(RingAttnArgs)]),
     # Device memory (stream-ordered; ZC_ERR_UNSUPPORTED in a build without CUDA).
@@ -245,6 +254,7 @@ FUNCTIONS = {
     "zc_sendrecv_stream": (_st, [_p, _i64, _int, _p, _i64, _int, _st, _p, _p]),
     "zc_routed_sendrecv_stream": (_st, [ctypes.POINTER(Transfer), _int, _p, _p, _st, _p, _p]),
     "zc_remap_alltoallv_stream": (_st, [_p, _i64p, _i64p, _p, _i64p, _i64p, _st, _p, _p]),
+    "zc_remap_alltoallv_layouts_stream": (_st, [_p, _st, _st, _p, _p, _i64, _st, _p, _p]),
     "zc_ring_attn_fwd_stream": (_st, [_p, _p, ctypes.POINTER(RingAttnArgs), _p]),
     "zc_ring_attn_bwd_stream": (_st, [_p, _p, ctypes.POINTER(RingAttnArgs), _p]),
 }

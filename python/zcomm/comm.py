@@ -9,7 +9,7 @@ import ctypes
 from . import _lib
 from ._buffer import same_dtype, same_memory, stream_of, view
 from ._lib import call, invalid
-from .plan import FORWARD, INVERSE, Plan
+from .plan import FORWARD, INVERSE, Plan, layout_code
 
 RING_ATTN_MODES = {"zeppelin": 0, "te_cp": 1, "llama_cp": 2}
 
@@ -272,6 +272,39 @@ class Communicator(_lib.Handle):
             return recvbuf
         req = ctypes.c_void_p()
         call("zc_remap_alltoallv_plan", handle, direction, s.ptr, r.ptr, per_token, s.dtype,
+             _lib.MEM_HOST, self.handle, ctypes.byref(req))
+        _wait(req)
+        return recvbuf
+
+    def remap_layouts(self, plan, src, dst, sendbuf, recvbuf, stream=None):
+        """Every token of `plan` from layout `src` to layout `dst` ("loader",
+        "attention" or "linear"; zc_remap_alltoallv_layouts(3)): sendbuf
+        holds this rank's tokens of src, recvbuf gets its tokens of dst, a
+        token being sendbuf.shape[1:] elements.  Runs of tokens move whole:
+        from the buffer itself when large, packed with their pair's other
+        small runs otherwise."""
+        where = "Communicator.remap_layouts"
+        handle = plan_handle(plan, where)
+        codes = [layout_code(v, n, where) for v, n in ((src, "src"), (dst, "dst"))]
+        s = view(sendbuf, "sendbuf", where)
+        r = view(recvbuf, "recvbuf", where, writable=True)
+        same_dtype(s, r, "sendbuf", "recvbuf", where)
+        if not s.shape or s.shape[1:] != r.shape[1:]:
+            raise invalid(where, "recvbuf: token shape %s differs from sendbuf's %s"
+                          % (r.shape[1:], s.shape[1:]))
+        if plan.nranks == self.size:
+            for b, layout, name in ((s, src, "sendbuf"), (r, dst, "recvbuf")):
+                n = plan.layout_tokens(self.rank, layout)
+                if b.shape[0] != n:
+                    raise invalid(where, "%s: %d tokens, the plan puts %d of the %s layout on "
+                                  "rank %d" % (name, b.shape[0], n, layout, self.rank))
+        per_token = _prod_tail(s.shape)
+        if same_memory([("sendbuf", s), ("recvbuf", r)], where) == _lib.MEM_CUDA:
+            call("zc_remap_alltoallv_layouts_stream", handle, *codes, s.ptr, r.ptr, per_token,
+                 s.dtype, self.handle, stream_of([s, r], stream))
+            return recvbuf
+        req = ctypes.c_void_p()
+        call("zc_remap_alltoallv_layouts", handle, *codes, s.ptr, r.ptr, per_token, s.dtype,
              _lib.MEM_HOST, self.handle, ctypes.byref(req))
         _wait(req)
         return recvbuf

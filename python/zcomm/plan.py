@@ -13,11 +13,21 @@ CUT = 2
 WINDOW = 4
 FORWARD = 0
 INVERSE = 1
+# zc_layout_t: the layouts a plan's tokens move between (zc_plan_move_runs(3))
+LAYOUTS = {"loader": 0, "attention": 1, "linear": 2}
 
 
 def _piece_dicts(array, count):
     return [{"seq": p.seq, "begin": p.begin, "end": p.end, "zone": ZONE_NAMES[p.zone],
              "ring": p.ring, "chunk": p.chunk} for p in array[:count]]
+
+
+def layout_code(layout, name, where):
+    """The zc_layout_t of a layout's name; anything else is ZC_ERR_INVALID_ARG."""
+    if layout not in LAYOUTS:
+        raise _lib.invalid(where, "%s: %r, expected one of %s"
+                           % (name, layout, ", ".join(repr(k) for k in LAYOUTS)))
+    return LAYOUTS[layout]
 
 
 class Plan(_lib.Handle):
@@ -67,20 +77,48 @@ class Plan(_lib.Handle):
         call("zc_plan_rank", self.handle, int(rank), ctypes.byref(out))
         return {f: getattr(out, f) for f, _ in _lib.PlanRank._fields_}
 
-    def _pieces(self, fn, rank):
+    def piece_array(self, rank, layout="attention"):
+        """(pointer to zc_plan_piece_t, count): `rank`'s pieces of layout
+        "attention" or "linear" in the plan's own memory, valid while the
+        plan lives (for readers that want no dict per piece)."""
+        fn = "zc_plan_rank_pieces" if layout == "attention" else "zc_plan_rank_linear_pieces"
         array = ctypes.POINTER(_lib.PlanPiece)()
         count = ctypes.c_size_t()
         call(fn, self.handle, int(rank), ctypes.byref(array), ctypes.byref(count))
-        return _piece_dicts(array, count.value)
+        return array, count.value
 
     def rank_pieces(self, rank):
         """The pieces of `rank` in attention-layout buffer order: dicts with
         seq, begin, end (token range of the sequence), zone, ring, chunk."""
-        return self._pieces("zc_plan_rank_pieces", rank)
+        return _piece_dicts(*self.piece_array(rank))
 
     def rank_linear_pieces(self, rank):
         """The same for the balanced linear layout (after the forward remap)."""
-        return self._pieces("zc_plan_rank_linear_pieces", rank)
+        return _piece_dicts(*self.piece_array(rank, "linear"))
+
+    def layout_tokens(self, rank, layout):
+        """Tokens `rank` holds in `layout` ("loader": the batch in order,
+        split evenly; "attention"; "linear")."""
+        if layout == "loader":
+            t, n = self.total_tokens, self.nranks
+            return (rank + 1) * t // n - rank * t // n
+        info = self.rank(rank)
+        return info["tokens"] if layout == "attention" else info["linear_tokens"]
+
+    def move_runs(self, rank, src, dst):
+        """The runs of `rank` for the move of every token from layout `src`
+        to layout `dst` (names of LAYOUTS): (send, recv), lists of
+        (peer, offset, peer_offset, count) in tokens, as zc_plan_move_runs(3)
+        orders them."""
+        codes = [layout_code(v, n, "Plan.move_runs") for v, n in ((src, "src"), (dst, "dst"))]
+        counts = [ctypes.c_size_t(), ctypes.c_size_t()]
+        call("zc_plan_move_runs", self.handle, int(rank), *codes, None, ctypes.byref(counts[0]),
+             None, ctypes.byref(counts[1]))
+        arrays = [(_lib.PlanRun * max(c.value, 1))() for c in counts]
+        call("zc_plan_move_runs", self.handle, int(rank), *codes, arrays[0],
+             ctypes.byref(counts[0]), arrays[1], ctypes.byref(counts[1]))
+        return tuple([(r.peer, r.offset, r.peer_offset, r.count) for r in a[:c.value]]
+                     for a, c in zip(arrays, counts))
 
     def remap_counts(self, rank, direction=FORWARD):
         """(sendcounts, sdispls, recvcounts, rdispls) in tokens, lists of nranks."""

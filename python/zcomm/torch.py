@@ -13,30 +13,33 @@ The loader layout: of T packed tokens over R ranks, rank r holds tokens
 layout is the plan's (zc_plan_rank_pieces: whole sequences, or zigzag
 chunks of the sequences that ring over several ranks).  The linear layout
 is the plan's token-balanced layout for the modules between attentions
-(to_linear / from_linear).  Every move is an alltoallv of libzcomm, every
-one is differentiable (the gradient makes the opposite move), and every
-rank of the communicator makes the same calls in the same order.
+(to_linear / from_linear).  Every move is one zc_remap_alltoallv_layouts of
+libzcomm, which moves runs of tokens, never a token on its own; every one
+is differentiable (the gradient makes the opposite move), and every rank
+of the communicator makes the same calls in the same order.
 See zcomm-python(7).
 """
 import ctypes
 import hashlib
 import math
 import sys
-import weakref
 
 import torch
 
 from . import _lib
 from . import torch_kernels as kernels
 from ._kernel_table import KernelTable
+from ._host_cache import HostCache, element_size, host_alloc, host_tensor
 from ._lib import ZcommError, invalid
 from .comm import Communicator
-from .plan import FORWARD, INVERSE, Plan
+from .plan import Plan
 
 # zcomm.torch.kernels, importable by that name too (this module is a file)
 sys.modules[__name__ + ".kernels"] = kernels
 
 METHODS = ("zeppelin", "te_cp", "llama_cp")
+# The moves' outputs on the host: recycled huge-page memory (_host_cache.py).
+_outputs = HostCache()
 LAYOUTS = ("attention", "linear")
 
 # Codes of the argument a rank refused, exchanged by the agreement so that
@@ -107,54 +110,6 @@ def _agree(comm, error, cu, capacity, method, where):
                              "from rank 0's" % r, where)
 
 
-class _Route:
-    """One move between the loader layout and a plan layout, for this rank:
-    the rows it sends to each rank (in the receiver's buffer order) and
-    where the rows it receives go.  `forward` moves loader -> layout,
-    `backward` layout -> loader, each the other's gradient."""
-
-    def __init__(self, comm, global_index, loader_bounds):
-        me, size = comm.rank, comm.size
-        bounds = torch.tensor(loader_bounds[1:-1], dtype=torch.int64)
-        send_rows, send_counts = [], []
-        for d in range(size):
-            owner = torch.bucketize(global_index[d], bounds, right=True)
-            rows = global_index[d][owner == me] - loader_bounds[me]
-            send_rows.append(rows)
-            send_counts.append(rows.numel())
-        owner = torch.bucketize(global_index[me], bounds, right=True)
-        # Rows arrive by sender, each sender's in this rank's buffer order.
-        self.recv_pos = torch.sort(owner, stable=True).indices
-        self.recv_counts = torch.bincount(owner, minlength=size).tolist()
-        self.send_rows = torch.cat(send_rows) if send_rows else torch.empty(0, dtype=torch.int64)
-        self.send_counts = send_counts
-        self.tokens = global_index[me].numel()
-        self.loader_tokens = loader_bounds[me + 1] - loader_bounds[me]
-        self._on = {}
-
-    def _index(self, device):
-        if device not in self._on:
-            self._on[device] = (self.send_rows.to(device), self.recv_pos.to(device))
-        return self._on[device]
-
-    def move(self, comm, x, forward):
-        """forward: loader rows -> layout rows; else the reverse."""
-        send_rows, recv_pos = self._index(x.device)
-        tail = tuple(x.shape[1:])
-        if forward:
-            out_rows, gather, scatter = self.tokens, send_rows, recv_pos
-            scounts, rcounts = self.send_counts, self.recv_counts
-        else:
-            out_rows, gather, scatter = self.loader_tokens, recv_pos, send_rows
-            scounts, rcounts = self.recv_counts, self.send_counts
-        packed = x.index_select(0, gather).contiguous()
-        received = x.new_empty((sum(rcounts),) + tail)
-        _alltoallv_rows(comm, packed, scounts, received, rcounts)
-        out = x.new_empty((out_rows,) + tail)
-        out.index_copy_(0, scatter, received)
-        return out
-
-
 def _bytes(x):
     """x [rows, ...] contiguous as uint8 [rows, row_bytes]: any dtype moves."""
     rows = x.shape[0]
@@ -185,44 +140,39 @@ def _alltoallv_rows(comm, send, scounts, recv, rcounts, sdispls=None, rdispls=No
 
 
 class _Move(torch.autograd.Function):
-    @staticmethod
-    def forward(ctx, x, plan, layout, forward):
-        ctx.plan, ctx.layout, ctx.forward = plan, layout, forward
-        return plan._routes[layout].move(plan.comm, x, forward)
+    """x from layout `src` to layout `dst` of the plan; the gradient makes
+    the opposite move."""
 
     @staticmethod
-    def backward(ctx, dy):
-        route = ctx.plan._routes[ctx.layout]
-        return route.move(ctx.plan.comm, dy.contiguous(), not ctx.forward), None, None, None
-
-
-class _Remap(torch.autograd.Function):
-    """Attention <-> linear layout (the plan's remap, zc_remap_alltoallv_plan
-    on the rows as bytes); the gradient takes the other direction."""
-
-    @staticmethod
-    def forward(ctx, x, plan, direction):
-        ctx.plan, ctx.direction = plan, direction
-        return _remap(plan, x, direction)
+    def forward(ctx, x, plan, src, dst):
+        ctx.plan, ctx.src, ctx.dst = plan, src, dst
+        return plan._move(x, src, dst)
 
     @staticmethod
     def backward(ctx, dy):
-        back = INVERSE if ctx.direction == FORWARD else FORWARD
-        return _remap(ctx.plan, dy.contiguous(), back), None, None
+        return ctx.plan._move(dy.contiguous(), ctx.dst, ctx.src), None, None, None
 
 
-def _remap(plan, x, direction):
-    rows = plan.linear_tokens if direction == FORWARD else plan.tokens
-    out = x.new_empty((rows,) + tuple(x.shape[1:]))
-    sb, row_bytes = _bytes(x.contiguous())
-    rb, _ = _bytes(out)
-    if row_bytes:
-        if x.device.type == "cpu":
-            plan.comm.remap(plan.plan, sb, rb, direction)
-        else:  # no plan-driven stream call: the plan's counts as an alltoallv
-            sc, sd, rc, rd = plan.plan.remap_counts(plan.comm.rank, direction)
-            _alltoallv_rows(plan.comm, x.contiguous(), sc, out, rc, sd, rd)
-    return out
+def _piece_bounds(plan, rank, layout):
+    """begin and end (int64 [pieces]) of `rank`'s pieces of `layout`, one
+    copy of the plan's array: no Python object per piece."""
+    array, n = plan.piece_array(rank, layout)
+    words = ctypes.sizeof(_lib.PlanPiece) // 8
+    if n == 0:
+        return torch.empty(0, dtype=torch.int64), torch.empty(0, dtype=torch.int64)
+    raw = (ctypes.c_int64 * (n * words)).from_address(ctypes.addressof(array.contents))
+    table = torch.frombuffer(raw, dtype=torch.int64).view(n, words)
+    return (table[:, _lib.PlanPiece.begin.offset // 8].clone(),
+            table[:, _lib.PlanPiece.end.offset // 8].clone())
+
+
+def _positions(begin, end):
+    """Each token's position in its sequence, for tokens laid out as pieces
+    [begin, end) (int64): one arange shifted piece by piece."""
+    length = end - begin
+    at = torch.cumsum(length, 0) - length          # where each piece starts in the buffer
+    tokens = int(length.sum())
+    return torch.arange(tokens, dtype=torch.int64) - torch.repeat_interleave(at - begin, length)
 
 
 class VarlenPlan:
@@ -284,32 +234,42 @@ class VarlenPlan:
                          rails=comm.rail_count)
         info = self.plan.rank(comm.rank)
         self.tokens, self.linear_tokens = info["tokens"], info["linear_tokens"]
-        bounds = [r * total // comm.size for r in range(comm.size + 1)]
-        self.loader_range = (bounds[comm.rank], bounds[comm.rank + 1])
-        self.loader_tokens = bounds[comm.rank + 1] - bounds[comm.rank]
-
-        starts = self.cu_seqlens
-
-        def global_index(pieces):
-            parts = [torch.arange(starts[p["seq"]] + p["begin"], starts[p["seq"]] + p["end"])
-                     for p in pieces]
-            return torch.cat(parts) if parts else torch.empty(0, dtype=torch.int64)
-        attn = [self.plan.rank_pieces(r) for r in range(comm.size)]
-        linear = [self.plan.rank_linear_pieces(r) for r in range(comm.size)]
-        self.pieces, self.linear_pieces = attn[comm.rank], linear[comm.rank]
-        self._routes = {"attention": _Route(comm, [global_index(p) for p in attn], bounds),
-                        "linear": _Route(comm, [global_index(p) for p in linear], bounds)}
-        self._positions = {
-            lay: (torch.cat([torch.arange(p["begin"], p["end"]) for p in pcs]) if pcs
-                  else torch.empty(0, dtype=torch.int64))
-            for lay, pcs in (("attention", self.pieces), ("linear", self.linear_pieces))}
-        seg = [0]
-        for p in self.pieces:
-            seg.append(seg[-1] + p["end"] - p["begin"])
+        me, size = comm.rank, comm.size
+        self.loader_range = (me * total // size, (me + 1) * total // size)
+        self.loader_tokens = self.loader_range[1] - self.loader_range[0]
+        self._rows = {"loader": self.loader_tokens, "attention": self.tokens,
+                      "linear": self.linear_tokens}
+        self._bounds = {lay: _piece_bounds(self.plan, me, lay) for lay in LAYOUTS}
+        begin, end = self._bounds["attention"]
         # Each piece is a run of consecutive tokens of one sequence: a segment
         # of its own (a rank holding chunks i and 2G-1-i of a ring holds two).
-        self.cu_seqlens_local = torch.tensor(seg, dtype=torch.int32)
-        self.max_seqlen_local = max((p["end"] - p["begin"] for p in self.pieces), default=0)
+        self.cu_seqlens_local = torch.cat((torch.zeros(1, dtype=torch.int64),
+                                           torch.cumsum(end - begin, 0))).to(torch.int32)
+        self.max_seqlen_local = int((end - begin).max()) if len(begin) else 0
+        self._positions = {}   # (layout, device): position_ids, made on first use
+
+    @property
+    def pieces(self):
+        """This rank's pieces of the attention layout (zcomm.Plan.rank_pieces)."""
+        return self.plan.rank_pieces(self.comm.rank)
+
+    @property
+    def linear_pieces(self):
+        """This rank's pieces of the linear layout."""
+        return self.plan.rank_linear_pieces(self.comm.rank)
+
+    def _move(self, x, src, dst):
+        """This rank's rows x of layout src -> its rows of layout dst, as
+        bytes (zc_remap_alltoallv_layouts: runs of tokens, never a token on
+        its own; a CUDA tensor's move is enqueued on its current stream)."""
+        shape = (self._rows[dst],) + tuple(x.shape[1:])
+        out = (_outputs.empty(shape, x.dtype) if x.device.type == "cpu"
+               else x.new_empty(shape))
+        sb, row_bytes = _bytes(x)
+        rb, _ = _bytes(out)
+        if row_bytes:  # the same on every rank, which the C call checks
+            self.comm.remap_layouts(self.plan, src, dst, sb, rb)
+        return out
 
     def _check_rows(self, x, rows, what, where):
         if not isinstance(x, torch.Tensor):
@@ -333,7 +293,7 @@ class VarlenPlan:
         lo, hi = self.loader_range
         self._check_rows(x, self.loader_tokens, "loader layout (tokens [%d, %d))" % (lo, hi),
                          where)
-        return _Move.apply(x.contiguous(), self, layout, True)
+        return _Move.apply(x.contiguous(), self, "loader", layout)
 
     def undispatch(self, y, layout="attention"):
         """The inverse of dispatch: y [tokens of the layout, ...] -> the
@@ -342,25 +302,33 @@ class VarlenPlan:
         self._layout(layout, where)
         rows = self.tokens if layout == "attention" else self.linear_tokens
         self._check_rows(y, rows, "%s layout" % layout, where)
-        return _Move.apply(y.contiguous(), self, layout, False)
+        return _Move.apply(y.contiguous(), self, layout, "loader")
 
     def to_linear(self, x):
         """Attention layout -> the token-balanced linear layout (the plan's
         forward remap); differentiable."""
         self._check_rows(x, self.tokens, "attention layout", "VarlenPlan.to_linear")
-        return _Remap.apply(x.contiguous(), self, FORWARD)
+        return _Move.apply(x.contiguous(), self, "attention", "linear")
 
     def from_linear(self, x):
         """Linear layout -> attention layout (the inverse remap)."""
         self._check_rows(x, self.linear_tokens, "linear layout", "VarlenPlan.from_linear")
-        return _Remap.apply(x.contiguous(), self, INVERSE)
+        return _Move.apply(x.contiguous(), self, "linear", "attention")
 
     def position_ids(self, layout="attention", device=None):
         """Each local token's position inside its sequence (int64 [tokens]),
         for rotary embeddings."""
         self._layout(layout, "VarlenPlan.position_ids")
-        pos = self._positions[layout]
-        return pos if device is None else pos.to(device)
+        key = (layout, None if device is None else torch.device(device))
+        if key not in self._positions:
+            if key[1] is None:
+                self._positions[key] = _positions(*self._bounds[layout])
+            else:  # pinned and non-blocking: no wait for the device's stream
+                host = self.position_ids(layout)
+                if key[1].type == "cuda":
+                    host = host.pin_memory()
+                self._positions[key] = host.to(key[1], non_blocking=True)
+        return self._positions[key]
 
     def close(self):
         self.plan.close()
@@ -493,18 +461,23 @@ def host_empty(*size, dtype=torch.float32):
     if any(d < 0 for d in size):
         raise invalid("host_empty", "size: %r has a negative dimension" % (size,))
     shape = torch.Size(size)
-    numel = shape.numel()
-    nbytes = numel * torch.empty((), dtype=dtype).element_size()
+    nbytes = shape.numel() * element_size(dtype)
     if nbytes == 0:
         return torch.empty(shape, dtype=dtype)
-    ptr = ctypes.c_void_p()
-    _lib.call("zc_host_alloc", nbytes, ctypes.byref(ptr))
-    # frombuffer holds `memory` while any tensor views it; its finalizer
-    # frees the allocation after the last one, and not at interpreter exit,
-    # where tensors may still view it (the process's end frees it).
-    memory = (ctypes.c_ubyte * nbytes).from_address(ptr.value)
-    weakref.finalize(memory, _lib.lib.zc_host_free, ptr.value).atexit = False
-    return torch.frombuffer(memory, dtype=dtype, count=numel).view(shape)
+    address = host_alloc(nbytes)
+    return host_tensor(address, nbytes, shape, dtype, _lib.lib.zc_host_free, address)
+
+
+def set_host_cache_limit(nbytes):
+    """The moves of VarlenPlan put their CPU outputs in huge-page memory
+    that, once no tensor views it, waits for the next output of about its
+    size instead of going back to the system (a fresh buffer costs the
+    kernel's zeroing of every page, as much as the move itself).  Keep at
+    most nbytes of such unused memory (default 1 GiB; 0: none); returns the
+    previous limit."""
+    if isinstance(nbytes, bool) or not isinstance(nbytes, int) or nbytes < 0:
+        raise invalid("set_host_cache_limit", "nbytes: %r, expected an int >= 0" % (nbytes,))
+    return _outputs.set_limit(nbytes)
 
 
 def all_reduce_sum(tensor, comm):
@@ -545,4 +518,4 @@ class ZeppelinAttention(torch.nn.Module):
 
 
 __all__ = ["VarlenPlan", "varlen_attn", "ZeppelinAttention", "all_reduce_sum", "host_empty",
-           "METHODS", "kernels"]
+           "set_host_cache_limit", "METHODS", "kernels"]

@@ -8,9 +8,15 @@
 
 /* Enough for 2^32 ranks; tags carry at most 2^24. */
 #define ZC_AGREE_MAX_ROUNDS 32
+/* Up to this many ranks, every rank sends its fingerprint to every other
+ * at once: one round of n - 1 messages, where the dissemination takes
+ * ceil(log2 n) rounds one after the other, and on a crowded machine each
+ * round waits for the peer's turn on a core.  (The messages fit in[].) */
+#define ZC_AGREE_DIRECT_MAX (ZC_AGREE_MAX_ROUNDS + 1)
 
 typedef struct {
     zc_agree_range_t range;  /* what this rank has heard so far; sent each round */
+    zc_agree_range_t mine;   /* its own, what the one direct round sends */
     zc_agree_range_t in[ZC_AGREE_MAX_ROUNDS];
 } zc_agree_t;
 
@@ -31,6 +37,26 @@ static zc_status_t zc_agree_merge(void *arg, int round)
     return ZC_OK;
 }
 
+/* Every fingerprint straight to every rank, merged as it comes in. */
+static int zc_agree_direct(zc_sched_t *s, zc_comm_h comm, zc_agree_t *a, zc_agree_tag_fn tag,
+                           const void *ctx)
+{
+    int n = comm->size, me = comm->rank, last = ZC_SCHED_NONE;
+
+    a->mine = a->range;
+    for (int i = 1; i < n; i++) {
+        int to = (me + i) % n, from = (me - i + n) % n;
+        int got = zc_sched_p2p(s, ZC_REQ_RECV, &a->in[i - 1], sizeof(a->in[i - 1]), from,
+                               tag(ctx, from, 0), ZC_RAIL_AUTO, ZC_SCHED_NONE, ZC_SCHED_NONE);
+
+        zc_sched_p2p(s, ZC_REQ_SEND, &a->mine, sizeof(a->mine), to, tag(ctx, me, 0),
+                     ZC_RAIL_AUTO, ZC_SCHED_NONE, ZC_SCHED_NONE);
+        last = zc_sched_join(s, last, zc_sched_call(s, zc_agree_merge, a, i - 1, got,
+                                                    ZC_SCHED_NONE));
+    }
+    return last;
+}
+
 int zc_agree_sched(zc_sched_t *s, zc_comm_h comm, uint64_t mine, zc_agree_tag_fn tag,
                    const void *ctx, zc_agree_range_t **range)
 {
@@ -41,6 +67,8 @@ int zc_agree_sched(zc_sched_t *s, zc_comm_h comm, uint64_t mine, zc_agree_tag_fn
     if (!a)
         return ZC_SCHED_NONE;
     a->range = (zc_agree_range_t){mine, mine, me, me};
+    if (n <= ZC_AGREE_DIRECT_MAX)
+        return zc_agree_direct(s, comm, a, tag, ctx);
     for (int dist = 1; dist < n; dist <<= 1, round++) {
         int to = (me + dist) % n, from = (me - dist + n) % n;
         /* The range goes out as it stands after the previous round, and

@@ -2,9 +2,10 @@
  * what they were given, so that a collective whose ranks got different
  * arguments fails on all of them before its data moves, instead of losing
  * or mixing data.  Every rank learns the smallest and the largest
- * fingerprint in ceil(log2 n) dissemination rounds of one 32-byte message
- * each way (min and max are idempotent, so the overlapping partial results
- * of a non-power-of-two size do no harm).
+ * fingerprint: up to 33 ranks in one round, a 32-byte message from every
+ * rank to every other; beyond, in ceil(log2 n) dissemination rounds of one
+ * 32-byte message each way (min and max are idempotent, so the overlapping
+ * partial results of a non-power-of-two size do no harm).
  *
  * Fingerprint 0 is, by convention, a rank that refused its own arguments
  * and takes part only so that nobody waits for it: real fingerprints have

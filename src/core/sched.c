@@ -121,6 +121,15 @@ int zc_sched_copy(zc_sched_t *s, void *dst, const void *src, size_t bytes, int d
     return zc_sched_add(s, &op);
 }
 
+int zc_sched_join(zc_sched_t *s, int a, int b)
+{
+    static char nothing;
+
+    if (a == ZC_SCHED_NONE || b == ZC_SCHED_NONE)
+        return a == ZC_SCHED_NONE ? b : a;
+    return zc_sched_copy(s, &nothing, &nothing, 0, a, b);
+}
+
 int zc_sched_call(zc_sched_t *s, zc_sched_fn_t fn, void *arg, int i, int dep0, int dep1)
 {
     zc_op_t op = {.kind = ZC_OP_CALL, .fn = fn, .buf = arg, .peer = i, .dep = {dep0, dep1}};

@@ -38,6 +38,9 @@ zc_status_t zc_sched_notice_check(const void *msg, int from);
 /* A local memcpy, run once its dependencies are done. */
 int zc_sched_copy(zc_sched_t *sched, void *dst, const void *src, size_t bytes, int dep0,
                   int dep1);
+/* An op done once ops `a` and `b` are (ZC_SCHED_NONE: only the other):
+ * for waiting on more ops than two.  Returns the op, or -1 out of memory. */
+int zc_sched_join(zc_sched_t *sched, int a, int b);
 /* A local step run once its dependencies are done: fn(arg, i).  A status
  * other than ZC_OK fails the schedule right there, so nothing that waits
  * for this op is ever posted: how a collective that finds its ranks

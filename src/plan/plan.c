@@ -1,6 +1,6 @@
 /* The plan handle: argument checks, the build pipeline (partition ->
- * ring layouts -> pieces and their work -> proxies -> remap) and the
- * read-only queries. */
+ * ring layouts -> pieces and their work -> proxies -> remap -> index) and
+ * the read-only queries. */
 #include "config.h"
 
 #include <limits.h>
@@ -10,6 +10,7 @@
 #include "kernels/attn_check.h"
 #include "src/plan/plan.h"
 #include "src/common/abi.h"
+#include "src/common/hash.h"
 #include "src/common/status.h"
 
 #define ZC_PLAN_KNOWN_FLAGS (ZC_PLAN_EVEN_SPLIT | ZC_PLAN_WINDOW)
@@ -137,6 +138,9 @@ void zc_plan_destroy(zc_plan_h plan)
     free(plan->hop_off);
     free(plan->proxy_pool);
     free(plan->transfers);
+    free(plan->seq_start);
+    free(plan->spans[0]);
+    free(plan->spans[1]);
     free(plan);
 }
 
@@ -197,12 +201,28 @@ zc_status_t zc_plan_create(int nnodes, int gpus_per_node, int64_t capacity,
     ZC_CHECK_GOTO(zc_plan_pairs(plan), st, err_destroy);
     ZC_CHECK_GOTO(zc_plan_proxies(plan), st, err_destroy);
     ZC_CHECK_GOTO(zc_plan_remap(plan), st, err_destroy);
+    ZC_CHECK_GOTO(zc_plan_index(plan), st, err_destroy);
     *plan_p = plan;
     return ZC_OK;
 
 err_destroy:
     zc_plan_destroy(plan);
     return st;
+}
+
+uint64_t zc_plan_fingerprint(const struct zc_plan *plan)
+{
+    uint64_t h = ZC_FNV1A_INIT;
+
+    h = zc_fnv1a(h, &plan->nnodes, sizeof(plan->nnodes));
+    h = zc_fnv1a(h, &plan->ppn, sizeof(plan->ppn));
+    h = zc_fnv1a(h, &plan->capacity, sizeof(plan->capacity));
+    h = zc_fnv1a(h, &plan->opts.flags, sizeof(plan->opts.flags));
+    h = zc_fnv1a(h, &plan->opts.b_intra, sizeof(plan->opts.b_intra));
+    h = zc_fnv1a(h, &plan->opts.b_inter, sizeof(plan->opts.b_inter));
+    h = zc_fnv1a(h, &plan->rails, sizeof(plan->rails));
+    h = zc_fnv1a(h, &plan->nseqs, sizeof(plan->nseqs));
+    return zc_fnv1a(h, plan->lengths, plan->nseqs * sizeof(*plan->lengths));
 }
 
 zc_status_t zc_plan_check(zc_plan_h plan)

@@ -1,5 +1,6 @@
 /* Internal view of a plan (zc_plan_h) and the steps that build it:
- * partition (Alg. 1 + 2) -> zigzag layout -> proxies -> remap. */
+ * partition (Alg. 1 + 2) -> zigzag layout -> proxies -> remap -> the index
+ * of its layouts by the batch's order (for moves between them). */
 #ifndef ZC_PLAN_H
 #define ZC_PLAN_H
 
@@ -66,7 +67,19 @@ struct zc_plan {
     zc_plan_transfer_t *transfers;
     size_t ntransfers;
     double remap_objective;
+
+    int64_t *seq_start;      /* [nseqs + 1]: first token of each sequence in the batch */
+    struct zc_plan_span *spans[2]; /* attention, linear layout: pieces by batch order */
+    size_t nspans[2];
 };
+
+/* A piece of a layout as the batch's order sees it: tokens [start, start +
+ * count) of the batch are tokens [offset, offset + count) of rank `rank`'s
+ * buffer. */
+typedef struct zc_plan_span {
+    int64_t start, offset, count;
+    int rank;
+} zc_plan_span_t;
 
 /* ---- ring layouts (src/plan/zigzag.c) ---- */
 /* Tokens held by ring position i of an even ring: zigzag chunks i and
@@ -187,6 +200,23 @@ zc_status_t zc_remap_objective(int nranks, int ppn, const zc_plan_transfer_t *t,
  * holding most (ties: lowest rank), which minimises what moves. */
 zc_status_t zc_remap_balanced(int nranks, const int64_t *before, int64_t *after);
 zc_status_t zc_plan_remap(struct zc_plan *plan);
+
+/* ---- moves between layouts (src/plan/runs.c) ---- */
+/* plan->seq_start and the spans of the attention and linear layouts, sorted
+ * by start; after the remap. */
+zc_status_t zc_plan_index(struct zc_plan *plan);
+/* Tokens `rank` holds in `layout` (a valid one). */
+int64_t zc_plan_layout_tokens(const struct zc_plan *plan, zc_layout_t layout, int rank);
+/* The runs of zc_plan_move_runs() in arrays the caller frees (valid
+ * arguments). */
+zc_status_t zc_plan_runs(const struct zc_plan *plan, int rank, zc_layout_t from, zc_layout_t to,
+                         zc_plan_run_t **send, size_t *nsend, zc_plan_run_t **recv,
+                         size_t *nrecv);
+/* ZC_OK when `layout` is a zc_layout_t, else ZC_ERR_INVALID_ARG naming `arg`. */
+zc_status_t zc_plan_layout_check(zc_layout_t layout, const char *arg);
+/* A hash of what a plan is built from (its dimensions, options and
+ * lengths): equal plans have equal fingerprints. */
+uint64_t zc_plan_fingerprint(const struct zc_plan *plan);
 
 /* ---- checker (src/plan/check.c) ---- */
 zc_status_t zc_plan_check_internal(const struct zc_plan *plan);

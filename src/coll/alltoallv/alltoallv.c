@@ -442,12 +442,8 @@ typedef struct {
  * step done for the window. */
 static void zc_a2av_join(zc_a2av_build_t *b, int op)
 {
-    static char nothing;
-
-    if (op < 0)
-        return;
-    b->last = b->last == ZC_SCHED_NONE ? op
-                                       : zc_sched_copy(b->sched, &nothing, &nothing, 0, b->last, op);
+    if (op >= 0)
+        b->last = zc_sched_join(b->sched, b->last, op);
 }
 
 /* One block between this rank and `peer` in direction `kind`. */
