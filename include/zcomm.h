@@ -368,17 +368,21 @@ typedef struct {
     double b_intra;     /* cost of moving one token inside a node (inverse bandwidth) */
     double b_inter;     /* cost of moving one token between nodes; >= b_intra */
     unsigned flags;     /* ZC_PLAN_EVEN_SPLIT */
-    /* Newer than the first layout (size 32; now 40): a caller built
+    /* Newer than the first layout (size 32; now 48): a caller built
      * against it passes size 32 and gets these fields' defaults. */
     int rails;          /* NIC rails of a node that routed hops split over, 1..ZC_PLAN_MAX_RAILS:
                            zc_comm_rail_count of the communicator that runs the plan, or the
                            cluster's nics_per_node for zc_plan_cost; 0: one rail per GPU
                            (gpus_per_node, at most ZC_PLAN_MAX_RAILS) */
     int reserved;       /* 0 */
+    /* Newer than size 40: */
+    const double *rail_rates; /* [rails] Gbit/s of each rail: routed hops are cut in proportion
+                                 (zc_plan_hop_slice), as zc_comm_rail_rates reports a run's;
+                                 NULL: equal slices; read by zc_plan_create only */
 } zc_plan_opts_t;
 
 /* Token costs in the paper's 10:1 ratio; only their ratio changes a plan. */
-#define ZC_PLAN_OPTS_INITIALIZER { sizeof(zc_plan_opts_t), 1.0, 10.0, 0u, 0, 0 }
+#define ZC_PLAN_OPTS_INITIALIZER { sizeof(zc_plan_opts_t), 1.0, 10.0, 0u, 0, 0, NULL }
 
 /* Filled by zc_plan_info: set size first (ZC_PLAN_INFO_INITIALIZER). */
 typedef struct {
@@ -488,6 +492,12 @@ ZC_API zc_status_t zc_plan_ring_hops(zc_plan_h plan, int ring,
 /* Slice k of n elements routed over x rails, the runtime's rule: n / x
  * each, the remainder n % x one element each to slices 0..n%x-1. */
 ZC_API zc_status_t zc_plan_slice(int64_t n, int x, int k, int64_t *offset, int64_t *length);
+/* Slice k of n elements of one of the plan's routed hops: in proportion to
+ * the plan's rail rates (zc_plan_opts_t.rail_rates; the remainder one
+ * element each to the largest fractional shares), zc_plan_slice(n, rails,
+ * k) when it has none. */
+ZC_API zc_status_t zc_plan_hop_slice(zc_plan_h plan, int64_t n, int k, int64_t *offset,
+                                     int64_t *length);
 /* The remap's transfer matrix M as its nonzero entries, ordered by (from, to). */
 ZC_API zc_status_t zc_plan_remap_transfers(zc_plan_h plan, const zc_plan_transfer_t **transfers,
                                            size_t *count);
@@ -511,10 +521,13 @@ typedef struct {
     double linear_tflops;   /* achieved dense (GEMM) throughput per device */
     int layers, hidden, heads, head_dim, kv_heads, ffn_hidden;
     int bytes_per_elem;     /* activations: 2 for bf16 */
+    /* Newer than the first layout: */
+    double nic_rates[ZC_PLAN_MAX_RAILS]; /* Gbit/s of NIC k where they differ (cluster file
+                                            key nic_rates, a list); 0: nic_gbps */
 } zc_cluster_t;
 
 #define ZC_CLUSTER_INITIALIZER                                                          \
-    { sizeof(zc_cluster_t), "", 0, 0, 0.0, 0.0, 0.0, 0.0, 0, 0, 0, 0, 0, 0, 0 }
+    { sizeof(zc_cluster_t), "", 0, 0, 0.0, 0.0, 0.0, 0.0, 0, 0, 0, 0, 0, 0, 0, { 0.0 } }
 
 typedef enum {
     ZC_COST_TE_CP = 0,      /* every sequence evenly split over one global ring */
@@ -556,10 +569,23 @@ ZC_API zc_status_t zc_plan_cost(zc_plan_h plan, const zc_cluster_t *cluster,
 ZC_API zc_status_t zc_comm_rail_count(zc_comm_h comm, int *nrails);
 /* Rail `rank` sends on by default (its GPU's nearest NIC), -1 if none. */
 ZC_API zc_status_t zc_comm_rank_rail(zc_comm_h comm, int rank, int *rail);
-/* Bytes this rank sent and received on `rail` since the communicator was
- * created (rail -1: inside the node). */
+/* Bytes of data this rank sent and received on `rail` since the
+ * communicator was created (rail -1: inside the node); a chunk sent again
+ * after its rail went out counts on each rail it left on. */
 ZC_API zc_status_t zc_comm_rail_bytes(zc_comm_h comm, int rail, uint64_t *sent,
                                       uint64_t *received);
+/* The rate, Gbit/s, by which this rank's last routed transfer or ring
+ * attention call cut its transfers between nodes into per-rail slices
+ * (zc_routed_sendrecv(3), "Rails"): 0 for a rail that was out; before any,
+ * the configured rates (ZC_RAIL_RATES or the ports', the lowest over the
+ * nodes).  Pass them as zc_plan_opts_t.rail_rates and the plan's slices are
+ * the run's.  n: the rail count. */
+ZC_API zc_status_t zc_comm_rail_rates(zc_comm_h comm, double *gbps, int n);
+/* Pin the rates the next calls slice by (n: the rail count, each rate
+ * positive), instead of measuring them; NULL and 0 measure again.  Local:
+ * every rank must pin alike before its next collective, else that call
+ * fails with ZC_ERR_MISMATCH on every rank before any data moves. */
+ZC_API zc_status_t zc_comm_set_rail_rates(zc_comm_h comm, const double *gbps, int n);
 
 /* One logical transfer of a routed call. */
 typedef struct {

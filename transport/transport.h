@@ -116,6 +116,8 @@ typedef struct {
     /* Bytes posted for sending and bytes received on `rail` (-1: inside
      * the node, or everything when there are no rails). */
     void (*rail_bytes)(zc_transport_t *tp, int rail, uint64_t *sent, uint64_t *received);
+    /* Bit k set: this rank holds rail k out to some node (see rail_live). */
+    uint32_t (*rails_out)(zc_transport_t *tp);
 } zc_transport_ops_t;
 
 extern const zc_transport_ops_t zc_transport_ucx;

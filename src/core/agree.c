@@ -28,6 +28,7 @@ static zc_status_t zc_agree_merge(void *arg, int round)
         a->range.hi = in->hi;
         a->range.hi_rank = in->hi_rank;
     }
+    zc_rail_view_merge(&a->range.rails, &in->rails);
     return ZC_OK;
 }
 
@@ -40,7 +41,8 @@ int zc_agree_sched(zc_sched_t *s, zc_comm_h comm, uint64_t mine, zc_agree_tag_fn
     *range = a ? &a->range : NULL;
     if (!a)
         return ZC_SCHED_NONE;
-    a->range = (zc_agree_range_t){mine, mine, me, me};
+    a->range = (zc_agree_range_t){.lo = mine, .hi = mine, .lo_rank = me, .hi_rank = me};
+    zc_rail_view_mine(comm, &a->range.rails);
     for (int dist = 1; dist < n; dist <<= 1, round++) {
         int to = (me + dist) % n, from = (me - dist + n) % n;
         /* The range goes out as it stands after the previous round, and

@@ -2,9 +2,11 @@
  * what they were given, so that a collective whose ranks got different
  * arguments fails on all of them before its data moves, instead of losing
  * or mixing data.  Every rank learns the smallest and the largest
- * fingerprint in ceil(log2 n) dissemination rounds of one 32-byte message
+ * fingerprint in ceil(log2 n) dissemination rounds of one 136-byte message
  * each way (min and max are idempotent, so the overlapping partial results
- * of a non-power-of-two size do no harm).
+ * of a non-power-of-two size do no harm).  The same rounds carry every
+ * rank's view of the rails (rail_rates.h), merged as idempotently: the
+ * caller slices its transfers between nodes by that merged view.
  *
  * Fingerprint 0 is, by convention, a rank that refused its own arguments
  * and takes part only so that nobody waits for it: real fingerprints have
@@ -20,6 +22,7 @@
 typedef struct {
     uint64_t lo, hi;          /* smallest and largest fingerprint */
     int64_t lo_rank, hi_rank; /* the lowest rank that has each */
+    zc_rail_view_t rails;     /* every rank's view of the rails, merged */
 } zc_agree_range_t;
 
 /* The tag of the message `sender` sends in `round` (0, 1, ...), in the

@@ -224,7 +224,7 @@ static int zc_op_ready(const zc_sched_t *s, const zc_op_t *op)
  * last progress). */
 static zc_status_t zc_sched_pass(zc_sched_t *s, int progress, int *moved)
 {
-    int open = s->nops;
+    int open = -1;  /* the first op not done */
 
     if (progress)
         s->comm->host_ops->progress(s->comm->host);
@@ -236,6 +236,9 @@ static zc_status_t zc_sched_pass(zc_sched_t *s, int progress, int *moved)
                 op->state = ZC_OP_DONE;
             } else if (op->kind == ZC_OP_CALL) {
                 zc_status_t st = op->fn(op->buf, op->peer);
+                op = &s->ops[i];  /* the call may have added ops (and moved the array) */
+                if (st == ZC_OK && s->error)
+                    st = s->error;  /* it ran out of memory adding them */
                 if (st != ZC_OK)
                     return zc_sched_fail(s, st, -1);
                 op->state = ZC_OP_DONE;
@@ -267,11 +270,11 @@ static zc_status_t zc_sched_pass(zc_sched_t *s, int progress, int *moved)
             op->state = ZC_OP_DONE;
             *moved = 1;
         }
-        if (op->state != ZC_OP_DONE && open == s->nops)
+        if (op->state != ZC_OP_DONE && open < 0)
             open = i;
     }
-    s->first_open = open;
-    return open == s->nops ? ZC_OK : ZC_INPROGRESS;
+    s->first_open = open < 0 ? s->nops : open;
+    return open < 0 ? ZC_OK : ZC_INPROGRESS;
 }
 
 zc_status_t zc_sched_test(zc_sched_t *s)

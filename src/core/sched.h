@@ -41,7 +41,9 @@ int zc_sched_copy(zc_sched_t *sched, void *dst, const void *src, size_t bytes, i
 /* A local step run once its dependencies are done: fn(arg, i).  A status
  * other than ZC_OK fails the schedule right there, so nothing that waits
  * for this op is ever posted: how a collective that finds its ranks
- * disagree stops before its data moves. */
+ * disagree stops before its data moves.  fn may add ops to the schedule
+ * (they go after every op there is, and may depend on this one): how a
+ * collective builds what depends on its agreement's outcome. */
 typedef zc_status_t (*zc_sched_fn_t)(void *arg, int i);
 int zc_sched_call(zc_sched_t *sched, zc_sched_fn_t fn, void *arg, int i, int dep0, int dep1);
 /* Staging memory freed with the schedule; NULL when out of memory. */

@@ -656,6 +656,12 @@ static int zc_ucx_peer_failed(zc_transport_t *tp, int peer)
     return 0;
 }
 
+static uint32_t zc_ucx_rails_out(zc_transport_t *tp)
+{
+    (void)tp;
+    return 0;
+}
+
 static void zc_ucx_rail_bytes(zc_transport_t *tp, int rail, uint64_t *sent, uint64_t *received)
 {
     int lane = rail < 0 ? 0 : 1 + rail;
@@ -908,4 +914,5 @@ const zc_transport_ops_t zc_transport_ucx = {
     .abandon = zc_ucx_abandon,
     .peer_failed = zc_ucx_peer_failed,
     .rail_bytes = zc_ucx_rail_bytes,
+    .rails_out = zc_ucx_rails_out,
 };

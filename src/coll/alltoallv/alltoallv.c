@@ -473,7 +473,7 @@ static void zc_a2av_block(const zc_a2av_args_t *a, zc_a2av_build_t *b, zc_reques
     /* Slice k travels on rail k at both ends (the routed transfer's split). */
     for (int k = 0; k < nrails; k++) {
         int64_t off, len;
-        zc_route_slice(count, nrails, k, &off, &len);
+        zc_route_slice(count, nrails, NULL, k, &off, &len);
         if (len)
             zc_a2av_join(b, zc_sched_p2p(b->sched, kind, buf + (size_t)off * a->elem,
                                          (size_t)len * a->elem, peer,

@@ -11,6 +11,8 @@
  * data until every rank knows they are. */
 #include "config.h"
 
+#include <string.h>
+
 #include "src/core/agree.h"
 #include "src/core/comm.h"
 #include "src/common/hash.h"
@@ -45,6 +47,15 @@ typedef struct {
     size_t elem;
     size_t chunk;          /* bytes per chunk, a multiple of elem */
     int64_t min_routed;    /* bytes below which a transfer goes direct */
+    int64_t chunk_setting; /* ZC_ROUTED_CHUNK */
+    uint32_t weights[ZC_MAX_RAILS]; /* the rails' shares of every split transfer */
+    /* The call's arguments (the list copied: the data ops may be built
+     * after the call returned, once the agreement is in). */
+    const zc_transfer_t *transfers;
+    int ntransfers;
+    const char *sendbuf;
+    char *recvbuf;
+    zc_agree_range_t *range; /* the agreement's outcome, or NULL */
 } zc_routed_ctx_t;
 
 /* What this rank does for slice `k` of transfer `x`: bytes [off, off+len). */
@@ -140,7 +151,7 @@ static void zc_routed_transfer(zc_routed_ctx_t *ctx, int x, const zc_transfer_t 
     }
     for (int k = 0; k < nrails; k++) {
         int64_t off, len;
-        zc_route_slice(t->count, nrails, k, &off, &len);
+        zc_route_slice(t->count, nrails, ctx->weights, k, &off, &len);
         if (len)
             zc_routed_slice(ctx, x, t, k, (size_t)off * ctx->elem, (size_t)len * ctx->elem,
                             sendbuf, recvbuf);
@@ -177,6 +188,14 @@ static uint64_t zc_routed_fingerprint(const zc_transfer_t *transfers, int ntrans
     return h | 1;  /* 0 is a rank that refused its arguments (agree.h) */
 }
 
+/* The host path's: the list's, and what the rails' weights depend on. */
+static uint64_t zc_routed_host_fingerprint(zc_routed_ctx_t *ctx, zc_datatype_t dtype)
+{
+    return zc_rail_fingerprint(ctx->comm, zc_routed_fingerprint(ctx->transfers, ctx->ntransfers,
+                                                                dtype, ctx->min_routed,
+                                                                ctx->chunk_setting)) | 1;
+}
+
 /* Runs once the agreement is done, before any data op. */
 static zc_status_t zc_routed_verdict(void *arg, int unused)
 {
@@ -191,8 +210,33 @@ static zc_status_t zc_routed_verdict(void *arg, int unused)
                         "moved", (long long)r->lo_rank);
     return zc_error(ZC_ERR_MISMATCH,
                     "transfers: ranks %lld and %lld passed different transfer lists (or dtypes, "
-                    "ZC_ROUTED_MIN_BYTES or ZC_ROUTED_CHUNK); no data moved",
+                    "ZC_ROUTED_MIN_BYTES, ZC_ROUTED_CHUNK, ZC_RAIL_STRIPE or rail rates pinned "
+                    "with zc_comm_set_rail_rates); no data moved",
                     (long long)r->lo_rank, (long long)r->hi_rank);
+}
+
+/* The data ops of every transfer, sliced by ctx->weights. */
+static void zc_routed_build(zc_routed_ctx_t *ctx)
+{
+    for (int x = 0; x < ctx->ntransfers; x++) {
+        const zc_transfer_t *t = &ctx->transfers[x];
+        /* Chunks of whole elements, few enough for the tag's chunk field. */
+        ctx->chunk = zc_route_chunk((size_t)t->count * ctx->elem, ctx->elem, ctx->chunk_setting);
+        zc_routed_transfer(ctx, x, t, ctx->sendbuf, ctx->recvbuf);
+    }
+}
+
+/* Runs once the agreement is in, before any data op: the verdict, then
+ * the data ops, sliced by the rails' weights the agreement settled. */
+static zc_status_t zc_routed_agreed(void *arg, int unused)
+{
+    zc_routed_ctx_t *ctx = arg;
+
+    ZC_CHECK(zc_routed_verdict(ctx->range, unused));
+    zc_rail_weights(ctx->comm, &ctx->range->rails, ctx->weights);
+    ctx->gate = ZC_SCHED_NONE;  /* the data ops come after this op */
+    zc_routed_build(ctx);
+    return ZC_OK;
 }
 
 zc_status_t zc_routed_agree(zc_comm_h comm, zc_status_t local, const zc_transfer_t *transfers,
@@ -213,34 +257,44 @@ zc_status_t zc_routed_agree(zc_comm_h comm, zc_status_t local, const zc_transfer
 
 zc_status_t zc_routed_post(const zc_transfer_t *transfers, int ntransfers, const void *sendbuf,
                            void *recvbuf, zc_datatype_t dtype, zc_memtype_t memtype,
-                           zc_comm_h comm, int agree, zc_request_h *request)
+                           zc_comm_h comm, const uint32_t *weights, zc_request_h *request)
 {
-    zc_routed_ctx_t ctx = {.comm = comm, .gate = ZC_SCHED_NONE};
-    int64_t chunk = 0;
+    zc_routed_ctx_t local = {.comm = comm, .gate = ZC_SCHED_NONE}, *ctx = &local;
+    zc_sched_t *s;
     zc_status_t st;
 
     ZC_CHECK(zc_comm_check(comm));
-    ctx.seq = comm->coll_seq++;
+    local.seq = comm->coll_seq++;
     st = zc_routed_check(transfers, ntransfers, sendbuf, recvbuf, dtype, memtype, comm, request,
-                         &ctx.min_routed, &chunk);
+                         &local.min_routed, &local.chunk_setting);
     if (st != ZC_OK)
-        return agree ? zc_agree_refuse(comm, st, zc_routed_agree_tag, &ctx.seq) : st;
-    ctx.elem = zc_datatype_size(dtype);
-    ZC_CHECK(zc_sched_create(comm, &ctx.sched));
-    if (agree) {
-        zc_agree_range_t *range;
-        int agreed = zc_agree_sched(ctx.sched, comm,
-                                    zc_routed_fingerprint(transfers, ntransfers, dtype,
-                                                          ctx.min_routed, chunk),
-                                    zc_routed_agree_tag, &ctx.seq, &range);
-        ctx.gate = zc_sched_call(ctx.sched, zc_routed_verdict, range, 0, agreed, ZC_SCHED_NONE);
+        return !weights ? zc_agree_refuse(comm, st, zc_routed_agree_tag, &local.seq) : st;
+    local.elem = zc_datatype_size(dtype);
+    local.transfers = transfers;
+    local.ntransfers = ntransfers;
+    local.sendbuf = sendbuf;
+    local.recvbuf = recvbuf;
+    ZC_CHECK(zc_sched_create(comm, &s));
+    local.sched = s;
+    if (weights) {
+        memcpy(local.weights, weights, sizeof(local.weights));
+        zc_routed_build(&local);
+        return zc_sched_start(s, request);
     }
-    for (int x = 0; x < ntransfers; x++) {
-        /* Chunks of whole elements, few enough for the tag's chunk field. */
-        ctx.chunk = zc_route_chunk((size_t)transfers[x].count * ctx.elem, ctx.elem, chunk);
-        zc_routed_transfer(&ctx, x, &transfers[x], sendbuf, recvbuf);
+    /* The context and the list live in the schedule until its data ops
+     * are built, once the agreement is in. */
+    ctx = zc_sched_buffer(s, sizeof(*ctx));
+    zc_transfer_t *list = zc_sched_buffer(s, sizeof(*list) * (size_t)(ntransfers ? ntransfers : 1));
+    if (ctx && list) {
+        *ctx = local;
+        memcpy(list, transfers, sizeof(*list) * (size_t)ntransfers);
+        ctx->transfers = list;
+        int agreed = zc_agree_sched(s, comm, zc_routed_host_fingerprint(ctx, dtype),
+                                    zc_routed_agree_tag, &ctx->seq, &ctx->range);
+        if (ctx->range)
+            zc_sched_call(s, zc_routed_agreed, ctx, 0, agreed, ZC_SCHED_NONE);
     }
-    return zc_sched_start(ctx.sched, request);
+    return zc_sched_start(s, request);
 }
 
 zc_status_t zc_routed_sendrecv(const zc_transfer_t *transfers, int ntransfers, const void *sendbuf,
@@ -248,6 +302,6 @@ zc_status_t zc_routed_sendrecv(const zc_transfer_t *transfers, int ntransfers, c
                                zc_comm_h comm, zc_request_h *request)
 {
     zc_error_clear();
-    return zc_routed_post(transfers, ntransfers, sendbuf, recvbuf, dtype, memtype, comm, 1,
+    return zc_routed_post(transfers, ntransfers, sendbuf, recvbuf, dtype, memtype, comm, NULL,
                           request);
 }
