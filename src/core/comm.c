@@ -187,6 +187,10 @@ static zc_status_t zc_comm_connect(struct zc_comm *comm, zc_bootstrap_t *bs)
         .allgather = zc_comm_allgather, .allgather_ctx = bs,
         .allgather_max = ZC_BOOTSTRAP_MAX_BLOB,
         .split_bytes = (size_t)comm->settings.host_split_bytes,
+        .rail_stall_ms = comm->settings.rail_stall_ms < comm->timeout_ms / 4
+                             ? comm->settings.rail_stall_ms
+                             : comm->timeout_ms / 4 + 1,
+        .rail_probe_ms = comm->settings.rail_probe_ms,
     };
 
     for (int k = 0; k < comm->nrails; k++)
