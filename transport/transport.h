@@ -123,6 +123,9 @@ typedef struct {
     /* Give up on `req`: the backend completes it with `status` and stops
      * touching its buffer. */
     void (*abandon)(zc_transport_t *tp, zc_request_h req, zc_status_t status);
+    /* Cancel a receive not yet matched: it completes with an error (a
+     * matched one, or a send, completes as it would). */
+    void (*cancel)(zc_transport_t *tp, zc_request_h req);
     /* Non-zero once the backend saw `peer`'s connection fail. */
     int (*peer_failed)(zc_transport_t *tp, int peer);
     /* Bytes posted for sending and bytes received on `rail` (-1: inside
@@ -137,6 +140,12 @@ typedef struct {
      * whether the rail or the peer is at fault and takes the rail out (for
      * this rank and every rank of both nodes) if it is the rail. */
     void (*rail_suspect)(zc_transport_t *tp, int rail, int peer, const char *why);
+    /* Striped transfers' ends: this rank received all of transfer `key`
+     * from `peer` (remembered for a while); and, from the sending side,
+     * whether `peer` received all of `key`: 1 yes, 0 no, -1 not known yet
+     * (the peer is asked; call again). */
+    void (*xfer_done)(zc_transport_t *tp, int peer, uint64_t key);
+    int (*xfer_query)(zc_transport_t *tp, int peer, uint64_t key);
 } zc_transport_ops_t;
 
 extern const zc_transport_ops_t zc_transport_ucx;

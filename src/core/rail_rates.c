@@ -1,6 +1,7 @@
 /* Rail rates and the weights of a call (see rail_rates.h). */
 #include "config.h"
 
+#include <stdlib.h>
 #include <string.h>
 
 #include "src/common/clock.h"
@@ -10,9 +11,15 @@
 #include "src/core/comm.h"
 #include "src/core/rail_rates.h"
 
-/* A sample needs this much busy time and these many bytes behind it. */
-#define ZC_RAIL_SAMPLE_NS (200 * 1000000LL)
-#define ZC_RAIL_SAMPLE_BYTES (256u << 10)
+/* A sample needs this much busy time and these many bytes behind it; a
+ * rank reports the mean of its last samples, the newest weighing half. */
+#define ZC_RAIL_SAMPLE_NS (300 * 1000000LL)
+#define ZC_RAIL_SAMPLE_BYTES (1u << 20)
+/* A rail whose measured rate, relative to its configured one, is within
+ * this fraction of the rails' median ratio keeps its configured share:
+ * measurement noise (a core shared by busy ranks delays acknowledgements)
+ * moves no slice; a rail cut to a tenth does. */
+#define ZC_RAIL_DEADBAND 0.25
 
 zc_status_t zc_rail_rates_local(const zc_rails_t *rails, double *gbps)
 {
@@ -105,13 +112,48 @@ static uint32_t zc_rail_base(const struct zc_comm *comm, int k, uint32_t measure
     return measured ? measured : comm->rates.configured[k];
 }
 
+static int zc_rail_cmp(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+
+    return (x > y) - (x < y);
+}
+
+/* The measured rates `kbps` (0: none) as the rates to slice by: each rail's
+ * configured rate, times its ratio of measured to configured over the
+ * rails' median ratio where that is off by more than the deadband. */
+static void zc_rail_deadband(const struct zc_comm *comm, const uint32_t *kbps, uint32_t *rate)
+{
+    double ratio[ZC_MAX_RAILS], sorted[ZC_MAX_RAILS], median;
+    int n = 0;
+
+    for (int k = 0; k < comm->nrails; k++) {
+        rate[k] = 0;
+        if (kbps && kbps[k])
+            sorted[n++] = ratio[k] = (double)kbps[k] / comm->rates.configured[k];
+    }
+    if (n == 0)
+        return;
+    qsort(sorted, (size_t)n, sizeof(double), zc_rail_cmp);
+    median = n % 2 ? sorted[n / 2] : (sorted[n / 2 - 1] + sorted[n / 2]) / 2;
+    for (int k = 0; k < comm->nrails; k++) {
+        double rel = kbps && kbps[k] ? ratio[k] / median : 1.0;
+        if (rel < 1 - ZC_RAIL_DEADBAND || rel > 1 + ZC_RAIL_DEADBAND) {
+            double v = comm->rates.configured[k] * rel;
+            rate[k] = v < 1 ? 1 : (v > UINT32_MAX ? UINT32_MAX : (uint32_t)v);
+        }
+    }
+}
+
 static void zc_rail_weights_out(struct zc_comm *comm, uint32_t out, const uint32_t *kbps,
                                 uint32_t *w)
 {
+    uint32_t measured[ZC_MAX_RAILS];
     int any = 0;
 
+    zc_rail_deadband(comm, kbps, measured);
     for (int k = 0; k < comm->nrails; k++) {
-        w[k] = out & (1u << k) ? 0 : zc_rail_base(comm, k, kbps ? kbps[k] : 0);
+        w[k] = out & (1u << k) ? 0 : zc_rail_base(comm, k, measured[k]);
         any |= w[k] != 0;
     }
     for (int k = 0; !any && k < comm->nrails; k++)
@@ -170,6 +212,9 @@ void zc_rail_meter_acked(struct zc_comm *comm, int rail, size_t bytes)
     m->bytes += bytes;
     if (m->busy_ns >= ZC_RAIL_SAMPLE_NS && m->bytes >= ZC_RAIL_SAMPLE_BYTES) {
         double kbps = (double)m->bytes * 8e6 / (double)m->busy_ns;
+        int fresh = m->kbps && now / 1000000 - m->sample_ms < ZC_RAIL_RATE_FRESH_MS;
+        if (fresh)
+            kbps = (kbps + m->kbps) / 2;
         m->kbps = kbps >= (double)UINT32_MAX ? UINT32_MAX : (kbps < 1 ? 1 : (uint32_t)kbps);
         m->sample_ms = now / 1000000;
         m->busy_ns = 0;

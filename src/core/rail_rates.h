@@ -6,7 +6,9 @@
  * end), the same on every rank from the communicator's creation.  Then
  * every rank measures the rate each rail delivers to it (the bytes its
  * peers acknowledged over the time it had bytes in flight there,
- * src/core/wire.c).
+ * src/core/wire.c); a rail whose measured rate strays from the others'
+ * (relative to the configured rates) by more than a quarter takes its
+ * measured share, the others keep their configured ones.
  *
  * Who decides: no rank alone.  Every agreement (agree.h: a routed call's,
  * a ring attention call's) carries each rank's view of the rails, merged

@@ -14,7 +14,7 @@
 /* How often a blocked wait looks for dead peers. */
 #define ZC_SCHED_SLICE_MS 100
 
-typedef enum { ZC_OP_P2P, ZC_OP_COPY, ZC_OP_CALL } zc_op_kind_t;
+typedef enum { ZC_OP_P2P, ZC_OP_COPY, ZC_OP_CALL, ZC_OP_TASK } zc_op_kind_t;
 typedef enum { ZC_OP_WAITING, ZC_OP_POSTED, ZC_OP_DONE } zc_op_state_t;
 
 /* What a packed send carries instead when its schedule fails first. */
@@ -40,6 +40,7 @@ typedef struct {
     unsigned flags;        /* zc_p2p_post_flags */
     uint64_t tag;
     zc_sched_fn_t fn;      /* calls, with `buf` as their `arg` */
+    const zc_sched_task_ops_t *task; /* tasks, with `buf` as theirs */
     zc_sched_notice_t notice; /* packed sends: sent instead on failure */
 } zc_op_t;
 
@@ -127,6 +128,18 @@ int zc_sched_call(zc_sched_t *s, zc_sched_fn_t fn, void *arg, int i, int dep0, i
     return zc_sched_add(s, &op);
 }
 
+int zc_sched_task(zc_sched_t *s, const zc_sched_task_ops_t *ops, void *task, int peer,
+                  int dep0, int dep1)
+{
+    zc_op_t op = {.kind = ZC_OP_TASK, .task = ops, .buf = task, .peer = peer,
+                  .dep = {dep0, dep1}};
+    int i = zc_sched_add(s, &op);
+
+    if (i < 0)
+        ops->destroy(task);
+    return i;
+}
+
 void *zc_sched_buffer(zc_sched_t *s, size_t bytes)
 {
     void **list = realloc(s->buffers, sizeof(void *) * (size_t)(s->nbuffers + 1));
@@ -153,6 +166,8 @@ void zc_sched_destroy(zc_sched_t *s)
             unfinished += !s->ops[i].req->done;
             zc_p2p_abandon(&s->ops[i].req, ZC_ERR_INTERNAL);
         }
+        if (s->ops[i].kind == ZC_OP_TASK)
+            s->ops[i].task->destroy(s->ops[i].buf);
     }
     /* A receive UCX has already matched cannot be cancelled and may still
      * write into its staging slot: such buffers are never freed. */
@@ -234,6 +249,8 @@ static zc_status_t zc_sched_pass(zc_sched_t *s, int progress, int *moved)
             if (op->kind == ZC_OP_COPY) {
                 memmove(op->buf, op->src, op->bytes);
                 op->state = ZC_OP_DONE;
+            } else if (op->kind == ZC_OP_TASK) {
+                op->state = ZC_OP_POSTED;  /* polled below */
             } else if (op->kind == ZC_OP_CALL) {
                 zc_status_t st = op->fn(op->buf, op->peer);
                 op = &s->ops[i];  /* the call may have added ops (and moved the array) */
@@ -254,7 +271,16 @@ static zc_status_t zc_sched_pass(zc_sched_t *s, int progress, int *moved)
             }
             *moved = 1;
         }
-        if (op->state == ZC_OP_POSTED && op->req->done) {
+        if (op->state == ZC_OP_POSTED && op->kind == ZC_OP_TASK) {
+            zc_status_t st = op->task->poll(op->buf, moved);
+            if (st < 0)
+                return zc_sched_fail(s, st, op->peer);
+            if (st == ZC_OK) {
+                op->state = ZC_OP_DONE;
+                *moved = 1;
+            }
+        }
+        if (op->state == ZC_OP_POSTED && op->kind == ZC_OP_P2P && op->req->done) {
             zc_status_t st = op->req->status;
             /* A transport error with a dead peer is its failure (e.g. UCX's
              * "Shared memory error" for a killed rank of this node). */
@@ -291,7 +317,8 @@ zc_status_t zc_sched_test(zc_sched_t *s)
 static zc_status_t zc_sched_timeout(zc_sched_t *s)
 {
     for (int i = s->first_open; i < s->nops; i++)
-        if (s->ops[i].kind == ZC_OP_P2P && s->ops[i].state == ZC_OP_POSTED)
+        if ((s->ops[i].kind == ZC_OP_P2P || s->ops[i].kind == ZC_OP_TASK) &&
+            s->ops[i].state == ZC_OP_POSTED)
             return zc_sched_fail(s, zc_error(ZC_ERR_TIMEOUT,
                                              "a collective made no progress for %d ms (waiting "
                                              "on rank %d)", s->comm->timeout_ms,

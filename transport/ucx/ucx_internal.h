@@ -16,7 +16,12 @@
 #define ZC_UCX_MAX_LANES (2 + ZC_PLAN_MAX_RAILS)
 /* Rail notices and probes waiting to be handled (ucx_rails.c). */
 #define ZC_UCX_AM_EVENTS 64
+/* Striped transfers this rank received whole, remembered for a sender
+ * that lost the last acknowledgements (ucx_rails.c, zc_ucx_xfer_query). */
+#define ZC_UCX_DONE_RING 65536
+#define ZC_UCX_QUERIES 16
 #define ZC_UCX_WHY_LEN 96
+#define ZC_UCX_DEVICES_LEN 256  /* a rail's device list (src/core/rails.h: 160) */
 
 /* What a UCX callback points at.  It outlives an abandoned zc_request:
  * the callback frees it when UCX finally lets go of the operation. */
@@ -88,6 +93,7 @@ typedef struct {
     int32_t src;           /* the sender's rank */
     int32_t node_a, node_b;/* OUT/BACK: the two nodes the rail joins */
     uint32_t nonce;
+    uint64_t key;          /* QUERY/ANSWER: the transfer; ANSWER: node_a 1 if received */
     char why[ZC_UCX_WHY_LEN];
 } zc_ucx_am_msg_t;
 
@@ -137,6 +143,19 @@ struct zc_transport {
     unsigned am_head, am_tail;
     uint32_t next_nonce;
     int64_t next_rails_look_ms; /* probes' deadlines and periods are looked at from then */
+    /* Transfers received whole (peer, key), newest at done_next - 1. */
+    struct {
+        int32_t peer;
+        uint64_t key;
+    } *done_ring;
+    unsigned done_next;
+    /* Questions to peers whether they received a transfer whole. */
+    struct {
+        int peer;           /* -1: free */
+        uint64_t key;
+        int answer;         /* -1: none yet */
+        int64_t asked_ms;
+    } queries[ZC_UCX_QUERIES];
     struct zc_transport *next_kept;  /* in zc_ucx_kept, once destroyed with kept lanes */
 };
 
@@ -172,6 +191,8 @@ void zc_ucx_rail_suspect(zc_transport_t *tp, int rail, int peer, int after_error
 int zc_ucx_rails_progress(zc_transport_t *tp);
 /* A probe found `peer` gone. */
 int zc_ucx_peer_dead(zc_transport_t *tp, int peer);
+void zc_ucx_xfer_done(zc_transport_t *tp, int peer, uint64_t key);
+int zc_ucx_xfer_query(zc_transport_t *tp, int peer, uint64_t key);
 /* Whether `lane` reaches `peer` at all (lane 0: this node, a rail lane:
  * the other nodes, the split lane: peers watched by pid). */
 int zc_ucx_lane_reaches(const zc_transport_t *tp, int l, int r);

@@ -28,7 +28,11 @@
  * later receive, since no message without a rail uses that rail again. */
 #include "config.h"
 
+#include <net/if.h>
 #include <stdio.h>
+#include <sys/ioctl.h>
+#include <sys/socket.h>
+#include <unistd.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -45,7 +49,9 @@ typedef enum {
     ZC_UCX_AM_PONG,       /* the answer, on `via` */
     ZC_UCX_AM_OUT,        /* `rail` between node_a and node_b is out */
     ZC_UCX_AM_BACK,       /* it is back */
-    ZC_UCX_AM_SUSPECT     /* (local) UCX reported an error on `rail` to `src` */
+    ZC_UCX_AM_SUSPECT,    /* (local) UCX reported an error on `rail` to `src` */
+    ZC_UCX_AM_QUERY,      /* did you receive transfer `key` from me whole? */
+    ZC_UCX_AM_ANSWER      /* node_a: 1 yes, 0 no */
 } zc_ucx_am_type_t;
 
 static zc_ucx_rail_t *zc_ucx_rail(zc_transport_t *tp, int rail, int node)
@@ -338,8 +344,12 @@ void zc_ucx_rail_suspect(zc_transport_t *tp, int rail, int peer, int after_error
     ping.via = (uint8_t)via;
     if (zc_ucx_am_send(tp, 1 + via, peer, &ping) != ZC_OK)
         zc_error_clear();  /* no answer comes: the deadline decides */
+    /* on the suspect rail only over the endpoint it has: connecting anew
+     * over a link that may be down blocks */
     ping.via = (uint8_t)rail;
-    if (!after_error && zc_ucx_am_send(tp, 1 + rail, peer, &ping) != ZC_OK)
+    zc_ucx_conn_t *on_rail = zc_ucx_conn(tp, 1 + rail, peer);
+    if (!after_error && on_rail->ep && !on_rail->failed &&
+        zc_ucx_am_send(tp, 1 + rail, peer, &ping) != ZC_OK)
         zc_error_clear();
     zc_log_debug("rail %d to rank %d suspect (%s): asking on rails %d and %d", rail, peer, why,
                  rail, via);
@@ -392,6 +402,55 @@ static void zc_ucx_pong(zc_transport_t *tp, const zc_ucx_am_msg_t *m)
     }
 }
 
+/* ---- the ends of striped transfers --------------------------------------- */
+
+void zc_ucx_xfer_done(zc_transport_t *tp, int peer, uint64_t key)
+{
+    unsigned i = tp->done_next++ % ZC_UCX_DONE_RING;
+
+    tp->done_ring[i].peer = peer;
+    tp->done_ring[i].key = key;
+}
+
+/* A sender asks whether this rank received its transfer whole. */
+static void zc_ucx_xfer_answer(zc_transport_t *tp, const zc_ucx_am_msg_t *m)
+{
+    zc_ucx_am_msg_t answer = {.type = ZC_UCX_AM_ANSWER, .key = m->key};
+    unsigned n = tp->done_next < ZC_UCX_DONE_RING ? tp->done_next : ZC_UCX_DONE_RING;
+
+    for (unsigned i = 0; i < n && !answer.node_a; i++)
+        answer.node_a = tp->done_ring[i].peer == m->src && tp->done_ring[i].key == m->key;
+    if (zc_ucx_am_send(tp, zc_ucx_notice_lane(tp, m->src), m->src, &answer) != ZC_OK)
+        zc_error_clear();
+}
+
+int zc_ucx_xfer_query(zc_transport_t *tp, int peer, uint64_t key)
+{
+    int64_t now = zc_now_ms();
+    int free_q = -1;
+
+    for (int q = 0; q < ZC_UCX_QUERIES; q++) {
+        if (tp->queries[q].peer == peer && tp->queries[q].key == key) {
+            int answer = tp->queries[q].answer;
+            if (answer >= 0 || now - tp->queries[q].asked_ms > tp->w.rail_stall_ms)
+                tp->queries[q].peer = -1;  /* answered, or ask again next time */
+            return answer;
+        }
+        if (tp->queries[q].peer < 0 || now - tp->queries[q].asked_ms > tp->w.timeout_ms)
+            free_q = q;
+    }
+    if (free_q >= 0) {
+        zc_ucx_am_msg_t ask = {.type = ZC_UCX_AM_QUERY, .key = key};
+        tp->queries[free_q].peer = peer;
+        tp->queries[free_q].key = key;
+        tp->queries[free_q].answer = -1;
+        tp->queries[free_q].asked_ms = now;
+        if (zc_ucx_am_send(tp, zc_ucx_notice_lane(tp, peer), peer, &ask) != ZC_OK)
+            zc_error_clear();
+    }
+    return -1;
+}
+
 /* One rail message; non-zero when a rail went out. */
 static int zc_ucx_rail_message(zc_transport_t *tp, const zc_ucx_am_msg_t *m)
 {
@@ -402,6 +461,8 @@ static int zc_ucx_rail_message(zc_transport_t *tp, const zc_ucx_am_msg_t *m)
 
     if (m->src < 0 || m->src >= w->size || m->rail >= w->nrails || m->via >= w->nrails)
         return 0;
+    zc_log_debug("rail message %d about rail %d from rank %d", m->type, m->rail, m->src);
+    /* questions about transfers need no rail (rail 0 is always in range) */
     switch (m->type) {
     case ZC_UCX_AM_PING:
         pong = *m;
@@ -414,6 +475,14 @@ static int zc_ucx_rail_message(zc_transport_t *tp, const zc_ucx_am_msg_t *m)
         return 0;
     case ZC_UCX_AM_SUSPECT:
         zc_ucx_rail_suspect(tp, m->rail, m->src, 1, m->why);
+        return 0;
+    case ZC_UCX_AM_QUERY:
+        zc_ucx_xfer_answer(tp, m);
+        return 0;
+    case ZC_UCX_AM_ANSWER:
+        for (int q = 0; q < ZC_UCX_QUERIES; q++)
+            if (tp->queries[q].peer == m->src && tp->queries[q].key == m->key)
+                tp->queries[q].answer = m->node_a == 1;
         return 0;
     case ZC_UCX_AM_OUT:
     case ZC_UCX_AM_BACK:
@@ -434,6 +503,32 @@ static int zc_ucx_rail_message(zc_transport_t *tp, const zc_ucx_am_msg_t *m)
     return 0;
 }
 
+/* Whether this node's end of `rail` is up: every network interface its
+ * devices name (UCX_NET_DEVICES syntax; verbs ports have a ':') is up and
+ * running.  A connection UCX opens over a link that is down blocks the
+ * process for seconds (the kernel's neighbour discovery), so a rail is not
+ * probed while it is. */
+static int zc_ucx_rail_link_up(const zc_transport_t *tp, int rail)
+{
+    char devs[ZC_UCX_DEVICES_LEN], *save = NULL;
+    int fd, up = 1;
+
+    if (!tp->w.rail_devices[rail] || (fd = socket(AF_INET, SOCK_DGRAM, 0)) < 0)
+        return 1;
+    snprintf(devs, sizeof(devs), "%s", tp->w.rail_devices[rail]);
+    for (char *d = strtok_r(devs, ",", &save); d && up; d = strtok_r(NULL, ",", &save)) {
+        struct ifreq ifr;
+        if (strchr(d, ':') || strlen(d) >= sizeof(ifr.ifr_name))
+            continue;
+        memset(&ifr, 0, sizeof(ifr));
+        memcpy(ifr.ifr_name, d, strlen(d));
+        if (ioctl(fd, SIOCGIFFLAGS, &ifr) == 0)
+            up = (ifr.ifr_flags & IFF_UP) && (ifr.ifr_flags & IFF_RUNNING);
+    }
+    close(fd);
+    return up;
+}
+
 /* Ask a rank of `node` on `rail`, held out, whether it is back. */
 static void zc_ucx_rail_ask_back(zc_transport_t *tp, int rail, int node, int64_t now)
 {
@@ -442,6 +537,8 @@ static void zc_ucx_rail_ask_back(zc_transport_t *tp, int rail, int node, int64_t
     int members = 0, pick;
 
     r->next_probe_ms = now + tp->w.rail_probe_ms;
+    if (!zc_ucx_rail_link_up(tp, rail))
+        return;
     for (int p = 0; p < tp->w.size; p++)
         members += tp->w.rank_node[p] == node;
     pick = r->probe_turn++ % members;
@@ -531,8 +628,11 @@ zc_status_t zc_ucx_rails_init(zc_transport_t *tp)
     tp->rails = calloc((size_t)(w->nrails ? w->nrails : 1) * (size_t)tp->nnodes,
                        sizeof(*tp->rails));
     tp->peer_dead = calloc((size_t)w->size, sizeof(int));
-    if (!tp->rails || !tp->peer_dead)
+    tp->done_ring = w->nrails ? calloc(ZC_UCX_DONE_RING, sizeof(*tp->done_ring)) : NULL;
+    if (!tp->rails || !tp->peer_dead || (w->nrails && !tp->done_ring))
         return zc_error(ZC_ERR_NO_MEMORY, "cannot allocate the rail state");
+    for (int q = 0; q < ZC_UCX_QUERIES; q++)
+        tp->queries[q].peer = -1;
     for (int l = 0; l < tp->nlanes; l++) {
         ucp_am_handler_param_t param = {0};
         if (l == tp->split_lane)
@@ -557,4 +657,5 @@ void zc_ucx_rails_fini(zc_transport_t *tp)
         free(tp->addrs[l]);
     free(tp->rails);
     free(tp->peer_dead);
+    free(tp->done_ring);
 }

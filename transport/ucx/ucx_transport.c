@@ -669,6 +669,14 @@ static int zc_ucx_wait_event(zc_transport_t *tp, int timeout_ms)
     return zc_ucx_sleep(tp, timeout_ms, 0);
 }
 
+static void zc_ucx_cancel(zc_transport_t *tp, zc_request_h req)
+{
+    zc_ucx_op_t *op = req->backend;
+
+    if (req->kind == ZC_REQ_RECV && !req->done && op && op->ucx_req && !op->twin)
+        ucp_request_cancel(tp->lanes[op->lane].worker, op->ucx_req);
+}
+
 static void zc_ucx_abandon(zc_transport_t *tp, zc_request_h req, zc_status_t status)
 {
     zc_ucx_op_t *op = req->backend;
@@ -721,6 +729,17 @@ static void zc_ucx_rail_suspect_op(zc_transport_t *tp, int rail, int peer, const
 {
     if (tp->w.nrails > 1)
         zc_ucx_rail_suspect(tp, rail, peer, 0, why);
+}
+
+static void zc_ucx_xfer_done_op(zc_transport_t *tp, int peer, uint64_t key)
+{
+    if (tp->done_ring)
+        zc_ucx_xfer_done(tp, peer, key);
+}
+
+static int zc_ucx_xfer_query_op(zc_transport_t *tp, int peer, uint64_t key)
+{
+    return tp->done_ring ? zc_ucx_xfer_query(tp, peer, key) : -1;
 }
 
 static void zc_ucx_rail_bytes(zc_transport_t *tp, int rail, uint64_t *sent, uint64_t *received)
@@ -878,9 +897,12 @@ const zc_transport_ops_t zc_transport_ucx = {
     .poll = zc_ucx_poll,
     .wait_event = zc_ucx_wait_event,
     .abandon = zc_ucx_abandon,
+    .cancel = zc_ucx_cancel,
     .peer_failed = zc_ucx_peer_failed,
     .rail_bytes = zc_ucx_rail_bytes,
     .rails_out = zc_ucx_rails_out_op,
     .rail_live = zc_ucx_rail_live_op,
     .rail_suspect = zc_ucx_rail_suspect_op,
+    .xfer_done = zc_ucx_xfer_done_op,
+    .xfer_query = zc_ucx_xfer_query_op,
 };

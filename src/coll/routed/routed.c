@@ -3,12 +3,16 @@
  * Slice k of a transfer from rank s (node A) to rank d (node B) goes
  *   s --shm--> p_k --rail k--> q_k --shm--> d
  * where p_k and q_k are the ranks of A and B that sit on rail k (s itself
- * or d itself when they do: then that hop disappears).  Every slice moves
- * in chunks through a window of staging slots at the proxies, so dispatch,
- * wire and combine of different chunks overlap.  Every rank computes the
- * same routes from the same transfer list, so nobody needs to be told; the
- * schedule first checks that the lists are the same (agree.h) and moves no
- * data until every rank knows they are. */
+ * or d itself when they do: then that hop disappears).  Slice k's share of
+ * the transfer is rail k's weight (src/core/rail_rates.h: its rate, 0 when
+ * out).  Every slice moves in chunks, so dispatch, wire and combine of
+ * different chunks overlap; the wire hop is a striped transfer
+ * (src/core/wire.c): acknowledged chunk by chunk, and sent again on the
+ * other rails if rail k goes out mid-call, each chunk taken once.  Every
+ * rank computes the same routes from the same transfer list and the same
+ * weights, so nobody needs to be told; the schedule first checks that the
+ * lists are the same and settles the weights (agree.h), and builds its data
+ * ops only once every rank knows they are. */
 #include "config.h"
 
 #include <string.h>
@@ -19,11 +23,16 @@
 #include "src/core/memtype.h"
 #include "src/coll/routed/route.h"
 #include "src/core/sched.h"
+#include "src/core/wire.h"
 #include "src/common/status.h"
 
 /* Tag layout below the class: stage, call sequence, rail, chunk, transfer. */
 enum { ZC_ROUTED_DIRECT, ZC_ROUTED_DISPATCH, ZC_ROUTED_WIRE, ZC_ROUTED_COMBINE };
-#define ZC_ROUTED_WINDOW 4
+#define ZC_ROUTED_CHUNK_SHIFT 12
+#define ZC_ROUTED_CHUNK_BITS 10
+/* A wire hop's acknowledgements: stage DIRECT with a chunk number no
+ * direct transfer (0) or agreement round (1 + round) uses. */
+#define ZC_ROUTED_ACK_CHUNK 1023
 
 static uint64_t zc_routed_tag(int sender, int stage, unsigned seq, int rail, int chunk, int xfer)
 {
@@ -58,7 +67,11 @@ typedef struct {
     zc_agree_range_t *range; /* the agreement's outcome, or NULL */
 } zc_routed_ctx_t;
 
-/* What this rank does for slice `k` of transfer `x`: bytes [off, off+len). */
+/* What this rank does for slice `k` of transfer `x`: bytes [off, off+len).
+ * The wire hop p -> q is a striped transfer (src/core/wire.c) whose home
+ * is rail k: its chunks go there while it is not out, on the other rails
+ * when it is; p stages each chunk the source dispatched to it, q hands each
+ * on to the destination as it arrives (or is itself the destination). */
 static void zc_routed_slice(zc_routed_ctx_t *ctx, int x, const zc_transfer_t *t, int k,
                             size_t off, size_t len, const char *sendbuf, char *recvbuf)
 {
@@ -68,60 +81,43 @@ static void zc_routed_slice(zc_routed_ctx_t *ctx, int x, const zc_transfer_t *t,
     int p = zc_route_proxy(comm, t, t->src, k), q = zc_route_proxy(comm, t, t->dst, k);
     size_t chunk = ctx->chunk;
     int nchunks = (int)((len + chunk - 1) / chunk);
-    char *slots_p = NULL, *slots_q = NULL;
-    int wire_send[ZC_ROUTED_MAX_CHUNKS], wire_recv_done[ZC_ROUTED_MAX_CHUNKS];
+    zc_wire_spec_t wire = {
+        .bytes = len, .chunk = chunk, .chunk_shift = ZC_ROUTED_CHUNK_SHIFT,
+        .chunk_bits = ZC_ROUTED_CHUNK_BITS, .seq = ctx->seq, .id = (uint32_t)x << 8 | (uint32_t)k,
+        .home = k, .tag = zc_routed_tag(p, ZC_ROUTED_WIRE, ctx->seq, k, 0, x),
+        .ack_tag = zc_routed_tag(q, ZC_ROUTED_DIRECT, ctx->seq, k, ZC_ROUTED_ACK_CHUNK, x),
+    };
 
     if (me != t->src && me != t->dst && me != p && me != q)
         return;
-    if (me == p && p != t->src)
-        slots_p = zc_sched_buffer(s, chunk * ZC_ROUTED_WINDOW);
-    if (me == q && q != t->dst)
-        slots_q = zc_sched_buffer(s, chunk * ZC_ROUTED_WINDOW);
     for (int c = 0; c < nchunks; c++) {
         size_t coff = off + (size_t)c * chunk;
         size_t clen = len - (size_t)c * chunk < chunk ? len - (size_t)c * chunk : chunk;
-        int slot = c % ZC_ROUTED_WINDOW;
-        int reuse_p = c >= ZC_ROUTED_WINDOW ? wire_send[c - ZC_ROUTED_WINDOW] : ZC_SCHED_NONE;
-        int reuse_q = c >= ZC_ROUTED_WINDOW ? wire_recv_done[c - ZC_ROUTED_WINDOW]
-                                            : ZC_SCHED_NONE;
-        wire_send[c] = wire_recv_done[c] = ZC_SCHED_NONE;
 
         /* dispatch: s -> p over shared memory */
         if (me == t->src && p != t->src)
             zc_sched_p2p(s, ZC_REQ_SEND, (char *)sendbuf + coff, clen, p,
                          zc_routed_tag(me, ZC_ROUTED_DISPATCH, ctx->seq, k, c, x), ZC_RAIL_AUTO,
                          ZC_SCHED_NONE, ctx->gate);
-        /* wire: p -> q over rail k */
-        if (me == p) {
-            char *from = (char *)sendbuf + coff;
-            int got = ZC_SCHED_NONE;
-            if (p != t->src) {
-                from = slots_p + (size_t)slot * chunk;
-                got = zc_sched_p2p(s, ZC_REQ_RECV, from, clen, t->src,
-                                   zc_routed_tag(t->src, ZC_ROUTED_DISPATCH, ctx->seq, k, c, x),
-                                   ZC_RAIL_AUTO, reuse_p, ctx->gate);
-            }
-            wire_send[c] = zc_sched_p2p(s, ZC_REQ_SEND, from, clen, q,
-                                        zc_routed_tag(me, ZC_ROUTED_WIRE, ctx->seq, k, c, x), k,
-                                        got, ctx->gate);
-        }
         /* combine: q -> d over shared memory */
-        if (me == q) {
-            char *into = q == t->dst ? recvbuf + coff : slots_q + (size_t)slot * chunk;
-            int got = zc_sched_p2p(s, ZC_REQ_RECV, into, clen, p,
-                                   zc_routed_tag(p, ZC_ROUTED_WIRE, ctx->seq, k, c, x), k,
-                                   reuse_q, ctx->gate);
-            wire_recv_done[c] = got;
-            if (q != t->dst)
-                wire_recv_done[c] = zc_sched_p2p(s, ZC_REQ_SEND, into, clen, t->dst,
-                                                 zc_routed_tag(me, ZC_ROUTED_COMBINE, ctx->seq, k,
-                                                               c, x),
-                                                 ZC_RAIL_AUTO, got, ctx->gate);
-        }
         if (me == t->dst && q != t->dst)
             zc_sched_p2p(s, ZC_REQ_RECV, recvbuf + coff, clen, q,
                          zc_routed_tag(q, ZC_ROUTED_COMBINE, ctx->seq, k, c, x), ZC_RAIL_AUTO,
                          ZC_SCHED_NONE, ctx->gate);
+    }
+    if (me == p) {
+        wire.peer = q;
+        wire.src = p == t->src ? sendbuf + off : NULL;
+        wire.fill_peer = t->src;
+        wire.fill_tag = zc_routed_tag(t->src, ZC_ROUTED_DISPATCH, ctx->seq, k, 0, x);
+        zc_wire_sched(s, comm, &wire, 1, ctx->gate, ZC_SCHED_NONE);
+    }
+    if (me == q) {
+        wire.peer = p;
+        wire.dst = q == t->dst ? recvbuf + off : NULL;
+        wire.drain_peer = t->dst;
+        wire.drain_tag = zc_routed_tag(q, ZC_ROUTED_COMBINE, ctx->seq, k, 0, x);
+        zc_wire_sched(s, comm, &wire, 0, ctx->gate, ZC_SCHED_NONE);
     }
 }
 
