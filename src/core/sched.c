@@ -316,6 +316,13 @@ zc_status_t zc_sched_test(zc_sched_t *s)
  * (ops before it are done, and a local step's `peer` is no rank). */
 static zc_status_t zc_sched_timeout(zc_sched_t *s)
 {
+    /* what is still open, for a debug log */
+    for (int i = s->first_open; i < s->nops && zc_log_level() >= ZC_LOG_DEBUG; i++)
+        if (s->ops[i].kind == ZC_OP_P2P && s->ops[i].state == ZC_OP_POSTED)
+            zc_log_debug("timed out with a %s of %zu bytes %s rank %d open (tag 0x%llx)",
+                         s->ops[i].dir == ZC_REQ_SEND ? "send" : "receive", s->ops[i].bytes,
+                         s->ops[i].dir == ZC_REQ_SEND ? "to" : "from", s->ops[i].peer,
+                         (unsigned long long)s->ops[i].tag);
     for (int i = s->first_open; i < s->nops; i++)
         if ((s->ops[i].kind == ZC_OP_P2P || s->ops[i].kind == ZC_OP_TASK) &&
             s->ops[i].state == ZC_OP_POSTED)

@@ -120,6 +120,7 @@ typedef struct {
     int64_t failed_ns[ZC_MAX_RAILS];   /* (sender) when a send there last failed */
     int64_t progress_ns;   /* (sender) when the last acknowledgement came */
     int ever_out;          /* a rail it used went out: listen and send everywhere */
+    int confirmed;         /* (sender) the receiver said it has every chunk */
     int64_t last_new_ns;   /* (receiver) when the last new chunk came */
     int ending;            /* every chunk in: cancelling what is left */
     int64_t still_ns;      /* when it last moved (for the debug log of a stuck one) */
@@ -447,10 +448,11 @@ static void zc_wire_ask_done(zc_wire_t *w, int *moved)
     int64_t stall = (int64_t)zc_wire_stall_ms(w) * 1000000;
     uint64_t key = (uint64_t)w->spec.seq << 32 | w->spec.id;
 
-    if (!w->ever_out || zc_now_ns() - w->progress_ns < stall)
+    if (!w->ever_out || w->confirmed || zc_now_ns() - w->progress_ns < stall)
         return;
     if (w->comm->host_ops->xfer_query(w->comm->host, w->spec.peer, key) != 1)
         return;
+    w->confirmed = 1;
     for (int c = 0; c < w->nchunks; c++) {
         if (w->state[c] == ZC_CHUNK_DONE)
             continue;
@@ -478,7 +480,16 @@ static zc_status_t zc_wire_send_poll(zc_wire_t *w, int *moved)
         return ZC_INPROGRESS;
     }
     /* every chunk acknowledged: the acknowledgement receives go, and the
-     * sends UCX still holds finish (a rail that went out cancelled its) */
+     * sends UCX still holds finish (a rail that went out cancelled its).
+     * Once the receiver said it has everything, a copy sent again after a
+     * failover may never be taken (a rendezvous waits for a receive that
+     * ended): left to UCX with its staging, which is then never freed. */
+    for (int i = 0; w->confirmed && i < w->nsends; i++) {
+        w->leaked |= !w->sends[i].req->done;
+        zc_p2p_abandon(&w->sends[i].req, ZC_ERR_INTERNAL);
+    }
+    if (w->confirmed)
+        w->nsends = 0;
     for (int r = 0; r < w->comm->nrails; r++)
         if (w->ack_req[r])
             zc_p2p_cancel(w->ack_req[r]);

@@ -29,6 +29,7 @@ typedef struct {
     ucp_ep_h ep;     /* NULL where the lane does not reach the peer, or once closed */
     zc_transport_t *tp;
     int lane, peer;
+    int probe;       /* the rail messages' own endpoint (zc_ucx_probe_conn) */
     int failed;
     int closing;     /* peers that exit first break the link: not news */
     int abandoned;   /* a send on it was given up: close it by force */
@@ -108,7 +109,11 @@ struct zc_transport {
     int nlanes;
     zc_ucx_lane_t lanes[ZC_UCX_MAX_LANES];
     int split_lane;        /* the put lane of split messages' second halves, or -1 */
-    zc_ucx_conn_t *conns;  /* [nlanes][size]; ep NULL where a lane does not reach */
+    /* [nlanes][size] endpoints of the data, then [nlanes][size] of the
+     * rail messages on rails (their own connections: a probe does not wait
+     * behind the data queued on a slow rail); ep NULL where a lane does
+     * not reach */
+    zc_ucx_conn_t *conns;
     /* Every lane's worker addresses, kept to connect again. */
     char *addrs[ZC_UCX_MAX_LANES];
     size_t addr_stride[ZC_UCX_MAX_LANES];
@@ -162,6 +167,11 @@ struct zc_transport {
 static inline zc_ucx_conn_t *zc_ucx_conn(zc_transport_t *tp, int lane, int peer)
 {
     return &tp->conns[(size_t)lane * (size_t)tp->w.size + (size_t)peer];
+}
+
+static inline zc_ucx_conn_t *zc_ucx_probe_conn(zc_transport_t *tp, int lane, int peer)
+{
+    return &tp->conns[((size_t)tp->nlanes + (size_t)lane) * (size_t)tp->w.size + (size_t)peer];
 }
 
 /* ---- ucx_rails.c ---------------------------------------------------------- */

@@ -77,6 +77,10 @@ static void zc_ucx_ep_error(void *arg, ucp_ep_h ep, ucs_status_t status)
 
     if (ep != conn->ep)
         return;  /* an endpoint closed and replaced since */
+    if (conn->probe) {
+        conn->failed = 1;  /* connected again when the rail's link is up */
+        return;
+    }
     /* Waits turn this into ZC_ERR_PEER_FAILED with a detail; a peer that
      * destroyed its communicator first also breaks the link, so this is
      * no warning by itself. */
@@ -143,6 +147,47 @@ static void zc_ucx_ep_drop(zc_ucx_conn_t *conn)
         ucp_request_free(sp);  /* UCX finishes the close on its own */
 }
 
+/* Whether this node's end of `rail` is up: every network interface its
+ * devices name (UCX_NET_DEVICES syntax; verbs ports have a ':') is up and
+ * running.  A connection UCX opens over a link that is down blocks the
+ * process for seconds (the kernel's neighbour discovery), so a rail is not
+ * probed while it is. */
+static int zc_ucx_rail_link_up(const zc_transport_t *tp, int rail)
+{
+    char devs[ZC_UCX_DEVICES_LEN], *save = NULL;
+    int fd, up = 1;
+
+    if (!tp->w.rail_devices[rail] || (fd = socket(AF_INET, SOCK_DGRAM, 0)) < 0)
+        return 1;
+    snprintf(devs, sizeof(devs), "%s", tp->w.rail_devices[rail]);
+    for (char *d = strtok_r(devs, ",", &save); d && up; d = strtok_r(NULL, ",", &save)) {
+        struct ifreq ifr;
+        if (strchr(d, ':') || strlen(d) >= sizeof(ifr.ifr_name))
+            continue;
+        memset(&ifr, 0, sizeof(ifr));
+        memcpy(ifr.ifr_name, d, strlen(d));
+        if (ioctl(fd, SIOCGIFFLAGS, &ifr) == 0)
+            up = (ifr.ifr_flags & IFF_UP) && (ifr.ifr_flags & IFF_RUNNING);
+    }
+    close(fd);
+    return up;
+}
+
+/* `conn` connected again if it was closed or failed; not over a rail whose
+ * link is down here (a connection UCX opens over it blocks the process for
+ * seconds, the kernel's neighbour discovery). */
+static zc_status_t zc_ucx_conn_renew(zc_transport_t *tp, zc_ucx_conn_t *conn)
+{
+    if (conn->ep && !conn->failed)
+        return ZC_OK;
+    if (conn->lane >= 1 && conn->lane <= tp->w.nrails &&
+        !zc_ucx_rail_link_up(tp, conn->lane - 1))
+        return zc_error(ZC_ERR_PEER_FAILED, "rail %d: the link of this node is down",
+                        conn->lane - 1);
+    zc_ucx_ep_drop(conn);
+    return zc_ucx_ep_create(tp, conn);
+}
+
 zc_status_t zc_ucx_conn_usable(zc_transport_t *tp, int lane, int peer, zc_ucx_conn_t **out)
 {
     zc_ucx_conn_t *conn = zc_ucx_conn(tp, lane, peer);
@@ -150,10 +195,7 @@ zc_status_t zc_ucx_conn_usable(zc_transport_t *tp, int lane, int peer, zc_ucx_co
     if (!zc_ucx_lane_reaches(tp, lane, peer))
         return zc_error(ZC_ERR_UNSUPPORTED, "rank %d has no endpoint on the %s lane", peer,
                         tp->lanes[lane].name);
-    if (!conn->ep || conn->failed) {
-        zc_ucx_ep_drop(conn);
-        ZC_CHECK(zc_ucx_ep_create(tp, conn));
-    }
+    ZC_CHECK(zc_ucx_conn_renew(tp, conn));
     *out = conn;
     return ZC_OK;
 }
@@ -210,9 +252,13 @@ out:
 zc_status_t zc_ucx_connect_lane(zc_transport_t *tp, int l)
 {
     ZC_CHECK(zc_ucx_exchange_addresses(tp, &tp->lanes[l], &tp->addrs[l], &tp->addr_stride[l]));
-    for (int r = 0; r < tp->w.size; r++)
-        if (zc_ucx_lane_reaches(tp, l, r))
-            ZC_CHECK(zc_ucx_ep_create(tp, zc_ucx_conn(tp, l, r)));
+    for (int r = 0; r < tp->w.size; r++) {
+        if (!zc_ucx_lane_reaches(tp, l, r))
+            continue;
+        ZC_CHECK(zc_ucx_ep_create(tp, zc_ucx_conn(tp, l, r)));
+        if (l >= 1 && l <= tp->w.nrails)
+            ZC_CHECK(zc_ucx_ep_create(tp, zc_ucx_probe_conn(tp, l, r)));
+    }
     return ZC_OK;
 }
 
@@ -234,14 +280,20 @@ static ucs_status_t zc_ucx_am_cb(void *arg, const void *header, size_t header_le
     return UCS_OK;
 }
 
-/* Send `msg` to `peer` on `lane`, without waiting for it. */
+/* Send `msg` to `peer` on `lane`, without waiting for it: on a rail over
+ * the rail messages' own endpoint. */
 static zc_status_t zc_ucx_am_send(zc_transport_t *tp, int lane, int peer, zc_ucx_am_msg_t *msg)
 {
     ucp_request_param_t param = {.op_attr_mask = UCP_OP_ATTR_FIELD_FLAGS,
                                  .flags = UCP_AM_SEND_FLAG_EAGER};
     zc_ucx_conn_t *conn;
 
-    ZC_CHECK(zc_ucx_conn_usable(tp, lane, peer, &conn));
+    if (lane >= 1 && lane <= tp->w.nrails) {
+        conn = zc_ucx_probe_conn(tp, lane, peer);
+        ZC_CHECK(zc_ucx_conn_renew(tp, conn));
+    } else {
+        ZC_CHECK(zc_ucx_conn_usable(tp, lane, peer, &conn));
+    }
     msg->src = tp->w.rank;
     ucs_status_ptr_t sp = ucp_am_send_nbx(conn->ep, ZC_UCX_AM_RAIL, msg, sizeof(*msg), NULL, 0,
                                           &param);
@@ -344,12 +396,8 @@ void zc_ucx_rail_suspect(zc_transport_t *tp, int rail, int peer, int after_error
     ping.via = (uint8_t)via;
     if (zc_ucx_am_send(tp, 1 + via, peer, &ping) != ZC_OK)
         zc_error_clear();  /* no answer comes: the deadline decides */
-    /* on the suspect rail only over the endpoint it has: connecting anew
-     * over a link that may be down blocks */
     ping.via = (uint8_t)rail;
-    zc_ucx_conn_t *on_rail = zc_ucx_conn(tp, 1 + rail, peer);
-    if (!after_error && on_rail->ep && !on_rail->failed &&
-        zc_ucx_am_send(tp, 1 + rail, peer, &ping) != ZC_OK)
+    if (zc_ucx_am_send(tp, 1 + rail, peer, &ping) != ZC_OK)
         zc_error_clear();
     zc_log_debug("rail %d to rank %d suspect (%s): asking on rails %d and %d", rail, peer, why,
                  rail, via);
@@ -424,6 +472,18 @@ static void zc_ucx_xfer_answer(zc_transport_t *tp, const zc_ucx_am_msg_t *m)
         zc_error_clear();
 }
 
+static void zc_ucx_xfer_ask(zc_transport_t *tp, int q, int peer, uint64_t key, int64_t now)
+{
+    zc_ucx_am_msg_t ask = {.type = ZC_UCX_AM_QUERY, .key = key};
+
+    tp->queries[q].peer = peer;
+    tp->queries[q].key = key;
+    tp->queries[q].answer = -1;
+    tp->queries[q].asked_ms = now;
+    if (zc_ucx_am_send(tp, zc_ucx_notice_lane(tp, peer), peer, &ask) != ZC_OK)
+        zc_error_clear();
+}
+
 int zc_ucx_xfer_query(zc_transport_t *tp, int peer, uint64_t key)
 {
     int64_t now = zc_now_ms();
@@ -432,22 +492,17 @@ int zc_ucx_xfer_query(zc_transport_t *tp, int peer, uint64_t key)
     for (int q = 0; q < ZC_UCX_QUERIES; q++) {
         if (tp->queries[q].peer == peer && tp->queries[q].key == key) {
             int answer = tp->queries[q].answer;
-            if (answer >= 0 || now - tp->queries[q].asked_ms > tp->w.rail_stall_ms)
-                tp->queries[q].peer = -1;  /* answered, or ask again next time */
+            if (answer == 1)
+                tp->queries[q].peer = -1;
+            else if (now - tp->queries[q].asked_ms > tp->w.rail_stall_ms)
+                zc_ucx_xfer_ask(tp, q, peer, key, now);  /* no, or no answer: ask again */
             return answer;
         }
         if (tp->queries[q].peer < 0 || now - tp->queries[q].asked_ms > tp->w.timeout_ms)
             free_q = q;
     }
-    if (free_q >= 0) {
-        zc_ucx_am_msg_t ask = {.type = ZC_UCX_AM_QUERY, .key = key};
-        tp->queries[free_q].peer = peer;
-        tp->queries[free_q].key = key;
-        tp->queries[free_q].answer = -1;
-        tp->queries[free_q].asked_ms = now;
-        if (zc_ucx_am_send(tp, zc_ucx_notice_lane(tp, peer), peer, &ask) != ZC_OK)
-            zc_error_clear();
-    }
+    if (free_q >= 0)
+        zc_ucx_xfer_ask(tp, free_q, peer, key, now);
     return -1;
 }
 
@@ -503,32 +558,6 @@ static int zc_ucx_rail_message(zc_transport_t *tp, const zc_ucx_am_msg_t *m)
     return 0;
 }
 
-/* Whether this node's end of `rail` is up: every network interface its
- * devices name (UCX_NET_DEVICES syntax; verbs ports have a ':') is up and
- * running.  A connection UCX opens over a link that is down blocks the
- * process for seconds (the kernel's neighbour discovery), so a rail is not
- * probed while it is. */
-static int zc_ucx_rail_link_up(const zc_transport_t *tp, int rail)
-{
-    char devs[ZC_UCX_DEVICES_LEN], *save = NULL;
-    int fd, up = 1;
-
-    if (!tp->w.rail_devices[rail] || (fd = socket(AF_INET, SOCK_DGRAM, 0)) < 0)
-        return 1;
-    snprintf(devs, sizeof(devs), "%s", tp->w.rail_devices[rail]);
-    for (char *d = strtok_r(devs, ",", &save); d && up; d = strtok_r(NULL, ",", &save)) {
-        struct ifreq ifr;
-        if (strchr(d, ':') || strlen(d) >= sizeof(ifr.ifr_name))
-            continue;
-        memset(&ifr, 0, sizeof(ifr));
-        memcpy(ifr.ifr_name, d, strlen(d));
-        if (ioctl(fd, SIOCGIFFLAGS, &ifr) == 0)
-            up = (ifr.ifr_flags & IFF_UP) && (ifr.ifr_flags & IFF_RUNNING);
-    }
-    close(fd);
-    return up;
-}
-
 /* Ask a rank of `node` on `rail`, held out, whether it is back. */
 static void zc_ucx_rail_ask_back(zc_transport_t *tp, int rail, int node, int64_t now)
 {
@@ -549,8 +578,6 @@ static void zc_ucx_rail_ask_back(zc_transport_t *tp, int rail, int node, int64_t
         if (!r->back_nonce)
             tp->pending[1 + rail]++;
         r->back_nonce = ping.nonce = ++tp->next_nonce;
-        /* a fresh endpoint: the one it held was closed when it went out */
-        zc_ucx_ep_drop(zc_ucx_conn(tp, 1 + rail, p));
         if (zc_ucx_am_send(tp, 1 + rail, p, &ping) != ZC_OK)
             zc_error_clear();
         return;

@@ -753,7 +753,7 @@ static void zc_ucx_rail_bytes(zc_transport_t *tp, int rail, uint64_t *sent, uint
 static void zc_ucx_close_endpoints(zc_transport_t *tp)
 {
     int64_t deadline = zc_now_ms() + tp->w.timeout_ms;
-    size_t n = (size_t)tp->nlanes * (size_t)tp->w.size;
+    size_t n = 2 * (size_t)tp->nlanes * (size_t)tp->w.size;  /* data and probe endpoints */
     void **closing = calloc(n, sizeof(void *));
 
     /* Flush first, so that every message this rank sent is delivered
@@ -867,14 +867,18 @@ static zc_status_t zc_ucx_create(const zc_transport_world_t *world, zc_transport
     st = zc_ucx_open_lanes(tp);
     if (st != ZC_OK)
         goto err;
-    tp->conns = calloc((size_t)tp->nlanes * (size_t)world->size, sizeof(*tp->conns));
+    tp->conns = calloc(2 * (size_t)tp->nlanes * (size_t)world->size, sizeof(*tp->conns));
     if (!tp->conns) {
         st = zc_error(ZC_ERR_NO_MEMORY, "cannot allocate the UCX endpoints");
         goto err;
     }
-    for (int l = 0; l < tp->nlanes; l++)
-        for (int r = 0; r < world->size; r++)
+    for (int l = 0; l < tp->nlanes; l++) {
+        for (int r = 0; r < world->size; r++) {
             *zc_ucx_conn(tp, l, r) = (zc_ucx_conn_t){.tp = tp, .lane = l, .peer = r};
+            *zc_ucx_probe_conn(tp, l, r) = (zc_ucx_conn_t){.tp = tp, .lane = l, .peer = r,
+                                                          .probe = 1};
+        }
+    }
     /* the handlers of rail messages, before any peer can send one */
     ZC_CHECK_GOTO(zc_ucx_rails_init(tp), st, err);
     for (int l = 0; l < tp->nlanes; l++)

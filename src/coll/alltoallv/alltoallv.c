@@ -19,9 +19,11 @@
  * The data phase is a schedule (sched.h) that zc_test and zc_wait
  * progress: the self block is a copy, blocks inside a node go over shared
  * memory, and blocks between nodes of at least ZC_ALLTOALLV_SPLIT_BYTES
- * are cut into one slice per rail and sent on every NIC at once.  Every
- * rank has a lane on every rail, so slices go straight to their
- * destination: no proxy hop is needed.  Steps follow the pairwise-exchange
+ * are striped transfers (src/core/wire.c): chunks sent on every NIC at once,
+ * each rail's share in proportion to its rate (src/core/rail_rates.h), and
+ * sent again on the others when one goes out mid-call.  Every rank has a
+ * lane on every rail, so chunks go straight to their destination: no proxy
+ * hop is needed.  Steps follow the pairwise-exchange
  * order (step i sends to rank + i, receives from rank - i), so at any time
  * every rank sends to a different peer, and at most ZC_ALLTOALLV_WINDOW
  * steps with a large block are in flight. */
@@ -35,10 +37,17 @@
 #include "src/core/memtype.h"
 #include "src/coll/routed/route.h"
 #include "src/core/sched.h"
+#include "src/core/wire.h"
 #include "src/common/status.h"
 
-/* Tag layout below the class: stage, call sequence, slice. */
-enum { ZC_A2AV_SIZES, ZC_A2AV_VERDICT, ZC_A2AV_DATA };
+/* Tag layout below the class: stage, call sequence, slice (a block split
+ * over the rails: its chunk number; 0 otherwise). */
+enum { ZC_A2AV_SIZES, ZC_A2AV_VERDICT, ZC_A2AV_DATA, ZC_A2AV_ACK };
+#define ZC_A2AV_CHUNK_BITS 8
+/* A split block's chunks: at least two per rail, each at most
+ * ZC_ROUTED_CHUNK (and as many as the tag's chunk field holds). */
+#define ZC_A2AV_CHUNKS_PER_RAIL 2
+#define ZC_A2AV_MIN_CHUNK (64u << 10)
 
 static uint64_t zc_a2av_tag(int sender, int stage, unsigned seq, int slice)
 {
@@ -450,6 +459,20 @@ static void zc_a2av_join(zc_a2av_build_t *b, int op)
                                        : zc_sched_copy(b->sched, &nothing, &nothing, 0, b->last, op);
 }
 
+/* The chunk of a block of `bytes` split over the rails (both ends compute
+ * it alike). */
+static size_t zc_a2av_chunk(zc_comm_h comm, size_t bytes, size_t elem)
+{
+    size_t chunk = bytes / ((size_t)comm->nrails * ZC_A2AV_CHUNKS_PER_RAIL);
+    size_t most = (size_t)comm->settings.routed_chunk;
+    size_t fit = (bytes + ((size_t)1 << ZC_A2AV_CHUNK_BITS) - 1) >> ZC_A2AV_CHUNK_BITS;
+
+    chunk = chunk > most ? most : chunk;
+    chunk = chunk < ZC_A2AV_MIN_CHUNK ? ZC_A2AV_MIN_CHUNK : chunk;
+    chunk = chunk < fit ? fit : chunk;
+    return (chunk + elem - 1) / elem * elem;
+}
+
 /* One block between this rank and `peer` in direction `kind`. */
 static void zc_a2av_block(const zc_a2av_args_t *a, zc_a2av_build_t *b, zc_request_kind_t kind,
                           int peer)
@@ -470,16 +493,20 @@ static void zc_a2av_block(const zc_a2av_args_t *a, zc_a2av_build_t *b, zc_reques
                                      b->gate, b->agreed));
         return;
     }
-    /* Slice k travels on rail k at both ends (the routed transfer's split). */
-    for (int k = 0; k < nrails; k++) {
-        int64_t off, len;
-        zc_route_slice(count, nrails, NULL, k, &off, &len);
-        if (len)
-            zc_a2av_join(b, zc_sched_p2p(b->sched, kind, buf + (size_t)off * a->elem,
-                                         (size_t)len * a->elem, peer,
-                                         zc_a2av_tag(sender, ZC_A2AV_DATA, a->seq, 1 + k), k,
-                                         b->gate, b->agreed));
-    }
+    /* A striped transfer (src/core/wire.c): its chunks over every rail not
+     * out, in proportion to their rates, sent again on the others if one
+     * goes out. */
+    int receiver = kind == ZC_REQ_SEND ? peer : me;
+    zc_wire_spec_t wire = {
+        .peer = peer, .bytes = bytes, .chunk = zc_a2av_chunk(comm, bytes, a->elem),
+        .tag = zc_a2av_tag(sender, ZC_A2AV_DATA, a->seq, 0), .chunk_shift = 0,
+        .chunk_bits = ZC_A2AV_CHUNK_BITS,
+        .ack_tag = zc_a2av_tag(receiver, ZC_A2AV_ACK, a->seq, 0),
+        .seq = a->seq, .id = (uint32_t)sender, .home = -1,
+        .src = kind == ZC_REQ_SEND ? buf : NULL, .dst = kind == ZC_REQ_RECV ? buf : NULL,
+    };
+    zc_a2av_join(b, zc_wire_sched(b->sched, comm, &wire, kind == ZC_REQ_SEND, b->gate,
+                                  b->agreed));
 }
 
 /* ---- agreement inside the schedule, small blocks inline -------------- */
