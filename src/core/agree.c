@@ -57,12 +57,13 @@ int zc_agree_sched(zc_sched_t *s, zc_comm_h comm, uint64_t mine, zc_agree_tag_fn
 }
 
 zc_status_t zc_agree(zc_comm_h comm, uint64_t mine, zc_agree_tag_fn tag, const void *ctx,
-                     zc_agree_range_t *range)
+                     unsigned call, zc_agree_range_t *range)
 {
     zc_agree_range_t *result;
     zc_sched_t *s;
 
     ZC_CHECK(zc_sched_create(comm, &s));
+    zc_sched_set_call(s, call);
     (void)zc_agree_sched(s, comm, mine, tag, ctx, &result);
     zc_status_t st = zc_sched_wait(s);
     if (st == ZC_OK)
@@ -72,12 +73,12 @@ zc_status_t zc_agree(zc_comm_h comm, uint64_t mine, zc_agree_tag_fn tag, const v
 }
 
 zc_status_t zc_agree_refuse(zc_comm_h comm, zc_status_t refusal, zc_agree_tag_fn tag,
-                            const void *ctx)
+                            const void *ctx, unsigned call)
 {
     char why[256];
     zc_agree_range_t range;
 
     snprintf(why, sizeof(why), "%s", zc_get_last_error());
-    (void)zc_agree(comm, 0, tag, ctx, &range);
+    (void)zc_agree(comm, 0, tag, ctx, call, &range);
     return zc_error(refusal, "%s", why);
 }

@@ -36,15 +36,16 @@ typedef uint64_t (*zc_agree_tag_fn)(const void *ctx, int sender, int round);
 int zc_agree_sched(zc_sched_t *sched, zc_comm_h comm, uint64_t mine, zc_agree_tag_fn tag,
                    const void *ctx, zc_agree_range_t **range);
 
-/* The same, blocking. */
+/* The same, blocking, in a schedule of its own for the collective of call
+ * sequence `call` (zc_sched_set_call). */
 zc_status_t zc_agree(zc_comm_h comm, uint64_t mine, zc_agree_tag_fn tag, const void *ctx,
-                     zc_agree_range_t *range);
+                     unsigned call, zc_agree_range_t *range);
 
 /* For a rank that refused its own arguments to a collective: take part
  * with fingerprint 0, so that the other ranks fail with ZC_ERR_MISMATCH
  * instead of waiting for it and the call sequence stays in step; then
  * return `refusal` with its detail as it was. */
 zc_status_t zc_agree_refuse(zc_comm_h comm, zc_status_t refusal, zc_agree_tag_fn tag,
-                            const void *ctx);
+                            const void *ctx, unsigned call);
 
 #endif

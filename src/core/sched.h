@@ -9,6 +9,7 @@
 #include <stdint.h>
 
 #include "src/core/comm.h"
+#include "src/core/wire.h"
 
 typedef struct zc_sched zc_sched_t;
 
@@ -46,19 +47,18 @@ int zc_sched_copy(zc_sched_t *sched, void *dst, const void *src, size_t bytes, i
  * collective builds what depends on its agreement's outcome. */
 typedef zc_status_t (*zc_sched_fn_t)(void *arg, int i);
 int zc_sched_call(zc_sched_t *sched, zc_sched_fn_t fn, void *arg, int i, int dep0, int dep1);
-/* A task: a step with requests of its own that the schedule polls, once
- * its dependencies are done, until it ends (a striped transfer,
- * src/core/wire.c).  poll: ZC_INPROGRESS, ZC_OK or an error (which fails
- * the schedule), *moved set when anything happened.  destroy: the
- * schedule is destroyed (the task finished or not): give up what is
- * unfinished and free it.  `peer` is who it waits for (dead-peer checks,
- * the timeout's message). */
-typedef struct {
-    zc_status_t (*poll)(void *task, int *moved);
-    void (*destroy)(void *task);
-} zc_sched_task_ops_t;
-int zc_sched_task(zc_sched_t *sched, const zc_sched_task_ops_t *ops, void *task, int peer,
-                  int dep0, int dep1);
+/* This rank's end (the sending one when `sending`) of a striped transfer
+ * (src/core/wire.c), run once ops dep0 and dep1 are done. */
+int zc_sched_wire(zc_sched_t *sched, const zc_wire_spec_t *spec, int sending, int dep0,
+                  int dep1);
+/* The collective's call sequence, the same on every rank: from then on
+ * the schedule sends each message between nodes (at most
+ * ZC_SCHED_WIRE_MAX bytes, no rail named) as a one-chunk striped transfer,
+ * acknowledged and sent again on another rail if its rail goes out; a
+ * larger one, or without it, goes as a plain message, lost with its rail.
+ * Both ends of every message must set it alike. */
+void zc_sched_set_call(zc_sched_t *sched, unsigned call);
+#define ZC_SCHED_WIRE_MAX (1u << 20)
 /* Staging memory freed with the schedule; NULL when out of memory. */
 void *zc_sched_buffer(zc_sched_t *sched, size_t bytes);
 /* Hand the schedule to a request (zc_test/zc_wait progress it); on

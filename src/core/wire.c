@@ -54,6 +54,7 @@
 #include "src/common/log.h"
 #include "src/common/status.h"
 #include "src/core/p2p.h"
+#include "src/core/rail_rates.h"
 #include "src/core/wire.h"
 
 #define ZC_WIRE_MAGIC 0x5a435731u      /* "ZCW1": a chunk */
@@ -74,6 +75,7 @@ typedef struct {
 } zc_wire_ack_msg_t;
 
 #define ZC_WIRE_HDR sizeof(zc_wire_hdr_t)
+_Static_assert(sizeof(zc_wire_hdr_t) == ZC_WIRE_HEADER, "wire.h names the header's size");
 
 enum { ZC_CHUNK_NEW, ZC_CHUNK_FILLING, ZC_CHUNK_READY, ZC_CHUNK_SENT, ZC_CHUNK_DONE };
 
@@ -95,7 +97,7 @@ typedef struct {
     zc_wire_ack_msg_t *ack; /* an acknowledgement's message (malloc'd) */
 } zc_wire_send_t;
 
-typedef struct {
+struct zc_wire {
     zc_comm_h comm;
     zc_wire_spec_t spec;
     int sending;
@@ -123,15 +125,21 @@ typedef struct {
     int confirmed;         /* (sender) the receiver said it has every chunk */
     int64_t last_new_ns;   /* (receiver) when the last new chunk came */
     int ending;            /* every chunk in: cancelling what is left */
-    int64_t still_ns;      /* when it last moved (for the debug log of a stuck one) */
     int leaked;            /* UCX may still write into its staging: never freed */
-} zc_wire_t;
+};
 
 static size_t zc_wire_len(const zc_wire_t *w, int c)
 {
     size_t off = (size_t)c * w->spec.chunk;
 
     return w->spec.bytes - off < w->spec.chunk ? w->spec.bytes - off : w->spec.chunk;
+}
+
+void zc_wire_frame(void *buf, uint32_t seq, uint32_t id)
+{
+    zc_wire_hdr_t hdr = {ZC_WIRE_MAGIC, seq, id, 0};
+
+    memcpy(buf, &hdr, sizeof(hdr));
 }
 
 static uint64_t zc_wire_tag(const zc_wire_t *w, uint64_t base, int c)
@@ -537,9 +545,10 @@ static zc_status_t zc_wire_listen(zc_wire_t *w, int *moved)
             if (i < 0)
                 return ZC_OK;
             zc_wire_slot_t *s = &w->slots[i];
+            /* (any length up to a whole chunk: the header says which it is) */
             ZC_CHECK(zc_p2p_post_framed(w->comm, ZC_REQ_RECV, s->buf, ZC_WIRE_HDR + w->spec.chunk,
-                                        w->spec.peer, w->spec.tag, mask, r, ZC_WIRE_HDR, 0,
-                                        &s->req));
+                                        w->spec.peer, w->spec.tag, mask, r, ZC_WIRE_HDR,
+                                        ZC_P2P_UP_TO, &s->req));
             s->rail = r;
             posted[r]++;
             *moved = 1;
@@ -596,7 +605,8 @@ static zc_status_t zc_wire_take(zc_wire_t *w, int i)
                      "dropped", sp->peer);
         return ZC_OK;
     }
-    if (c >= w->nchunks || got != ZC_WIRE_HDR + zc_wire_len(w, c))
+    if (c >= w->nchunks || (sp->up_to ? got > ZC_WIRE_HDR + sp->bytes
+                                      : got != ZC_WIRE_HDR + zc_wire_len(w, c)))
         return zc_error(ZC_ERR_MISMATCH, "count: rank %d sent chunk %d of %zu bytes, this rank "
                         "expects %d chunks of %zu bytes (%zu in all): the ranks cut the transfer "
                         "differently", sp->peer, c, got - ZC_WIRE_HDR, w->nchunks, sp->chunk,
@@ -606,7 +616,7 @@ static zc_status_t zc_wire_take(zc_wire_t *w, int i)
         w->ndone++;
         w->last_new_ns = zc_now_ns();
         if (sp->dst) {
-            memcpy(sp->dst + (size_t)c * sp->chunk, s->buf + ZC_WIRE_HDR, zc_wire_len(w, c));
+            memcpy(sp->dst + (size_t)c * sp->chunk, s->buf + ZC_WIRE_HDR, got - ZC_WIRE_HDR);
         } else {
             zc_wire_send_t *d;
             ZC_CHECK(zc_wire_send_add(w, &d));
@@ -685,37 +695,17 @@ static zc_status_t zc_wire_recv_poll(zc_wire_t *w, int *moved)
     return left || w->nsends ? ZC_INPROGRESS : ZC_OK;
 }
 
-/* ---- the task ------------------------------------------------------------- */
+/* ---- the wire ------------------------------------------------------------- */
 
-static zc_status_t zc_wire_poll(void *task, int *moved)
+zc_status_t zc_wire_poll(zc_wire_t *w, int *moved)
 {
-    zc_wire_t *w = task;
-    int mine = 0;
-    zc_status_t st = w->sending ? zc_wire_send_poll(w, &mine) : zc_wire_recv_poll(w, &mine);
-    int64_t now = zc_now_ns();
-
-    if (mine)
-        w->still_ns = now;
-    else if (now - w->still_ns > 2000000000LL) {
-        int posted = 0;
-        for (int i = 0; i < w->nslots; i++)
-            posted += w->slots[i].req != NULL;
-        zc_log_debug("striped transfer %s rank %d (id %u): %d of %d chunks, %d sends, %d "
-                     "receives posted, in flight %d %d, ending %d, ever_out %d",
-                     w->sending ? "to" : "from", w->spec.peer, w->spec.id, w->ndone, w->nchunks,
-                     w->nsends, posted, w->inflight[0], w->inflight[1], w->ending, w->ever_out);
-        w->still_ns = now;
-    }
-    *moved |= mine;
-    return st;
+    return w->sending ? zc_wire_send_poll(w, moved) : zc_wire_recv_poll(w, moved);
 }
 
-/* Give up what is unfinished (the schedule failed, or the task is done);
- * staging UCX may still touch is kept. */
-static void zc_wire_destroy(void *task)
+void zc_wire_destroy(zc_wire_t *w)
 {
-    zc_wire_t *w = task;
-
+    if (!w)
+        return;
     for (int i = 0; i < w->nslots; i++) {
         if (w->slots[i].req) {
             w->leaked |= !w->slots[i].req->done;
@@ -752,46 +742,38 @@ static void zc_wire_destroy(void *task)
     free(w);
 }
 
-static const zc_sched_task_ops_t zc_wire_task = {.poll = zc_wire_poll,
-                                                 .destroy = zc_wire_destroy};
-
-int zc_wire_sched(zc_sched_t *sched, zc_comm_h comm, const zc_wire_spec_t *spec, int sending,
-                  int dep0, int dep1)
+zc_status_t zc_wire_create(zc_comm_h comm, const zc_wire_spec_t *spec, int sending,
+                           zc_wire_t **out)
 {
     zc_wire_t *w = calloc(1, sizeof(*w));
-    int n = spec->chunk ? (int)((spec->bytes + spec->chunk - 1) / spec->chunk) : 0;
+    size_t chunk = spec->chunk ? spec->chunk : 1;
+    int n = spec->bytes && !spec->up_to ? (int)((spec->bytes + chunk - 1) / chunk) : 1;
     int depth = spec->home >= 0 ? ZC_WIRE_HOME_DEPTH : ZC_WIRE_STRIPE_DEPTH;
 
-    if (w) {
-        w->comm = comm;
-        w->spec = *spec;
-        w->sending = sending;
-        w->nchunks = n;
-        /* a sender's slots: its depth on every rail, and the ones sends
-         * on a rail that went out may pin; a receiver's: its receives on
-         * every rail, and the drains in flight */
-        w->cap_slots = sending ? depth * (comm->nrails + 1) + ZC_WIRE_HOME_DEPTH
-                               : ZC_WIRE_RECV_DEPTH * 2 * comm->nrails + 2;
-        w->slots = calloc((size_t)w->cap_slots, sizeof(*w->slots));
-        w->state = calloc((size_t)n, 1);
-        w->chunk_slot = malloc(sizeof(int) * (size_t)n);
-        w->chunk_rail = calloc((size_t)n, sizeof(int));
-        w->sent_ns = calloc((size_t)n, sizeof(int64_t));
-        w->last_new_ns = w->progress_ns = zc_now_ns();
-    }
-    if (!w || !w->slots || !w->state || !w->chunk_slot || !w->chunk_rail || !w->sent_ns) {
-        if (w) {
-            free(w->slots);
-            free(w->state);
-            free(w->chunk_slot);
-            free(w->chunk_rail);
-            free(w->sent_ns);
-            free(w);
-        }
-        (void)zc_sched_buffer(sched, SIZE_MAX);  /* fails the schedule: out of memory */
-        return -1;
+    if (!w)
+        return zc_error(ZC_ERR_NO_MEMORY, "cannot allocate a striped transfer");
+    w->comm = comm;
+    w->spec = *spec;
+    w->spec.chunk = spec->up_to ? (spec->bytes ? spec->bytes : 1) : chunk;
+    w->sending = sending;
+    w->nchunks = n;
+    /* a sender's slots: its depth on every rail, and the ones sends on a
+     * rail that went out may pin; a receiver's: its receives on every
+     * rail, and the drains in flight */
+    w->cap_slots = sending ? depth * (comm->nrails + 1) + ZC_WIRE_HOME_DEPTH
+                           : ZC_WIRE_RECV_DEPTH * 2 * comm->nrails + 2;
+    w->slots = calloc((size_t)w->cap_slots, sizeof(*w->slots));
+    w->state = calloc((size_t)n, 1);
+    w->chunk_slot = malloc(sizeof(int) * (size_t)n);
+    w->chunk_rail = calloc((size_t)n, sizeof(int));
+    w->sent_ns = calloc((size_t)n, sizeof(int64_t));
+    w->last_new_ns = w->progress_ns = zc_now_ns();
+    if (!w->slots || !w->state || !w->chunk_slot || !w->chunk_rail || !w->sent_ns) {
+        zc_wire_destroy(w);
+        return zc_error(ZC_ERR_NO_MEMORY, "cannot allocate a striped transfer of %d chunks", n);
     }
     for (int c = 0; c < n; c++)
         w->chunk_slot[c] = -1;
-    return zc_sched_task(sched, &zc_wire_task, w, spec->peer, dep0, dep1);
+    *out = w;
+    return ZC_OK;
 }

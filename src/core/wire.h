@@ -1,14 +1,15 @@
 /* A striped transfer: bytes that one rank sends to a rank on another node
  * over the rails, chunk by chunk, acknowledged, and sent again on another
- * rail when theirs goes out; each end a task of its schedule (sched.h).
- * The protocol is described at the top of wire.c. */
+ * rail when theirs goes out; each end an op of its schedule (sched.h:
+ * zc_sched_wire, and every message a schedule sends between nodes).  The
+ * protocol is described at the top of wire.c. */
 #ifndef ZC_WIRE_H
 #define ZC_WIRE_H
 
 #include <stddef.h>
 #include <stdint.h>
 
-#include "src/core/sched.h"
+#include "src/core/comm.h"
 
 /* What both ends must be given alike. */
 typedef struct {
@@ -21,6 +22,9 @@ typedef struct {
     int chunk_shift, chunk_bits;
     uint64_t ack_tag;        /* the receiver's acknowledgements, sent to the sender */
     uint32_t seq, id;        /* what every chunk's header names: the call and the transfer */
+    int up_to;               /* one chunk, of at most `bytes` at the receiver (the sender's
+                              * `bytes` are what it sends): a message whose size only its
+                              * sender knows */
     int home;                /* the rail of every chunk while it is not out; -1: every rail
                               * that is not, in proportion to their rates */
     /* The sender's payload: `src`, or (NULL) chunk c received from
@@ -35,10 +39,25 @@ typedef struct {
     uint64_t drain_tag;
 } zc_wire_spec_t;
 
-/* Add this rank's end of `spec` (the sending one when `sending`) to
- * `sched`, run once ops dep0 and dep1 are done; its op index, -1 when out
- * of memory (the schedule then fails at start). */
-int zc_wire_sched(zc_sched_t *sched, zc_comm_h comm, const zc_wire_spec_t *spec, int sending,
-                  int dep0, int dep1);
+typedef struct zc_wire zc_wire_t;
+
+/* Bytes of the header in front of every chunk. */
+#define ZC_WIRE_HEADER 16
+
+/* This rank's end of `spec` (the sending one when `sending`); nothing
+ * moves until it is polled.  A payload of 0 bytes is one empty chunk. */
+zc_status_t zc_wire_create(zc_comm_h comm, const zc_wire_spec_t *spec, int sending,
+                           zc_wire_t **wire);
+/* Progress once: ZC_INPROGRESS, ZC_OK once this end is done, or an error
+ * (ZC_ERR_MISMATCH: the ends cut the transfer differently); *moved is set
+ * when anything happened. */
+zc_status_t zc_wire_poll(zc_wire_t *wire, int *moved);
+/* Give up what is unfinished and free it (staging UCX may still write
+ * into is kept). */
+void zc_wire_destroy(zc_wire_t *wire);
+/* The header of a one-chunk transfer's chunk into buf[ZC_WIRE_HEADER]: for
+ * a message sent in that chunk's place without a wire (a failure notice,
+ * sched.c). */
+void zc_wire_frame(void *buf, uint32_t seq, uint32_t id);
 
 #endif

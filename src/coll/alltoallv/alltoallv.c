@@ -37,7 +37,6 @@
 #include "src/core/memtype.h"
 #include "src/coll/routed/route.h"
 #include "src/core/sched.h"
-#include "src/core/wire.h"
 #include "src/common/status.h"
 
 /* Tag layout below the class: stage, call sequence, slice (a block split
@@ -262,6 +261,7 @@ static zc_status_t zc_a2av_swap(const zc_a2av_args_t *a, int stage, const void *
     zc_status_t st;
 
     ZC_CHECK(zc_sched_create(comm, &s));
+    zc_sched_set_call(s, a->seq);
     for (int i = 1; i < comm->size; i++) {
         int to = (comm->rank + i) % comm->size, from = (comm->rank - i + comm->size) % comm->size;
         zc_sched_p2p(s, ZC_REQ_RECV, (char *)in + len * (size_t)from, len, from,
@@ -505,8 +505,7 @@ static void zc_a2av_block(const zc_a2av_args_t *a, zc_a2av_build_t *b, zc_reques
         .seq = a->seq, .id = (uint32_t)sender, .home = -1,
         .src = kind == ZC_REQ_SEND ? buf : NULL, .dst = kind == ZC_REQ_RECV ? buf : NULL,
     };
-    zc_a2av_join(b, zc_wire_sched(b->sched, comm, &wire, kind == ZC_REQ_SEND, b->gate,
-                                  b->agreed));
+    zc_a2av_join(b, zc_sched_wire(b->sched, &wire, kind == ZC_REQ_SEND, b->gate, b->agreed));
 }
 
 /* ---- agreement inside the schedule, small blocks inline -------------- */
@@ -910,6 +909,7 @@ static zc_status_t zc_a2av_schedule(const zc_a2av_args_t *a, int agree_in_sched,
         free(joins);
         return st;
     }
+    zc_sched_set_call(b.sched, a->seq);
     if (agree_in_sched) {
         int verdict = zc_a2av_rows_sched(a, &b);  /* -1 (no memory) fails the schedule at start */
         if (comm->settings.alltoallv_check)

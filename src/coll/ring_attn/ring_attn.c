@@ -265,12 +265,12 @@ zc_status_t zc_ra_begin(zc_ra_ctx_t *ctx, zc_ra_engine_check_t engine, int on_st
         zc_agree_range_t range;
 
         if (local != ZC_OK)
-            return zc_agree_refuse(comm, local, zc_ra_agree_tag, ctx);
+            return zc_agree_refuse(comm, local, zc_ra_agree_tag, ctx, ctx->seq);
         ZC_CHECK(zc_agree(comm,
                           zc_rail_fingerprint(comm, zc_ra_fingerprint(ctx->plan, args,
                                                                       ctx->backward, on_streams,
                                                                       ctx->reverse)) | 1,
-                          zc_ra_agree_tag, ctx, &range));
+                          zc_ra_agree_tag, ctx, ctx->seq, &range));
         if (range.lo != range.hi)
             return zc_error(ZC_ERR_MISMATCH, "plan: ranks disagree on the plan, the attention "
                             "arguments, the form (host or stream), ZC_RING_ATTN_BWD_ORDER or "

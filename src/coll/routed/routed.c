@@ -23,7 +23,6 @@
 #include "src/core/memtype.h"
 #include "src/coll/routed/route.h"
 #include "src/core/sched.h"
-#include "src/core/wire.h"
 #include "src/common/status.h"
 
 /* Tag layout below the class: stage, call sequence, rail, chunk, transfer. */
@@ -110,14 +109,14 @@ static void zc_routed_slice(zc_routed_ctx_t *ctx, int x, const zc_transfer_t *t,
         wire.src = p == t->src ? sendbuf + off : NULL;
         wire.fill_peer = t->src;
         wire.fill_tag = zc_routed_tag(t->src, ZC_ROUTED_DISPATCH, ctx->seq, k, 0, x);
-        zc_wire_sched(s, comm, &wire, 1, ctx->gate, ZC_SCHED_NONE);
+        zc_sched_wire(s, &wire, 1, ctx->gate, ZC_SCHED_NONE);
     }
     if (me == q) {
         wire.peer = p;
         wire.dst = q == t->dst ? recvbuf + off : NULL;
         wire.drain_peer = t->dst;
         wire.drain_tag = zc_routed_tag(q, ZC_ROUTED_COMBINE, ctx->seq, k, 0, x);
-        zc_wire_sched(s, comm, &wire, 0, ctx->gate, ZC_SCHED_NONE);
+        zc_sched_wire(s, &wire, 0, ctx->gate, ZC_SCHED_NONE);
     }
 }
 
@@ -242,12 +241,12 @@ zc_status_t zc_routed_agree(zc_comm_h comm, zc_status_t local, const zc_transfer
     zc_agree_range_t range;
 
     if (local != ZC_OK)
-        return zc_agree_refuse(comm, local, zc_routed_agree_tag, &seq);
+        return zc_agree_refuse(comm, local, zc_routed_agree_tag, &seq, seq);
     ZC_CHECK(zc_agree(comm,
                       zc_routed_fingerprint(transfers, ntransfers, dtype,
                                             comm->settings.routed_min_bytes,
                                             comm->settings.routed_chunk),
-                      zc_routed_agree_tag, &seq, &range));
+                      zc_routed_agree_tag, &seq, seq, &range));
     return zc_routed_verdict(&range, 0);
 }
 
@@ -264,13 +263,15 @@ zc_status_t zc_routed_post(const zc_transfer_t *transfers, int ntransfers, const
     st = zc_routed_check(transfers, ntransfers, sendbuf, recvbuf, dtype, memtype, comm, request,
                          &local.min_routed, &local.chunk_setting);
     if (st != ZC_OK)
-        return !weights ? zc_agree_refuse(comm, st, zc_routed_agree_tag, &local.seq) : st;
+        return !weights ? zc_agree_refuse(comm, st, zc_routed_agree_tag, &local.seq, local.seq)
+                        : st;
     local.elem = zc_datatype_size(dtype);
     local.transfers = transfers;
     local.ntransfers = ntransfers;
     local.sendbuf = sendbuf;
     local.recvbuf = recvbuf;
     ZC_CHECK(zc_sched_create(comm, &s));
+    zc_sched_set_call(s, local.seq);
     local.sched = s;
     if (weights) {
         memcpy(local.weights, weights, sizeof(local.weights));
