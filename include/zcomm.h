@@ -368,21 +368,17 @@ typedef struct {
     double b_intra;     /* cost of moving one token inside a node (inverse bandwidth) */
     double b_inter;     /* cost of moving one token between nodes; >= b_intra */
     unsigned flags;     /* ZC_PLAN_EVEN_SPLIT */
-    /* Newer than the first layout (size 32; now 48): a caller built
+    /* Newer than the first layout (size 32; now 40): a caller built
      * against it passes size 32 and gets these fields' defaults. */
     int rails;          /* NIC rails of a node that routed hops split over, 1..ZC_PLAN_MAX_RAILS:
                            zc_comm_rail_count of the communicator that runs the plan, or the
                            cluster's nics_per_node for zc_plan_cost; 0: one rail per GPU
                            (gpus_per_node, at most ZC_PLAN_MAX_RAILS) */
     int reserved;       /* 0 */
-    /* Newer than size 40: */
-    const double *rail_rates; /* [rails] Gbit/s of each rail: routed hops are cut in proportion
-                                 (zc_plan_hop_slice), as zc_comm_rail_rates reports a run's;
-                                 NULL: equal slices; read by zc_plan_create only */
 } zc_plan_opts_t;
 
 /* Token costs in the paper's 10:1 ratio; only their ratio changes a plan. */
-#define ZC_PLAN_OPTS_INITIALIZER { sizeof(zc_plan_opts_t), 1.0, 10.0, 0u, 0, 0, NULL }
+#define ZC_PLAN_OPTS_INITIALIZER { sizeof(zc_plan_opts_t), 1.0, 10.0, 0u, 0, 0 }
 
 /* Filled by zc_plan_info: set size first (ZC_PLAN_INFO_INITIALIZER). */
 typedef struct {
@@ -492,10 +488,14 @@ ZC_API zc_status_t zc_plan_ring_hops(zc_plan_h plan, int ring,
 /* Slice k of n elements routed over x rails, the runtime's rule: n / x
  * each, the remainder n % x one element each to slices 0..n%x-1. */
 ZC_API zc_status_t zc_plan_slice(int64_t n, int x, int k, int64_t *offset, int64_t *length);
+/* The rate of each of the plan's rails, Gbit/s (n: its rails; NULL and 0:
+ * none), which its routed hops are cut in proportion to (zc_plan_hop_slice)
+ * and zc_plan_cost slices them by: as zc_comm_rail_rates reports a run's,
+ * the plan's slices are that run's.  A plan starts without: equal slices. */
+ZC_API zc_status_t zc_plan_set_rail_rates(zc_plan_h plan, const double *gbps, int n);
 /* Slice k of n elements of one of the plan's routed hops: in proportion to
- * the plan's rail rates (zc_plan_opts_t.rail_rates; the remainder one
- * element each to the largest fractional shares), zc_plan_slice(n, rails,
- * k) when it has none. */
+ * its rail rates (the remainder one element each to the largest fractional
+ * shares), zc_plan_slice(n, rails, k) without. */
 ZC_API zc_status_t zc_plan_hop_slice(zc_plan_h plan, int64_t n, int k, int64_t *offset,
                                      int64_t *length);
 /* The remap's transfer matrix M as its nonzero entries, ordered by (from, to). */
@@ -578,7 +578,7 @@ ZC_API zc_status_t zc_comm_rail_bytes(zc_comm_h comm, int rail, uint64_t *sent,
  * attention call cut its transfers between nodes into per-rail slices
  * (zc_routed_sendrecv(3), "Rails"): 0 for a rail that was out; before any,
  * the configured rates (ZC_RAIL_RATES or the ports', the lowest over the
- * nodes).  Pass them as zc_plan_opts_t.rail_rates and the plan's slices are
+ * nodes).  Given to zc_plan_set_rail_rates, the plan's slices are
  * the run's.  n: the rail count. */
 ZC_API zc_status_t zc_comm_rail_rates(zc_comm_h comm, double *gbps, int n);
 /* Pin the rates the next calls slice by (n: the rail count, each rate

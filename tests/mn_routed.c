@@ -179,22 +179,19 @@ int main(void)
             for (int k = 0; k < nrails; k++)
                 zc_comm_rail_bytes(comm, k, &s[1][k], &r[1][k]);
             run_transfers(comm, hop_list, (int)nh, ZC_FLOAT32);
-            /* the same plan, cut by the rates that call split by */
+            /* the plan, cut by the rates that call split by */
             double rates[ZC_PLAN_MAX_RAILS];
-            zc_plan_h cut = NULL;
-            opts.rail_rates = rates;
             MN_CHECK(zc_comm_rail_rates(comm, rates, nrails) == ZC_OK &&
-                         zc_plan_create(nnodes, ppn, 100, &seq, 1, &opts, &cut) == ZC_OK,
-                     "a plan with the call's rail rates");
-            for (size_t h = 0; cut && h < nh; h++) {
+                         zc_plan_set_rail_rates(plan, rates, nrails) == ZC_OK,
+                     "the plan given the call's rail rates");
+            for (size_t h = 0; h < nh; h++) {
                 for (int k = 0; k < nrails && k < hops[h].x_send; k++) {
                     int64_t off, len;
-                    zc_plan_hop_slice(cut, hop_list[h].count, k, &off, &len);
+                    zc_plan_hop_slice(plan, hop_list[h].count, k, &off, &len);
                     want_s[k] += hops[h].send_proxies[k] == mn_rank ? (uint64_t)len * elem : 0;
                     want_r[k] += hops[h].recv_proxies[k] == mn_rank ? (uint64_t)len * elem : 0;
                 }
             }
-            zc_plan_destroy(cut);
             for (int k = 0; k < nrails; k++) {
                 zc_comm_rail_bytes(comm, k, &s[2][k], &r[2][k]);
                 uint64_t sent = (s[2][k] - s[1][k]) - (s[1][k] - s[0][k]);

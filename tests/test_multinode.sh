@@ -47,6 +47,34 @@ for prog in "${programs[@]}"; do
     fi
 done
 
+# Rails at 200, 200, 100 and 50 Mbit/s (tests/mn_rails): shares follow the
+# rates; rail 1's NIC goes down mid-call and comes back.  ZC_LOG_LEVEL=info
+# logs the rail going out and back, with the reason, on every rank.
+out=$logs/rails
+bash "$cluster" -N 2 -K 4 -R 4 --rate 200mbit,200mbit,100mbit,50mbit -t 600 -q \
+    -x ZC_LOG_LEVEL=info -o "$out" -- ./tests/mn_rails >"$out.cluster" 2>&1
+status=$?
+while IFS= read -r line; do
+    case $line in
+    "ok "*|"not ok "*)
+        n=$((n + 1))
+        verdict=${line%% [0-9]*}
+        [ "$verdict" = "not ok" ] && failed=$((failed + 1))
+        echo "$verdict $n - mn_rails: ${line#* - }" ;;
+    "#"*) echo "$line" ;;
+    esac
+done < <(cat "$out/rank0.log" 2>/dev/null)
+n=$((n + 1))
+outs=$(cat "$out"/rank*.log 2>/dev/null | grep -c "rail 1 to node [01] out: ")
+backs=$(cat "$out"/rank*.log 2>/dev/null | grep -c "rail 1 to node [01] back: ")
+if [ "$status" = 0 ] && [ "$outs" -ge 8 ] && [ "$backs" -ge 1 ]; then
+    echo "ok $n - mn_rails: every rank exited 0; ZC_LOG_LEVEL=info: $outs ranks logged rail 1 out, $backs back"
+else
+    failed=$((failed + 1))
+    echo "not ok $n - mn_rails: status $status, $outs ranks logged rail 1 out (want 8), $backs back"
+    sed 's/^/# /' "$out.cluster" | tail -10
+fi
+
 # Faults mid-transfer: every survivor returns (an error or its finished
 # part) within ZC_TIMEOUT, the destination never claims success with
 # missing data; rank 1 is the one killed.

@@ -60,9 +60,10 @@
 #define ZC_WIRE_MAGIC 0x5a435731u      /* "ZCW1": a chunk */
 #define ZC_WIRE_ACK_MAGIC 0x5a434b31u  /* "ZCK1": its acknowledgement */
 /* Unacknowledged chunks a sender keeps on a rail: on its home rail (the
- * routed transfer's window), on each rail when striped. */
+ * routed transfer's window), and striped on the fastest rail (a slower
+ * one in proportion to its rate, at least one). */
 #define ZC_WIRE_HOME_DEPTH 4
-#define ZC_WIRE_STRIPE_DEPTH 2
+#define ZC_WIRE_STRIPE_DEPTH 4
 /* Receives a receiver keeps posted on each rail it listens on. */
 #define ZC_WIRE_RECV_DEPTH 2
 
@@ -265,22 +266,29 @@ static zc_status_t zc_wire_fills_reap(zc_wire_t *w, int *moved)
     return ZC_OK;
 }
 
-/* The rail for the next chunk of `len` bytes, -1: none has room. */
+/* The rail for the next chunk of `len` bytes, -1: none has room.  The
+ * home rail while it is not out; else, of the rails not out with room (a
+ * depth in proportion to the rail's rate), the one whose unacknowledged
+ * bytes and this chunk would drain first at its rate.  A rail whose send
+ * just failed waits for the probe's verdict. */
 static int zc_wire_pick_rail(zc_wire_t *w, size_t len)
 {
-    int home = w->spec.home, best = -1;
-    double best_t = 0;
-
+    int home = w->spec.home, best = -1, nrails = w->comm->nrails;
+    double best_t = 0, rate[ZC_MAX_RAILS], fastest = 0;
     int64_t now = zc_now_ns(), stall = (int64_t)zc_wire_stall_ms(w) * 1000000;
 
     if (home >= 0 && zc_wire_rail_live(w, home) && now - w->failed_ns[home] >= stall)
         return w->inflight[home] < ZC_WIRE_HOME_DEPTH ? home : -1;
-    for (int r = 0; r < w->comm->nrails; r++) {
-        int depth = home >= 0 ? ZC_WIRE_HOME_DEPTH : ZC_WIRE_STRIPE_DEPTH;
-        /* a rail whose send just failed waits for the probe's verdict */
-        if (w->inflight[r] >= depth || !zc_wire_rail_live(w, r) || now - w->failed_ns[r] < stall)
+    for (int r = 0; r < nrails; r++) {
+        rate[r] = zc_wire_rail_live(w, r) ? zc_rail_rate_local(w->comm, r) : 0;
+        fastest = rate[r] > fastest ? rate[r] : fastest;
+    }
+    for (int r = 0; r < nrails; r++) {
+        int depth = (int)(ZC_WIRE_STRIPE_DEPTH * rate[r] / (fastest > 0 ? fastest : 1) + 0.5);
+        if (rate[r] <= 0 || w->inflight[r] >= (depth > 1 ? depth : 1) ||
+            now - w->failed_ns[r] < stall)
             continue;
-        double t = (double)(w->inflight_bytes[r] + len) / zc_rail_rate_local(w->comm, r);
+        double t = (double)(w->inflight_bytes[r] + len) / rate[r];
         if (best < 0 || t < best_t) {
             best = r;
             best_t = t;

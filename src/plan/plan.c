@@ -8,23 +8,9 @@
 
 #include "src/plan/plan.h"
 #include "src/common/abi.h"
-#include "src/common/rate.h"
 #include "src/common/status.h"
 
 #define ZC_PLAN_KNOWN_FLAGS ZC_PLAN_EVEN_SPLIT
-
-/* opts->rail_rates, when given: a positive finite rate per rail (opts->rails,
- * or gpus_per_node when that is 0). */
-static zc_status_t zc_plan_check_rates(const zc_plan_opts_t *opts, int ppn)
-{
-    int rails = opts->rails ? opts->rails : (ppn < ZC_PLAN_MAX_RAILS ? ppn : ZC_PLAN_MAX_RAILS);
-
-    for (int k = 0; opts->rail_rates && k < rails; k++)
-        ZC_ARG_CHECK(opts->rail_rates[k] > 0 && opts->rail_rates[k] < 1e9,
-                     "opts->rail_rates[%d]: %g Gbit/s is not a positive rate", k,
-                     opts->rail_rates[k]);
-    return ZC_OK;
-}
 
 static zc_status_t zc_plan_check_args(int nnodes, int ppn, int64_t capacity,
                                       const int64_t *lengths, size_t count,
@@ -52,9 +38,8 @@ static zc_status_t zc_plan_check_args(int nnodes, int ppn, int64_t capacity,
          * is where rails lies now: from a caller shorter than today's
          * layout, nothing past flags is read. */
         ZC_CHECK(zc_abi_read(opts, sizeof(*opts),
-                             user_opts->size <= ZC_PLAN_OPTS_SIZE_V1
-                                 ? offsetof(zc_plan_opts_t, rails)
-                                 : sizeof(*opts),
+                             user_opts->size < sizeof(*opts) ? offsetof(zc_plan_opts_t, rails)
+                                                             : sizeof(*opts),
                              user_opts, user_opts->size, ZC_PLAN_OPTS_SIZE_V1, "opts",
                              "ZC_PLAN_OPTS_INITIALIZER"));
         opts->size = sizeof(*opts);
@@ -68,7 +53,6 @@ static zc_status_t zc_plan_check_args(int nnodes, int ppn, int64_t capacity,
                      "opts->rails: %d is out of range 0..%d (0: one per GPU)", opts->rails,
                      ZC_PLAN_MAX_RAILS);
         ZC_ARG_CHECK(opts->reserved == 0, "opts->reserved: %d, must be 0", opts->reserved);
-        ZC_CHECK(zc_plan_check_rates(opts, ppn));
     }
     for (size_t i = 0; i < count; i++) {
         ZC_ARG_CHECK(lengths[i] >= 0, "lengths[%zu]: %lld is negative", i, (long long)lengths[i]);
@@ -174,9 +158,6 @@ zc_status_t zc_plan_create(int nnodes, int gpus_per_node, int64_t capacity,
     plan->rails = plan->opts.rails ? plan->opts.rails
                                    : (gpus_per_node < ZC_PLAN_MAX_RAILS ? gpus_per_node
                                                                         : ZC_PLAN_MAX_RAILS);
-    for (int k = 0; plan->opts.rail_rates && k < plan->rails; k++)
-        plan->rail_weight[k] = zc_rate_weight(plan->opts.rail_rates[k]);
-    plan->opts.rail_rates = NULL;  /* the caller's array is read here only */
     plan->lengths = malloc((count ? count : 1) * sizeof(*plan->lengths));
     if (!plan->lengths) {
         st = zc_error(ZC_ERR_NO_MEMORY, "plan: cannot copy %zu lengths", count);

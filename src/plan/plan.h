@@ -39,8 +39,8 @@ struct zc_plan {
     int64_t total;
     zc_plan_opts_t opts;     /* the caller's, completed with defaults to the full size */
     int rails;               /* opts.rails resolved: the routed hops' slices */
-    uint32_t rail_weight[ZC_PLAN_MAX_RAILS]; /* opts.rail_rates as weights (zc_rate_weight),
-                                                all 0 without: equal slices */
+    uint32_t rail_weight[ZC_PLAN_MAX_RAILS]; /* zc_plan_set_rail_rates as weights
+                                                (zc_rate_weight), all 0: equal slices */
     zc_part_t part;
 
     int nrings;

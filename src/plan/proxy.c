@@ -14,6 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "src/common/rate.h"
 #include "src/plan/plan.h"
 #include "src/plan/routing.h"
 #include "src/common/status.h"
@@ -27,6 +28,23 @@ zc_status_t zc_plan_slice(int64_t n, int x, int k, int64_t *offset, int64_t *len
     ZC_ARG_CHECK(offset != NULL, "offset: NULL");
     ZC_ARG_CHECK(length != NULL, "length: NULL");
     zc_route_slice(n, x, NULL, k, offset, length);
+    return ZC_OK;
+}
+
+zc_status_t zc_plan_set_rail_rates(zc_plan_h plan, const double *gbps, int n)
+{
+    uint32_t w[ZC_PLAN_MAX_RAILS] = {0};
+
+    zc_error_clear();
+    ZC_ARG_CHECK(plan != NULL, "plan: NULL");
+    ZC_ARG_CHECK((gbps == NULL && n == 0) || n == plan->rails,
+                 "n: %d rates for the plan's %d rails (NULL and 0: none)", n, plan->rails);
+    for (int k = 0; gbps && k < n; k++) {
+        ZC_ARG_CHECK(gbps[k] > 0 && gbps[k] < 1e9, "gbps[%d]: %g is not a positive rate", k,
+                     gbps[k]);
+        w[k] = zc_rate_weight(gbps[k]);
+    }
+    memcpy(plan->rail_weight, w, sizeof(w));
     return ZC_OK;
 }
 

@@ -43,9 +43,10 @@
  * over the rails: its chunk number; 0 otherwise). */
 enum { ZC_A2AV_SIZES, ZC_A2AV_VERDICT, ZC_A2AV_DATA, ZC_A2AV_ACK };
 #define ZC_A2AV_CHUNK_BITS 8
-/* A split block's chunks: at least two per rail, each at most
+/* A split block's chunks: at least eight per rail (so that each rail's
+ * share follows its rate, not the count of chunks), each at most
  * ZC_ROUTED_CHUNK (and as many as the tag's chunk field holds). */
-#define ZC_A2AV_CHUNKS_PER_RAIL 2
+#define ZC_A2AV_CHUNKS_PER_RAIL 8
 #define ZC_A2AV_MIN_CHUNK (64u << 10)
 
 static uint64_t zc_a2av_tag(int sender, int stage, unsigned seq, int slice)
