@@ -8,9 +8,9 @@
  *   routed     one zc_routed_sendrecv from rank -s on the first node to
  *              rank -r on another: goodput = bytes / time
  *   alltoallv  zc_remap_alltoallv where every rank of the first node sends
- *              a block of `bytes` / ranks-of-the-other-node to each rank of
- *              the second node and back: goodput = the bytes crossing one
- *              way / time */
+ *              a block of `bytes` / (ranks of the first node x ranks of the
+ *              second) to each rank of the second node and back: goodput =
+ *              the bytes crossing one way (`bytes`) / time */
 #include "config.h"
 
 #include <stdio.h>
@@ -85,11 +85,14 @@ static void stripe(bench_t *b, int equal)
 static void a2av_counts(bench_t *b, size_t bytes)
 {
     int64_t *sc = b->counts, *sd = sc + b->size, *rc = sd + b->size, *rd = rc + b->size;
-    int me = b->node[b->rank], peers = 0;
+    int me = b->node[b->rank], senders = 0, peers = 0;
 
-    for (int r = 0; r < b->size; r++)
+    for (int r = 0; r < b->size; r++) {
+        senders += b->node[r] == b->node0;
         peers += b->node[r] == b->node1;
-    int64_t block = (int64_t)(bytes / b->elem / (size_t)(peers ? peers : 1));
+    }
+    size_t pairs = (size_t)(senders ? senders : 1) * (size_t)(peers ? peers : 1);
+    int64_t block = (int64_t)(bytes / b->elem / pairs);
     for (int r = 0; r < b->size; r++) {
         int crosses = (me == b->node0 && b->node[r] == b->node1) ||
                       (me == b->node1 && b->node[r] == b->node0);
