@@ -134,17 +134,19 @@ if ! echo "$soak" | grep -q "^ok \|^FAIL "; then
     echo "$soak" | sed 's/^/# /' | head -10
 fi
 
-# Three cells of the fault matrix (tests/fault_matrix.sh; BENCHMARKS.md has
-# all 25): during ring attention's backward a peer SIGSTOPs (the survivors
+# Four cells of the fault matrix (tests/fault_matrix.sh; BENCHMARKS.md has
+# them all): during ring attention's backward a peer SIGSTOPs (the survivors
 # time out), a NIC drops to 10% of its rate (every call still completes,
-# byte-exact), a rank asks for another mode (ZC_ERR_MISMATCH everywhere).
-matrix=$(bash "$srcdir/fault_matrix.sh" -b . -c ring_bwd -f "stop slow disagree" 2>&1)
+# byte-exact), one NIC of two goes down (every call still completes,
+# byte-exact, over the other), a rank asks for another mode
+# (ZC_ERR_MISMATCH everywhere).
+matrix=$(bash "$srcdir/fault_matrix.sh" -b . -c ring_bwd -f "stop slow nicdown disagree" 2>&1)
 while IFS= read -r line; do
     case $line in
     "| ring_bwd |"*)
         n=$((n + 1))
         cell=$(echo "$line" |
-            awk -F' [|] ' '{ print "ring_bwd, " $2 ": survivors " $3 " (slowest " $4 "), the other rank " $5 ", wrong " $6 }')
+            awk -F' [|] ' '{ print "ring_bwd, " $2 ": survivors " $3 " (slowest " $4 "), the other rank " $6 ", wrong " $7 }')
         case $line in
         *"| pass |") echo "ok $n - fault matrix: $cell" ;;
         *) failed=$((failed + 1)); echo "not ok $n - fault matrix: $cell: ${line##*| FAIL}" ;;
