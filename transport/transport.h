@@ -39,6 +39,7 @@ struct zc_request {
     size_t bytes;          /* posted size */
     int up_to;             /* a receive may bring fewer bytes than posted */
     int eager;             /* a send that completes once copied out (ZC_P2P_EAGER) */
+    int control;           /* a short send on a rail's control connection (ZC_P2P_CONTROL) */
     int done;              /* set by the backend on completion */
     zc_status_t status;    /* final status once done */
     /* The detail of its error, kept for the zc_test or zc_wait that

@@ -80,6 +80,7 @@ zc_status_t zc_p2p_post_framed(zc_comm_h comm, zc_request_kind_t kind, void *buf
     req->framing = framing;
     req->up_to = kind == ZC_REQ_RECV && ((flags & ZC_P2P_UP_TO) || tag_mask);
     req->eager = kind == ZC_REQ_SEND && (flags & ZC_P2P_EAGER);
+    req->control = kind == ZC_REQ_SEND && (flags & ZC_P2P_CONTROL);
     if (kind == ZC_REQ_SEND)
         st = comm->host_ops->isend(comm->host, buf, bytes, peer, tag, rail, req);
     else

@@ -21,6 +21,10 @@ zc_status_t zc_p2p_post(zc_comm_h comm, zc_request_kind_t kind, void *buf, size_
  * the transport's own limit: for short staged messages whose sender
  * has more to do once they are gone. */
 #define ZC_P2P_EAGER 0x2u
+/* ZC_P2P_CONTROL: a short send on a rail that must not wait behind the
+ * data queued there (a striped transfer's acknowledgement): the transport
+ * sends it over the rail's own control connection, where its probes go. */
+#define ZC_P2P_CONTROL 0x4u
 zc_status_t zc_p2p_post_flags(zc_comm_h comm, zc_request_kind_t kind, void *buf, size_t bytes,
                               int peer, uint64_t tag, int rail, unsigned flags,
                               zc_request_h *req);

@@ -587,7 +587,8 @@ static zc_status_t zc_wire_ack(zc_wire_t *w, int c, int rail)
         s->rail = rail;
         s->ack = msg;
         st = zc_p2p_post_framed(w->comm, ZC_REQ_SEND, msg, sizeof(*msg), w->spec.peer,
-                                w->spec.ack_tag, 0, rail, sizeof(*msg), ZC_P2P_EAGER, &s->req);
+                                w->spec.ack_tag, 0, rail, sizeof(*msg),
+                                ZC_P2P_EAGER | ZC_P2P_CONTROL, &s->req);
         if (st != ZC_OK)
             w->nsends--;
     }

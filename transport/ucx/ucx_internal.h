@@ -184,6 +184,9 @@ zc_status_t zc_ucx_connect_lane(zc_transport_t *tp, int l);
 /* The endpoint to `peer` on `lane`, connected again if it was closed or
  * failed. */
 zc_status_t zc_ucx_conn_usable(zc_transport_t *tp, int lane, int peer, zc_ucx_conn_t **conn);
+/* The same for a rail's control connection (the rail messages' endpoint,
+ * which data does not queue on): probes, and ZC_P2P_CONTROL sends. */
+zc_status_t zc_ucx_control_usable(zc_transport_t *tp, int lane, int peer, zc_ucx_conn_t **conn);
 /* The rail a message without one takes to or from `peer` on another node:
  * the sender's own, unless that was ever out to the peer's node; then the
  * next one after it never out and not out now (else one not out now). */

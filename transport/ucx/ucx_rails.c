@@ -204,6 +204,15 @@ zc_status_t zc_ucx_conn_usable(zc_transport_t *tp, int lane, int peer, zc_ucx_co
     return ZC_OK;
 }
 
+zc_status_t zc_ucx_control_usable(zc_transport_t *tp, int lane, int peer, zc_ucx_conn_t **out)
+{
+    zc_ucx_conn_t *conn = zc_ucx_probe_conn(tp, lane, peer);
+
+    ZC_CHECK(zc_ucx_conn_renew(tp, conn));
+    *out = conn;
+    return ZC_OK;
+}
+
 /* Allgather of one lane's worker addresses, padded to the longest. */
 static zc_status_t zc_ucx_exchange_addresses(zc_transport_t *tp, zc_ucx_lane_t *lane,
                                              char **table_out, size_t *stride_out)
@@ -293,8 +302,7 @@ static zc_status_t zc_ucx_am_send(zc_transport_t *tp, int lane, int peer, zc_ucx
     zc_ucx_conn_t *conn;
 
     if (lane >= 1 && lane <= tp->w.nrails) {
-        conn = zc_ucx_probe_conn(tp, lane, peer);
-        ZC_CHECK(zc_ucx_conn_renew(tp, conn));
+        ZC_CHECK(zc_ucx_control_usable(tp, lane, peer, &conn));
     } else {
         ZC_CHECK(zc_ucx_conn_usable(tp, lane, peer, &conn));
     }

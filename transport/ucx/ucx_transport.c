@@ -475,7 +475,9 @@ static zc_status_t zc_ucx_isend(zc_transport_t *tp, const void *buf, size_t byte
         return zc_error(ZC_ERR_PEER_FAILED, "rank %d failed earlier", peer);
     /* a rail's endpoint closed or failed is connected again: the rail may
      * be back, or the peer will fail it again */
-    if (lane > 0)
+    if (lane > 0 && lane <= tp->w.nrails && req->control)
+        ZC_CHECK(zc_ucx_control_usable(tp, lane, peer, &conn));
+    else if (lane > 0)
         ZC_CHECK(zc_ucx_conn_usable(tp, lane, peer, &conn));
     if (!conn->ep)
         return zc_error(ZC_ERR_UNSUPPORTED, "rank %d has no endpoint on the %s lane", peer,
