@@ -224,12 +224,16 @@ int main(void)
     rail_sent(comm, before);
     MN_CHECK(alltoallv(comm, 8u << 20, 2) == ZC_OK, "alltoallv");
     node0_shares(comm, before, d);
-    MN_CHECK(d[0] >= 2 * d[3] && d[1] >= 2 * d[3],
+    /* (chunk by chunk, as acknowledgements come: a busy core delays them,
+     * so only what equal shares could not do is asserted) */
+    uint64_t total = d[0] + d[1] + d[2] + d[3];
+    MN_CHECK(d[0] + d[1] > total / 2 && d[3] < total / 5,
              "node 0's rails carried %llu %llu %llu %llu bytes of an alltoallv block",
              (unsigned long long)d[0], (unsigned long long)d[1], (unsigned long long)d[2],
              (unsigned long long)d[3]);
     report(comm, "weights follow the rates: 200 Mbit/s rails carry at least twice the 50 "
-              "Mbit/s rail's share of a routed transfer and of an alltoallv block, byte-exact");
+              "Mbit/s rail's share of a routed transfer, more than half of an alltoallv block "
+              "and the 50 Mbit/s rail under a fifth, byte-exact");
 
     /* Pinned alike: equal shares, exactly the equal slices. */
     for (int k = 0; k < NRAILS; k++)
@@ -251,7 +255,19 @@ int main(void)
                  (unsigned long long)(d[k] - empty[k]), (unsigned long long)empty[k],
                  (long long)len);
     }
-    report(comm, "rates pinned alike on every rank (zc_comm_set_rail_rates): equal slices");
+    /* an alltoallv block too: its 32 chunks round robin, 8 on each rail */
+    rail_sent(comm, before);
+    MN_CHECK(alltoallv(comm, 0, 4) == ZC_OK, "alltoallv of nothing");
+    node0_shares(comm, before, empty);
+    rail_sent(comm, before);
+    MN_CHECK(alltoallv(comm, 8u << 20, 4) == ZC_OK, "alltoallv, equal shares");
+    node0_shares(comm, before, d);
+    for (int k = 0; k < NRAILS; k++)
+        MN_CHECK(d[k] - empty[k] == (2u << 20), "rail %d carried %llu bytes of an alltoallv "
+                 "block (and %llu of its agreement), the equal share is %u", k,
+                 (unsigned long long)(d[k] - empty[k]), (unsigned long long)empty[k], 2u << 20);
+    report(comm, "rates pinned alike on every rank (zc_comm_set_rail_rates): equal slices of "
+              "a routed transfer, equal shares of an alltoallv block");
 
     /* Pinned differently on one rank: every rank refuses, nothing moves. */
     pin[3] = mn_rank == 1 ? 2.0 : 1.0;

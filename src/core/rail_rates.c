@@ -185,6 +185,22 @@ uint32_t zc_rail_rate_local(struct zc_comm *comm, int rail)
     return zc_rail_base(comm, rail, fresh);
 }
 
+int zc_rail_adaptive(const struct zc_comm *comm)
+{
+    return !zc_rail_pinned(comm) && !comm->settings.rail_stripe_equal;
+}
+
+int zc_rail_lagging(struct zc_comm *comm, int rail, uint32_t kbps, size_t chunk)
+{
+    const zc_rail_meter_t *m = &comm->rates.meter[rail];
+    int64_t since = zc_now_ns() - m->last_ack_ns, gap = m->gap_ns > since ? m->gap_ns : since;
+
+    if (m->inflight <= 0 || !kbps)
+        return 0;
+    /* chunk bytes at kbps kbit/s: bytes * 8 / (kbps * 1e3) s */
+    return (double)gap > 4 * (double)chunk * 8e6 / (double)kbps + 100e6;
+}
+
 /* Busy time up to `now` into the meter. */
 static void zc_rail_meter_tick(zc_rail_meter_t *m, int64_t now)
 {
@@ -198,8 +214,10 @@ void zc_rail_meter_sent(struct zc_comm *comm, int rail)
 {
     zc_rail_meter_t *m = &comm->rates.meter[rail];
 
-    if (m->inflight++ == 0)
-        m->busy_since_ns = zc_now_ns();
+    if (m->inflight++ == 0) {
+        m->busy_since_ns = m->last_ack_ns = zc_now_ns();
+        m->gap_ns = 0;
+    }
 }
 
 void zc_rail_meter_acked(struct zc_comm *comm, int rail, size_t bytes)
@@ -210,6 +228,8 @@ void zc_rail_meter_acked(struct zc_comm *comm, int rail, size_t bytes)
     zc_rail_meter_tick(m, now);
     m->inflight -= m->inflight > 0;
     m->bytes += bytes;
+    m->gap_ns = now - m->last_ack_ns;
+    m->last_ack_ns = now;
     if (m->busy_ns >= ZC_RAIL_SAMPLE_NS && m->bytes >= ZC_RAIL_SAMPLE_BYTES) {
         double kbps = (double)m->bytes * 8e6 / (double)m->busy_ns;
         int fresh = m->kbps && now / 1000000 - m->sample_ms < ZC_RAIL_RATE_FRESH_MS;

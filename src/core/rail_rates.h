@@ -44,6 +44,8 @@ typedef struct {
     uint64_t bytes;          /* bytes acknowledged toward it */
     uint32_t kbps;           /* the last sample; 0: none yet */
     int64_t sample_ms;       /* when it was taken */
+    int64_t last_ack_ns;     /* the last acknowledgement (or the busy start) */
+    int64_t gap_ns;          /* between the last two acknowledgements */
 } zc_rail_meter_t;
 
 typedef struct {
@@ -79,6 +81,16 @@ void zc_rail_weights_unagreed(struct zc_comm *comm, uint32_t *w);
 /* What ranks must share for their weights to agree: ZC_RAIL_STRIPE and the
  * pinned rates, hashed into `h`. */
 uint64_t zc_rail_fingerprint(struct zc_comm *comm, uint64_t h);
+/* Whether the weights follow the rates (neither pinned nor
+ * ZC_RAIL_STRIPE=equal): only then may a transfer move chunks off a rail
+ * that lags (wire.c); otherwise every rail keeps its share. */
+int zc_rail_adaptive(const struct zc_comm *comm);
+/* Whether `rail` delivers this rank's chunks of `chunk` bytes far slower
+ * than `kbps`: it owes acknowledgements and the last came (or the last
+ * two came apart) longer ago than four chunks' time at that rate plus
+ * 100 ms.  A rail shared with other ranks' traffic seems slower, so the
+ * margin is wide. */
+int zc_rail_lagging(struct zc_comm *comm, int rail, uint32_t kbps, size_t chunk);
 /* The rate this rank expects of `rail` now, kbit/s (its own measurement
  * when fresh, else pinned or configured), for choices that are this rank's
  * alone (the rail of each chunk of a striped block). */

@@ -4,16 +4,29 @@
  * travels as one message of a 16-byte header {magic, call sequence,
  * transfer id, c} followed by its bytes, tagged spec.tag + (c << shift).
  * The sender stages every chunk (a copy of the caller's buffer, or the
- * chunk a source rank dispatched to this proxy) and decides its rail: the
- * home rail while it is not out (routed transfers stay rail-aligned), else
- * the rail that is not out whose unacknowledged bytes drain first at its
- * rate (rail_rates.h).  The receiver listens on the rails it may come on
- * with receives whose tag leaves the chunk number free, into staging of
- * its own: it does not need to know which rail a chunk takes.
+ * chunk a source rank dispatched to this proxy) and decides its rail alone:
+ *   - a transfer with a home rail (a routed slice) sends there while it is
+ *     not out (routed transfers stay rail-aligned); while the home rail
+ *     lags far behind the rate its share was cut for (a NIC slowed
+ *     mid-call: rail_rates.h, zc_rail_lagging), chunks that find no room
+ *     there go on another rail, one at a time per rail, so that the call
+ *     does not wait for the slow rail's whole share;
+ *   - a transfer without one (an alltoallv block) sends each chunk on the
+ *     rail that is not out whose unacknowledged bytes drain first at its
+ *     rate: shares follow the rates chunk by chunk;
+ *   - with pinned rates or ZC_RAIL_STRIPE=equal, chunk c has a fixed rail
+ *     (a weighted round robin over the pinned or equal rates), so shares
+ *     are exactly those, and nothing moves off a slow rail.
+ * A rail that is out is never chosen.  The receiver listens on the rails
+ * chunks may come on with receives whose tag leaves the chunk number free,
+ * into staging of its own: it does not need to know which rail a chunk
+ * takes.
  *
  * Acknowledgements.  The receiver answers every chunk it accepted, and
  * every copy it dropped, with {magic, sequence, id, c, rail} on the rail it
- * came on (the first rail not out if that one is).  A send completes when
+ * came on (the first rail not out if that one is out or cannot take it),
+ * over that rail's control connection (ZC_P2P_CONTROL), so that it does
+ * not queue behind data going the other way.  A send completes when
  * UCX took its bytes, not when they arrived, so the sender keeps a chunk's
  * staging until its acknowledgement: it alone can send it again.
  *
@@ -107,6 +120,7 @@ struct zc_wire {
     uint8_t *state;        /* [nchunks]: ZC_CHUNK_* (receiver: NEW or DONE) */
     int *chunk_slot;       /* (sender) [nchunks]: the slot holding it, -1 */
     int *chunk_rail;       /* (sender) [nchunks]: the rail of its last send */
+    int *chunk_pref;       /* (sender, fixed shares) [nchunks]: its rail; NULL: none */
     int64_t *sent_ns;      /* (sender) [nchunks]: when it left */
     zc_wire_slot_t *slots;
     int nslots, cap_slots;
@@ -266,25 +280,63 @@ static zc_status_t zc_wire_fills_reap(zc_wire_t *w, int *moved)
     return ZC_OK;
 }
 
-/* The rail for the next chunk of `len` bytes, -1: none has room.  The
- * home rail while it is not out; else, of the rails not out with room (a
- * depth in proportion to the rail's rate), the one whose unacknowledged
- * bytes and this chunk would drain first at its rate.  A rail whose send
- * just failed waits for the probe's verdict. */
-static int zc_wire_pick_rail(zc_wire_t *w, size_t len)
+/* A send that could not even be posted on `rail` (its endpoint could not
+ * be made again: the link is down here, or UCX failed it) is that rail's
+ * failure, like a send that failed, while another rail to the peer is
+ * live: the rail is probed, and the chunk goes elsewhere meanwhile.
+ * Returns whether it was taken so. */
+static int zc_wire_rail_refused(zc_wire_t *w, int rail, zc_status_t st)
 {
-    int home = w->spec.home, best = -1, nrails = w->comm->nrails;
+    char why[96];
+    int other = 0;
+
+    if (st == ZC_ERR_NO_MEMORY || st == ZC_ERR_INVALID_ARG)
+        return 0;
+    for (int r = 0; r < w->comm->nrails; r++)
+        other |= r != rail && zc_wire_rail_live(w, r);
+    if (!other)
+        return 0;
+    w->failed_ns[rail] = zc_now_ns();
+    w->ever_out = 1;
+    snprintf(why, sizeof(why), "a send to rank %d could not start: %s", w->spec.peer,
+             zc_get_last_error());
+    w->comm->host_ops->rail_suspect(w->comm->host, rail, w->spec.peer, why);
+    return 1;
+}
+
+/* The rail for chunk c of `len` bytes, -1: none has room.  Its own rail
+ * (the home rail, or its fixed one) while that is not out, unless it lags
+ * and has no room (then another, with at most one chunk of this transfer
+ * unacknowledged there); else, of the rails not out with room (a depth in
+ * proportion to the rail's rate), the one whose unacknowledged bytes and
+ * this chunk would drain first at its rate.  A rail whose send just
+ * failed waits for the probe's verdict. */
+static int zc_wire_pick_rail(zc_wire_t *w, int c, size_t len)
+{
+    int own = w->spec.home >= 0 ? w->spec.home : w->chunk_pref ? w->chunk_pref[c] : -1;
+    int best = -1, nrails = w->comm->nrails, spill = 0;
     double best_t = 0, rate[ZC_MAX_RAILS], fastest = 0;
     int64_t now = zc_now_ns(), stall = (int64_t)zc_wire_stall_ms(w) * 1000000;
 
-    if (home >= 0 && zc_wire_rail_live(w, home) && now - w->failed_ns[home] >= stall)
-        return w->inflight[home] < ZC_WIRE_HOME_DEPTH ? home : -1;
+    if (own >= 0 && zc_wire_rail_live(w, own) && now - w->failed_ns[own] >= stall) {
+        int depth = w->spec.home >= 0 ? ZC_WIRE_HOME_DEPTH : ZC_WIRE_STRIPE_DEPTH;
+        if (w->inflight[own] < depth)
+            return own;
+        if (!w->spec.home_kbps ||
+            !zc_rail_lagging(w->comm, own, w->spec.home_kbps, w->spec.chunk))
+            return -1;
+        spill = 1;
+    }
     for (int r = 0; r < nrails; r++) {
         rate[r] = zc_wire_rail_live(w, r) ? zc_rail_rate_local(w->comm, r) : 0;
         fastest = rate[r] > fastest ? rate[r] : fastest;
     }
     for (int r = 0; r < nrails; r++) {
         int depth = (int)(ZC_WIRE_STRIPE_DEPTH * rate[r] / (fastest > 0 ? fastest : 1) + 0.5);
+        if (spill && r == own)
+            continue;
+        if (spill)
+            depth = 1;
         if (rate[r] <= 0 || w->inflight[r] >= (depth > 1 ? depth : 1) ||
             now - w->failed_ns[r] < stall)
             continue;
@@ -313,10 +365,12 @@ static zc_status_t zc_wire_send_ready(zc_wire_t *w, int *moved)
         if (w->state[c] != ZC_CHUNK_READY)
             continue;
         size_t len = zc_wire_len(w, c);
-        int rail = zc_wire_pick_rail(w, len), i = w->chunk_slot[c];
+        int rail = zc_wire_pick_rail(w, c, len), i = w->chunk_slot[c];
         zc_wire_send_t *s;
+        if (rail < 0 && !w->chunk_pref)
+            return ZC_OK;  /* (no chunk would find room) */
         if (rail < 0)
-            return ZC_OK;
+            continue;      /* (another chunk's rail may have room) */
         ZC_CHECK(zc_wire_ack_listen(w, rail));
         ZC_CHECK(zc_wire_send_add(w, &s));
         s->slot = i;
@@ -328,7 +382,9 @@ static zc_status_t zc_wire_send_ready(zc_wire_t *w, int *moved)
                                             0, &s->req);
         if (st != ZC_OK) {
             w->nsends--;
-            return st;
+            if (!zc_wire_rail_refused(w, rail, st))
+                return st;
+            continue;  /* (another rail, or this one after the probe's verdict) */
         }
         w->slots[i].pins++;
         w->state[c] = ZC_CHUNK_SENT;
@@ -439,7 +495,9 @@ static void zc_wire_resend_out(zc_wire_t *w, int *moved)
 }
 
 /* A rail that takes chunks and acknowledges none for the stall time is
- * reported (the transport probes it). */
+ * reported (the transport probes it); from then on acknowledgements are
+ * awaited on every rail not out (a receiver whose rail could not take
+ * one sends it on another). */
 static void zc_wire_stalls(zc_wire_t *w)
 {
     int64_t now = zc_now_ns(), stall = (int64_t)zc_wire_stall_ms(w) * 1000000;
@@ -449,6 +507,7 @@ static void zc_wire_stalls(zc_wire_t *w)
         if (!w->inflight[r] || now - w->last_ack_ns[r] < stall || now - w->suspect_ns[r] < stall)
             continue;
         w->suspect_ns[r] = now;
+        w->ever_out = 1;
         snprintf(why, sizeof(why), "no acknowledgement from rank %d for %lld ms", w->spec.peer,
                  (long long)((now - w->last_ack_ns[r]) / 1000000));
         w->comm->host_ops->rail_suspect(w->comm->host, r, w->spec.peer, why);
@@ -520,9 +579,10 @@ static zc_status_t zc_wire_send_poll(zc_wire_t *w, int *moved)
 
 /* ---- receiver ------------------------------------------------------------- */
 
-/* Whether the receiver listens on `rail`: the home rail, or every rail
- * not out once the home rail is out (or quiet for twice the stall time
- * with chunks owed), or every rail when striped. */
+/* Receives the receiver keeps posted on `rail`: on the home rail, or
+ * every rail not out once the home rail is out (or quiet for twice the
+ * stall time with chunks owed), or every rail when striped; one on the
+ * others where chunks may move off a lagging home rail. */
 static int zc_wire_listens(zc_wire_t *w, int rail)
 {
     int home = w->spec.home;
@@ -530,12 +590,12 @@ static int zc_wire_listens(zc_wire_t *w, int rail)
     if (!zc_wire_rail_live(w, rail))
         return 0;
     if (home < 0 || rail == home)
-        return 1;
+        return ZC_WIRE_RECV_DEPTH;
     if (!w->ever_out && (!zc_wire_rail_live(w, home) ||
                          zc_now_ns() - w->last_new_ns >
                              2 * (int64_t)zc_wire_stall_ms(w) * 1000000))
         w->ever_out = 1;
-    return w->ever_out;
+    return w->ever_out ? ZC_WIRE_RECV_DEPTH : w->spec.home_kbps ? 1 : 0;
 }
 
 /* Keep ZC_WIRE_RECV_DEPTH receives posted on every rail listened on. */
@@ -548,7 +608,7 @@ static zc_status_t zc_wire_listen(zc_wire_t *w, int *moved)
         if (w->slots[i].req)
             posted[w->slots[i].rail]++;
     for (int r = 0; r < w->comm->nrails; r++) {
-        while (posted[r] < ZC_WIRE_RECV_DEPTH && zc_wire_listens(w, r)) {
+        while (posted[r] < zc_wire_listens(w, r)) {
             int i = zc_wire_slot_get(w);
             if (i < 0)
                 return ZC_OK;
@@ -565,17 +625,12 @@ static zc_status_t zc_wire_listen(zc_wire_t *w, int *moved)
     return ZC_OK;
 }
 
-/* Acknowledge chunk c, which came on `rail`. */
-static zc_status_t zc_wire_ack(zc_wire_t *w, int c, int rail)
+/* Acknowledge chunk c on `rail`. */
+static zc_status_t zc_wire_ack_on(zc_wire_t *w, int c, int rail)
 {
     zc_wire_send_t *s;
-
-    if (!zc_wire_rail_live(w, rail))
-        for (rail = 0; rail < w->comm->nrails && !zc_wire_rail_live(w, rail); rail++)
-            ;
-    if (rail == w->comm->nrails)
-        return ZC_OK;  /* no rail left: the sender times out */
     zc_wire_ack_msg_t *msg = malloc(sizeof(*msg));
+
     if (!msg)
         return zc_error(ZC_ERR_NO_MEMORY, "cannot allocate an acknowledgement");
     *msg = (zc_wire_ack_msg_t){ZC_WIRE_ACK_MAGIC, w->spec.seq, w->spec.id, (uint32_t)c,
@@ -595,6 +650,27 @@ static zc_status_t zc_wire_ack(zc_wire_t *w, int c, int rail)
     if (st != ZC_OK)
         free(msg);
     return st;
+}
+
+/* Acknowledge chunk c, which came on `rail`: there, or on the first rail
+ * not out if that one is out or cannot take it (a rail whose endpoint
+ * cannot be made again); with none, the sender times out. */
+static zc_status_t zc_wire_ack(zc_wire_t *w, int c, int rail)
+{
+    zc_status_t st = ZC_OK;
+
+    if (zc_wire_rail_live(w, rail) && (st = zc_wire_ack_on(w, c, rail)) == ZC_OK)
+        return ZC_OK;
+    if (st == ZC_ERR_NO_MEMORY || st == ZC_ERR_INVALID_ARG)
+        return st;
+    for (int r = 0; r < w->comm->nrails; r++) {
+        if (r == rail || !zc_wire_rail_live(w, r))
+            continue;
+        st = zc_wire_ack_on(w, c, r);
+        if (st == ZC_OK || st == ZC_ERR_NO_MEMORY || st == ZC_ERR_INVALID_ARG)
+            return st;
+    }
+    return ZC_OK;
 }
 
 /* One chunk received into slot i: checked, taken once, acknowledged. */
@@ -747,8 +823,35 @@ void zc_wire_destroy(zc_wire_t *w)
     free(w->state);
     free(w->chunk_slot);
     free(w->chunk_rail);
+    free(w->chunk_pref);
     free(w->sent_ns);
     free(w);
+}
+
+/* Fixed shares (pinned rates, or equal): chunk c's rail by a smooth
+ * weighted round robin over the rates, so that staging in chunk order
+ * feeds every rail its share from the start. */
+static zc_status_t zc_wire_fixed_shares(zc_wire_t *w)
+{
+    uint32_t wt[ZC_MAX_RAILS];
+    double credit[ZC_MAX_RAILS] = {0}, total = 0;
+    int nrails = w->comm->nrails;
+
+    if (!(w->chunk_pref = malloc(sizeof(int) * (size_t)w->nchunks)))
+        return ZC_ERR_NO_MEMORY;
+    for (int r = 0; r < nrails; r++)
+        total += wt[r] = zc_rail_rate_local(w->comm, r);  /* (pinned or equal) */
+    for (int c = 0; c < w->nchunks; c++) {
+        int best = 0;
+        for (int r = 0; r < nrails; r++) {
+            credit[r] += wt[r];
+            if (credit[r] > credit[best])
+                best = r;
+        }
+        credit[best] -= total;
+        w->chunk_pref[c] = best;
+    }
+    return ZC_OK;
 }
 
 zc_status_t zc_wire_create(zc_comm_h comm, const zc_wire_spec_t *spec, int sending,
@@ -783,6 +886,11 @@ zc_status_t zc_wire_create(zc_comm_h comm, const zc_wire_spec_t *spec, int sendi
     }
     for (int c = 0; c < n; c++)
         w->chunk_slot[c] = -1;
+    if (sending && spec->home < 0 && n > 1 && comm->nrails > 1 && !zc_rail_adaptive(comm) &&
+        zc_wire_fixed_shares(w) != ZC_OK) {
+        zc_wire_destroy(w);
+        return zc_error(ZC_ERR_NO_MEMORY, "cannot allocate a striped transfer of %d chunks", n);
+    }
     *out = w;
     return ZC_OK;
 }

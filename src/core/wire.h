@@ -27,6 +27,9 @@ typedef struct {
                               * sender knows */
     int home;                /* the rail of every chunk while it is not out; -1: every rail
                               * that is not, in proportion to their rates */
+    uint32_t home_kbps;      /* the home rail's rate its share was cut for, kbit/s: while it
+                              * lags far behind that (rail_rates.h), chunks may go on the
+                              * other rails too, and the receiver listens on them; 0: never */
     /* The sender's payload: `src`, or (NULL) chunk c received from
      * fill_peer with tag fill_tag + (c << chunk_shift) into its staging. */
     const char *src;

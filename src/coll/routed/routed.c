@@ -69,8 +69,10 @@ typedef struct {
 /* What this rank does for slice `k` of transfer `x`: bytes [off, off+len).
  * The wire hop p -> q is a striped transfer (src/core/wire.c) whose home
  * is rail k: its chunks go there while it is not out, on the other rails
- * when it is; p stages each chunk the source dispatched to it, q hands each
- * on to the destination as it arrives (or is itself the destination). */
+ * when it is (or while it lags far behind its weight, unless the weights
+ * are pinned or equal); p stages each chunk the source dispatched to it, q
+ * hands each on to the destination as it arrives (or is itself the
+ * destination). */
 static void zc_routed_slice(zc_routed_ctx_t *ctx, int x, const zc_transfer_t *t, int k,
                             size_t off, size_t len, const char *sendbuf, char *recvbuf)
 {
@@ -84,6 +86,8 @@ static void zc_routed_slice(zc_routed_ctx_t *ctx, int x, const zc_transfer_t *t,
         .bytes = len, .chunk = chunk, .chunk_shift = ZC_ROUTED_CHUNK_SHIFT,
         .chunk_bits = ZC_ROUTED_CHUNK_BITS, .seq = ctx->seq, .id = (uint32_t)x << 8 | (uint32_t)k,
         .home = k, .tag = zc_routed_tag(p, ZC_ROUTED_WIRE, ctx->seq, k, 0, x),
+        /* (both ends: the weights are the call's, the mode is agreed) */
+        .home_kbps = zc_rail_adaptive(comm) ? ctx->weights[k] : 0,
         .ack_tag = zc_routed_tag(q, ZC_ROUTED_DIRECT, ctx->seq, k, ZC_ROUTED_ACK_CHUNK, x),
     };
 
