@@ -194,6 +194,11 @@ int zc_ucx_auto_rail(zc_transport_t *tp, int peer, int sending);
 /* Whether `rail` reaches the node of `peer` now (not held out). */
 int zc_ucx_rail_live(zc_transport_t *tp, int rail, int peer);
 uint32_t zc_ucx_rails_out(zc_transport_t *tp);
+/* Whether rail `rail` is out or its link down here: UCX 1.13 aborts
+ * destroying a worker that still holds a connection handshake it could
+ * not send (ucp_request_send_state_ff: "got REP message"), which a link
+ * that went down mid-handshake leaves behind. */
+int zc_ucx_rail_unsafe_to_close(zc_transport_t *tp, int rail);
 /* A stall or a UCX error on `rail` to `peer`: ask whether the rail or the
  * peer is at fault (a probe), and take the rail out if it is the rail. */
 void zc_ucx_rail_suspect(zc_transport_t *tp, int rail, int peer, int after_error,

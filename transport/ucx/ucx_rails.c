@@ -293,13 +293,26 @@ static ucs_status_t zc_ucx_am_cb(void *arg, const void *header, size_t header_le
     return UCS_OK;
 }
 
+/* A rail message UCX finished sending: its copy goes. */
+static void zc_ucx_am_sent(void *request, ucs_status_t status, void *copy)
+{
+    (void)status;
+    free(copy);
+    ucp_request_free(request);
+}
+
 /* Send `msg` to `peer` on `lane`, without waiting for it: on a rail over
- * the rail messages' own endpoint. */
+ * the rail messages' own endpoint.  UCX may read the header after the
+ * call returns (this UCX cannot be told to copy it), so it sends a copy
+ * that lives until the send is done. */
 static zc_status_t zc_ucx_am_send(zc_transport_t *tp, int lane, int peer, zc_ucx_am_msg_t *msg)
 {
-    ucp_request_param_t param = {.op_attr_mask = UCP_OP_ATTR_FIELD_FLAGS,
+    ucp_request_param_t param = {.op_attr_mask = UCP_OP_ATTR_FIELD_FLAGS |
+                                                 UCP_OP_ATTR_FIELD_CALLBACK |
+                                                 UCP_OP_ATTR_FIELD_USER_DATA,
                                  .flags = UCP_AM_SEND_FLAG_EAGER};
     zc_ucx_conn_t *conn;
+    zc_ucx_am_msg_t *copy;
 
     if (lane >= 1 && lane <= tp->w.nrails) {
         ZC_CHECK(zc_ucx_control_usable(tp, lane, peer, &conn));
@@ -307,13 +320,20 @@ static zc_status_t zc_ucx_am_send(zc_transport_t *tp, int lane, int peer, zc_ucx
         ZC_CHECK(zc_ucx_conn_usable(tp, lane, peer, &conn));
     }
     msg->src = tp->w.rank;
-    ucs_status_ptr_t sp = ucp_am_send_nbx(conn->ep, ZC_UCX_AM_RAIL, msg, sizeof(*msg), NULL, 0,
+    if (!(copy = malloc(sizeof(*copy))))
+        return zc_error(ZC_ERR_NO_MEMORY, "cannot allocate a rail message");
+    *copy = *msg;
+    param.cb.send = zc_ucx_am_sent;
+    param.user_data = copy;
+    ucs_status_ptr_t sp = ucp_am_send_nbx(conn->ep, ZC_UCX_AM_RAIL, copy, sizeof(*copy), NULL, 0,
                                           &param);
-    if (UCS_PTR_IS_ERR(sp))
+    if (UCS_PTR_IS_ERR(sp)) {
+        free(copy);
         return zc_error(ZC_ERR_PEER_FAILED, "ucx: a rail message to rank %d on the %s lane: %s",
                         peer, tp->lanes[lane].name, ucs_status_string(UCS_PTR_STATUS(sp)));
-    if (sp)
-        ucp_request_free(sp);  /* UCX sends it on its own */
+    }
+    if (!sp)
+        free(copy);  /* sent in place; else zc_ucx_am_sent frees it */
     return ZC_OK;
 }
 
@@ -341,6 +361,17 @@ static void zc_ucx_rail_tell(zc_transport_t *tp, zc_ucx_am_type_t type, int rail
             zc_log_debug("ucx: cannot tell rank %d that rail %d to node %d %s", r, rail, node,
                          type == ZC_UCX_AM_OUT ? "is out" : "is back");
     }
+}
+
+/* Notice `m` (from another node) again to the other ranks of this node. */
+static void zc_ucx_rail_tell_node(zc_transport_t *tp, const zc_ucx_am_msg_t *m)
+{
+    zc_ucx_am_msg_t msg = *m;
+
+    for (int r = 0; r < tp->w.size; r++)
+        if (r != tp->w.rank && tp->w.rank_node[r] == tp->w.node &&
+            zc_ucx_am_send(tp, 0, r, &msg) != ZC_OK)
+            zc_error_clear();
 }
 
 static void zc_ucx_probe_end(zc_transport_t *tp, int rail, zc_ucx_probe_t *p)
@@ -558,12 +589,17 @@ static int zc_ucx_rail_message(zc_transport_t *tp, const zc_ucx_am_msg_t *m)
             return 0;
         other = m->node_a == w->node ? m->node_b : m->node_a;
         snprintf(why, sizeof(why), "rank %d saw: %s", m->src, m->why);
+        if ((m->type == ZC_UCX_AM_BACK) != zc_ucx_rail(tp, m->rail, other)->out)
+            return 0;  /* known already */
+        /* A notice from another node came over a rail: this node's other
+         * ranks hear it again over shared memory, in case theirs was lost
+         * (a rank told twice ignores the second). */
+        if (w->rank_node[m->src] != w->node)
+            zc_ucx_rail_tell_node(tp, m);
         if (m->type == ZC_UCX_AM_BACK) {
             zc_ucx_rail_back(tp, m->rail, other, why);
             return 0;
         }
-        if (zc_ucx_rail(tp, m->rail, other)->out)
-            return 0;
         zc_ucx_rail_out(tp, m->rail, other, why);
         return 1;
     }
@@ -623,6 +659,11 @@ int zc_ucx_rails_progress(zc_transport_t *tp)
 int zc_ucx_rail_live(zc_transport_t *tp, int rail, int peer)
 {
     return !zc_ucx_rail(tp, rail, tp->w.rank_node[peer])->out;
+}
+
+int zc_ucx_rail_unsafe_to_close(zc_transport_t *tp, int rail)
+{
+    return ((zc_ucx_rails_out(tp) >> rail) & 1u) || !zc_ucx_rail_link_up(tp, rail);
 }
 
 uint32_t zc_ucx_rails_out(zc_transport_t *tp)

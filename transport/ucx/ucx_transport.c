@@ -65,6 +65,13 @@
  * kept, and reachable, until the process exits. */
 static zc_transport_t *zc_ucx_kept;
 static pthread_mutex_t zc_ucx_kept_lock = PTHREAD_MUTEX_INITIALIZER;
+/* Rail lanes left open at destroy (zc_ucx_rail_unsafe_to_close), kept
+ * reachable until exit. */
+typedef struct zc_ucx_kept_lane {
+    zc_ucx_lane_t lane;
+    struct zc_ucx_kept_lane *next;
+} zc_ucx_kept_lane_t;
+static zc_ucx_kept_lane_t *zc_ucx_kept_lanes;
 
 /* Whether messages with `peer` above split_bytes travel split. */
 static int zc_ucx_split_peer(zc_transport_t *tp, int peer)
@@ -807,6 +814,19 @@ static void zc_ucx_destroy(zc_transport_t *tp)
     }
     int kept = 0;
     for (int l = 0; l < tp->nlanes; l++) {
+        zc_ucx_kept_lane_t *keep;
+        if (l >= 1 && l <= tp->w.nrails && zc_ucx_rail_unsafe_to_close(tp, l - 1) &&
+            (keep = malloc(sizeof(*keep)))) {
+            /* its worker is left to the exit (its endpoints are closed) */
+            zc_log_info("ucx: %s lane's worker kept until exit: its rail is out or its link "
+                        "down", tp->lanes[l].name);
+            keep->lane = tp->lanes[l];
+            pthread_mutex_lock(&zc_ucx_kept_lock);
+            keep->next = zc_ucx_kept_lanes;
+            zc_ucx_kept_lanes = keep;
+            pthread_mutex_unlock(&zc_ucx_kept_lock);
+            continue;
+        }
         if (tp->stranded[l] > 0) {
             zc_log_info("ucx: %s lane kept until exit: %d abandoned operations are unfinished",
                         tp->lanes[l].name, tp->stranded[l]);
