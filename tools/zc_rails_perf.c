@@ -16,6 +16,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "perf_common.h"
 
@@ -203,6 +204,11 @@ static void timeline(bench_t *b, const zc_perf_opts_t *o)
     int both = strcmp(b->ro->stripe, "both") == 0, eq_only = strcmp(b->ro->stripe, "equal") == 0;
     double start = zc_perf_now();
     int64_t more = 1;
+    struct timespec wall;
+
+    clock_gettime(CLOCK_REALTIME, &wall);
+    if (b->rank == 0)
+        printf("# started at %lld.%09ld (wall clock)\n", (long long)wall.tv_sec, wall.tv_nsec);
 
     if (b->rank == 0)
         printf("# %8s %6s %10s %12s\n", "end s", "stripe", "ms", "Mbit/s");
