@@ -194,10 +194,12 @@ int zc_ucx_auto_rail(zc_transport_t *tp, int peer, int sending);
 /* Whether `rail` reaches the node of `peer` now (not held out). */
 int zc_ucx_rail_live(zc_transport_t *tp, int rail, int peer);
 uint32_t zc_ucx_rails_out(zc_transport_t *tp);
-/* Whether rail `rail` is out or its link down here: UCX 1.13 aborts
- * destroying a worker that still holds a connection handshake it could
- * not send (ucp_request_send_state_ff: "got REP message"), which a link
- * that went down mid-handshake leaves behind. */
+/* Whether rail `rail`'s worker is better left until exit: a rail went out
+ * in this communicator's life (its endpoints were closed and made again,
+ * on any rail, by both ends: handshakes may still be pending), or its link
+ * is down here.  UCX 1.13 aborts destroying a worker that still holds a
+ * connection handshake it could not send (ucp_request_send_state_ff: "got
+ * REP message"). */
 int zc_ucx_rail_unsafe_to_close(zc_transport_t *tp, int rail);
 /* A stall or a UCX error on `rail` to `peer`: ask whether the rail or the
  * peer is at fault (a probe), and take the rail out if it is the rail. */

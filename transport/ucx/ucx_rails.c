@@ -663,7 +663,11 @@ int zc_ucx_rail_live(zc_transport_t *tp, int rail, int peer)
 
 int zc_ucx_rail_unsafe_to_close(zc_transport_t *tp, int rail)
 {
-    return ((zc_ucx_rails_out(tp) >> rail) & 1u) || !zc_ucx_rail_link_up(tp, rail);
+    for (int k = 0; k < tp->w.nrails; k++)
+        for (int n = 0; n < tp->nnodes; n++)
+            if (zc_ucx_rail(tp, k, n)->ever_out)
+                return 1;
+    return !zc_ucx_rail_link_up(tp, rail);
 }
 
 uint32_t zc_ucx_rails_out(zc_transport_t *tp)

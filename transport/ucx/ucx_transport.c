@@ -818,8 +818,8 @@ static void zc_ucx_destroy(zc_transport_t *tp)
         if (l >= 1 && l <= tp->w.nrails && zc_ucx_rail_unsafe_to_close(tp, l - 1) &&
             (keep = malloc(sizeof(*keep)))) {
             /* its worker is left to the exit (its endpoints are closed) */
-            zc_log_info("ucx: %s lane's worker kept until exit: its rail is out or its link "
-                        "down", tp->lanes[l].name);
+            zc_log_info("ucx: %s lane's worker kept until exit: a rail went out, or its link "
+                        "is down", tp->lanes[l].name);
             keep->lane = tp->lanes[l];
             pthread_mutex_lock(&zc_ucx_kept_lock);
             keep->next = zc_ucx_kept_lanes;
