@@ -12,7 +12,8 @@
 #include "src/core/rail_rates.h"
 
 /* A sample needs this much busy time and these many bytes behind it; a
- * rank reports the mean of its last samples, the newest weighing half. */
+ * rank reports the mean of its last two samples, or the newest alone when
+ * it is more than twice or less than half the one before. */
 #define ZC_RAIL_SAMPLE_NS (300 * 1000000LL)
 #define ZC_RAIL_SAMPLE_BYTES (1u << 20)
 /* A rail whose measured rate, relative to its configured one, is within
@@ -177,12 +178,18 @@ uint64_t zc_rail_fingerprint(struct zc_comm *comm, uint64_t h)
     return zc_fnv1a(h, comm->rates.pinned, sizeof(comm->rates.pinned));
 }
 
-uint32_t zc_rail_rate_local(struct zc_comm *comm, int rail)
+void zc_rail_rates_now(struct zc_comm *comm, uint32_t *rate)
 {
-    const zc_rail_meter_t *m = &comm->rates.meter[rail];
-    uint32_t fresh = m->kbps && zc_now_ms() - m->sample_ms < ZC_RAIL_RATE_FRESH_MS ? m->kbps : 0;
+    uint32_t fresh[ZC_MAX_RAILS], measured[ZC_MAX_RAILS];
+    int64_t now = zc_now_ms();
 
-    return zc_rail_base(comm, rail, fresh);
+    for (int k = 0; k < comm->nrails; k++) {
+        const zc_rail_meter_t *m = &comm->rates.meter[k];
+        fresh[k] = m->kbps && now - m->sample_ms < ZC_RAIL_RATE_FRESH_MS ? m->kbps : 0;
+    }
+    zc_rail_deadband(comm, fresh, measured);
+    for (int k = 0; k < comm->nrails; k++)
+        rate[k] = zc_rail_base(comm, k, measured[k]);
 }
 
 int zc_rail_adaptive(const struct zc_comm *comm)
@@ -233,7 +240,9 @@ void zc_rail_meter_acked(struct zc_comm *comm, int rail, size_t bytes)
     if (m->busy_ns >= ZC_RAIL_SAMPLE_NS && m->bytes >= ZC_RAIL_SAMPLE_BYTES) {
         double kbps = (double)m->bytes * 8e6 / (double)m->busy_ns;
         int fresh = m->kbps && now / 1000000 - m->sample_ms < ZC_RAIL_RATE_FRESH_MS;
-        if (fresh)
+        /* the mean of the last two, unless the rate moved by more than
+         * twice (a NIC cut or restored): then the new one alone */
+        if (fresh && kbps < 2.0 * m->kbps && 2.0 * kbps > m->kbps)
             kbps = (kbps + m->kbps) / 2;
         m->kbps = kbps >= (double)UINT32_MAX ? UINT32_MAX : (kbps < 1 ? 1 : (uint32_t)kbps);
         m->sample_ms = now / 1000000;

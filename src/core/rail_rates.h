@@ -91,10 +91,12 @@ int zc_rail_adaptive(const struct zc_comm *comm);
  * 100 ms.  A rail shared with other ranks' traffic seems slower, so the
  * margin is wide. */
 int zc_rail_lagging(struct zc_comm *comm, int rail, uint32_t kbps, size_t chunk);
-/* The rate this rank expects of `rail` now, kbit/s (its own measurement
- * when fresh, else pinned or configured), for choices that are this rank's
+/* The rate this rank expects of each rail now, kbit/s, into rate[nrails]:
+ * pinned, equal, else configured, or its own fresh measurement where that
+ * strays from the others' by more than the deadband (as the weights of a
+ * call, from this rank's view alone), for choices that are this rank's
  * alone (the rail of each chunk of a striped block). */
-uint32_t zc_rail_rate_local(struct zc_comm *comm, int rail);
+void zc_rail_rates_now(struct zc_comm *comm, uint32_t *rate);
 
 /* Metering: a chunk went out on `rail`; one was acknowledged there (its
  * bytes); one will not be (sent again elsewhere). */

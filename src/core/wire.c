@@ -74,7 +74,8 @@
 #define ZC_WIRE_ACK_MAGIC 0x5a434b31u  /* "ZCK1": its acknowledgement */
 /* Unacknowledged chunks a sender keeps on a rail: on its home rail (the
  * routed transfer's window), and striped on the fastest rail (a slower
- * one in proportion to its rate, at least one). */
+ * one in proportion to its rate, at least two: one in flight while the
+ * other's acknowledgement comes back). */
 #define ZC_WIRE_HOME_DEPTH 4
 #define ZC_WIRE_STRIPE_DEPTH 4
 /* Receives a receiver keeps posted on each rail it listens on. */
@@ -304,13 +305,13 @@ static int zc_wire_rail_refused(zc_wire_t *w, int rail, zc_status_t st)
     return 1;
 }
 
-/* The rail for chunk c of `len` bytes, -1: none has room.  Its own rail
- * (the home rail, or its fixed one) while that is not out, unless it lags
- * and has no room (then another, with at most one chunk of this transfer
- * unacknowledged there); else, of the rails not out with room (a depth in
- * proportion to the rail's rate), the one whose unacknowledged bytes and
- * this chunk would drain first at its rate.  A rail whose send just
- * failed waits for the probe's verdict. */
+/* The rail for chunk c of `len` bytes, -1: none now.  Its own rail (the
+ * home rail, or its fixed one) while that is not out, unless it lags and
+ * has no room (then another, with at most one chunk of this transfer
+ * unacknowledged there); else the rail not out whose unacknowledged bytes
+ * and this chunk would drain first at its rate, if it has room (a depth in
+ * proportion to its rate, at least two), else none.  A rail whose send just failed
+ * waits for the probe's verdict. */
 static int zc_wire_pick_rail(zc_wire_t *w, int c, size_t len)
 {
     int own = w->spec.home >= 0 ? w->spec.home : w->chunk_pref ? w->chunk_pref[c] : -1;
@@ -327,26 +328,30 @@ static int zc_wire_pick_rail(zc_wire_t *w, int c, size_t len)
             return -1;
         spill = 1;
     }
+    uint32_t now_kbps[ZC_MAX_RAILS];
+    zc_rail_rates_now(w->comm, now_kbps);
     for (int r = 0; r < nrails; r++) {
-        rate[r] = zc_wire_rail_live(w, r) ? zc_rail_rate_local(w->comm, r) : 0;
+        rate[r] = zc_wire_rail_live(w, r) ? now_kbps[r] : 0;
         fastest = rate[r] > fastest ? rate[r] : fastest;
     }
+    int best_full = 0;
     for (int r = 0; r < nrails; r++) {
         int depth = (int)(ZC_WIRE_STRIPE_DEPTH * rate[r] / (fastest > 0 ? fastest : 1) + 0.5);
-        if (spill && r == own)
+        if ((spill && r == own) || rate[r] <= 0 || now - w->failed_ns[r] < stall)
             continue;
-        if (spill)
-            depth = 1;
-        if (rate[r] <= 0 || w->inflight[r] >= (depth > 1 ? depth : 1) ||
-            now - w->failed_ns[r] < stall)
+        int full = w->inflight[r] >= (spill ? 1 : depth > 2 ? depth : 2);
+        if (spill && full)
             continue;
         double t = (double)(w->inflight_bytes[r] + len) / rate[r];
         if (best < 0 || t < best_t) {
             best = r;
             best_t = t;
+            best_full = full;
         }
     }
-    return best;
+    /* (a rail with room that would deliver the chunk later than a full one
+     * waits: a slow rail gets no chunk the others could finish sooner) */
+    return best_full ? -1 : best;
 }
 
 /* An acknowledgement receive on `rail`, if none is posted there. */
@@ -839,8 +844,9 @@ static zc_status_t zc_wire_fixed_shares(zc_wire_t *w)
 
     if (!(w->chunk_pref = malloc(sizeof(int) * (size_t)w->nchunks)))
         return ZC_ERR_NO_MEMORY;
+    zc_rail_rates_now(w->comm, wt);  /* (pinned or equal) */
     for (int r = 0; r < nrails; r++)
-        total += wt[r] = zc_rail_rate_local(w->comm, r);  /* (pinned or equal) */
+        total += wt[r];
     for (int c = 0; c < w->nchunks; c++) {
         int best = 0;
         for (int r = 0; r < nrails; r++) {
