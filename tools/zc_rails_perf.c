@@ -135,16 +135,34 @@ static double timed_call(bench_t *b, size_t bytes)
     return zc_perf_max(b->comm, zc_perf_now() - t0);
 }
 
-static void print_rates(bench_t *b)
+/* This rank's bytes sent on each rail so far. */
+static void rail_sent(bench_t *b, uint64_t *sent)
 {
-    double rates[MAX_RAILS];
+    uint64_t unused;
+
+    for (int k = 0; k < b->nrails; k++)
+        if (zc_comm_rail_bytes(b->comm, k, &sent[k], &unused) != ZC_OK)
+            sent[k] = 0;
+}
+
+/* The weights of the last routed call, and the share of each rail in what
+ * this rank sent since `before`. */
+static void print_rates(bench_t *b, const uint64_t *before)
+{
+    double rates[MAX_RAILS], total = 0;
+    uint64_t after[MAX_RAILS];
 
     if (b->rank != 0 || zc_comm_rail_rates(b->comm, rates, b->nrails) != ZC_OK)
         return;
     printf(" rates");
     for (int k = 0; k < b->nrails; k++)
         printf(" %.0f", rates[k] * 1e3);
-    printf(" Mbit/s");
+    printf(" Mbit/s; shares");
+    rail_sent(b, after);
+    for (int k = 0; k < b->nrails; k++)
+        total += (double)(after[k] - before[k]);
+    for (int k = 0; k < b->nrails; k++)
+        printf(" %.0f%%", total > 0 ? 100.0 * (double)(after[k] - before[k]) / total : 0);
 }
 
 /* Sizes from -b to -e: -n calls per striping, interleaved. */
@@ -214,12 +232,14 @@ static void timeline(bench_t *b, const zc_perf_opts_t *o)
         printf("# %8s %6s %10s %12s\n", "end s", "stripe", "ms", "Mbit/s");
     for (int i = 0; more; i++) {
         int equal = both ? i % 2 : eq_only;
+        uint64_t before[MAX_RAILS];
         stripe(b, equal);
+        rail_sent(b, before);
         double s = timed_call(b, o->max_bytes);
         if (b->rank == 0) {
             printf("  %8.3f %6s %10.1f %12.1f", zc_perf_now() - start, equal ? "equal" : "rate",
                    s * 1e3, (double)o->max_bytes * 8 / s / 1e6);
-            print_rates(b);
+            print_rates(b, before);
             printf("\n");
             fflush(stdout);
         }
