@@ -310,9 +310,13 @@ static int zc_wire_rail_refused(zc_wire_t *w, int rail, zc_status_t st)
  * has no room (then another, with at most one chunk of this transfer
  * unacknowledged there); else the rail not out whose unacknowledged bytes
  * and this chunk would drain first at its rate, if it has room (a depth in
- * proportion to its rate, at least two), else none.  A rail whose send just failed
- * waits for the probe's verdict. */
-static int zc_wire_pick_rail(zc_wire_t *w, int c, size_t len)
+ * proportion to its rate, at least two); else the rail with room that
+ * would deliver it first, if no later than every byte still owed
+ * (`unsent` and the unacknowledged) would drain at the rails' summed
+ * rates (so a slow rail takes its share while there is much to move, and
+ * no chunk near the end that the others would finish sooner); else none.
+ * A rail whose send just failed waits for the probe's verdict. */
+static int zc_wire_pick_rail(zc_wire_t *w, int c, size_t len, size_t unsent)
 {
     int own = w->spec.home >= 0 ? w->spec.home : w->chunk_pref ? w->chunk_pref[c] : -1;
     int best = -1, nrails = w->comm->nrails, spill = 0;
@@ -334,11 +338,14 @@ static int zc_wire_pick_rail(zc_wire_t *w, int c, size_t len)
         rate[r] = zc_wire_rail_live(w, r) ? now_kbps[r] : 0;
         fastest = rate[r] > fastest ? rate[r] : fastest;
     }
-    int best_full = 0;
+    int best_full = 0, open = -1;
+    double open_t = 0, sum = 0, owed = (double)unsent;
     for (int r = 0; r < nrails; r++) {
         int depth = (int)(ZC_WIRE_STRIPE_DEPTH * rate[r] / (fastest > 0 ? fastest : 1) + 0.5);
         if ((spill && r == own) || rate[r] <= 0 || now - w->failed_ns[r] < stall)
             continue;
+        sum += rate[r];
+        owed += (double)w->inflight_bytes[r];
         int full = w->inflight[r] >= (spill ? 1 : depth > 2 ? depth : 2);
         if (spill && full)
             continue;
@@ -348,10 +355,14 @@ static int zc_wire_pick_rail(zc_wire_t *w, int c, size_t len)
             best_t = t;
             best_full = full;
         }
+        if (!full && (open < 0 || t < open_t)) {
+            open = r;
+            open_t = t;
+        }
     }
-    /* (a rail with room that would deliver the chunk later than a full one
-     * waits: a slow rail gets no chunk the others could finish sooner) */
-    return best_full ? -1 : best;
+    if (best >= 0 && !best_full)
+        return best;
+    return open >= 0 && sum > 0 && open_t <= owed / sum ? open : -1;
 }
 
 /* An acknowledgement receive on `rail`, if none is posted there. */
@@ -366,11 +377,15 @@ static zc_status_t zc_wire_ack_listen(zc_wire_t *w, int rail)
 
 static zc_status_t zc_wire_send_ready(zc_wire_t *w, int *moved)
 {
+    size_t unsent = 0;  /* (the bytes of every chunk not sent, this one's too) */
+
+    for (int c = 0; c < w->nchunks; c++)
+        unsent += w->state[c] < ZC_CHUNK_SENT ? zc_wire_len(w, c) : 0;
     for (int c = 0; c < w->nchunks; c++) {
         if (w->state[c] != ZC_CHUNK_READY)
             continue;
         size_t len = zc_wire_len(w, c);
-        int rail = zc_wire_pick_rail(w, c, len), i = w->chunk_slot[c];
+        int rail = zc_wire_pick_rail(w, c, len, unsent), i = w->chunk_slot[c];
         zc_wire_send_t *s;
         if (rail < 0 && !w->chunk_pref)
             return ZC_OK;  /* (no chunk would find room) */
@@ -392,6 +407,7 @@ static zc_status_t zc_wire_send_ready(zc_wire_t *w, int *moved)
             continue;  /* (another rail, or this one after the probe's verdict) */
         }
         w->slots[i].pins++;
+        unsent -= len;
         w->state[c] = ZC_CHUNK_SENT;
         w->chunk_rail[c] = rail;
         w->sent_ns[c] = zc_now_ns();
