@@ -539,6 +539,16 @@ ZC_API zc_status_t zc_plan_ring_hops(zc_plan_h plan, int ring,
 /* Slice k of n elements routed over x rails, the runtime's rule: n / x
  * each, the remainder n % x one element each to slices 0..n%x-1. */
 ZC_API zc_status_t zc_plan_slice(int64_t n, int x, int k, int64_t *offset, int64_t *length);
+/* The rate of each of the plan's rails, Gbit/s (n: its rails; NULL and 0:
+ * none), which its routed hops are cut in proportion to (zc_plan_hop_slice)
+ * and zc_plan_cost slices them by: as zc_comm_rail_rates reports a run's,
+ * the plan's slices are that run's.  A plan starts without: equal slices. */
+ZC_API zc_status_t zc_plan_set_rail_rates(zc_plan_h plan, const double *gbps, int n);
+/* Slice k of n elements of one of the plan's routed hops: in proportion to
+ * its rail rates (the remainder one element each to the largest fractional
+ * shares), zc_plan_slice(n, rails, k) without. */
+ZC_API zc_status_t zc_plan_hop_slice(zc_plan_h plan, int64_t n, int k, int64_t *offset,
+                                     int64_t *length);
 /* The remap's transfer matrix M as its nonzero entries, ordered by (from, to). */
 ZC_API zc_status_t zc_plan_remap_transfers(zc_plan_h plan, const zc_plan_transfer_t **transfers,
                                            size_t *count);
@@ -574,10 +584,13 @@ typedef struct {
     double linear_tflops;   /* achieved dense (GEMM) throughput per device */
     int layers, hidden, heads, head_dim, kv_heads, ffn_hidden;
     int bytes_per_elem;     /* activations: 2 for bf16 */
+    /* Newer than the first layout: */
+    double nic_rates[ZC_PLAN_MAX_RAILS]; /* Gbit/s of NIC k where they differ (cluster file
+                                            key nic_rates, a list); 0: nic_gbps */
 } zc_cluster_t;
 
 #define ZC_CLUSTER_INITIALIZER                                                          \
-    { sizeof(zc_cluster_t), "", 0, 0, 0.0, 0.0, 0.0, 0.0, 0, 0, 0, 0, 0, 0, 0 }
+    { sizeof(zc_cluster_t), "", 0, 0, 0.0, 0.0, 0.0, 0.0, 0, 0, 0, 0, 0, 0, 0, { 0.0 } }
 
 typedef enum {
     ZC_COST_TE_CP = 0,      /* every sequence evenly split over one global ring */
@@ -619,10 +632,23 @@ ZC_API zc_status_t zc_plan_cost(zc_plan_h plan, const zc_cluster_t *cluster,
 ZC_API zc_status_t zc_comm_rail_count(zc_comm_h comm, int *nrails);
 /* Rail `rank` sends on by default (its GPU's nearest NIC), -1 if none. */
 ZC_API zc_status_t zc_comm_rank_rail(zc_comm_h comm, int rank, int *rail);
-/* Bytes this rank sent and received on `rail` since the communicator was
- * created (rail -1: inside the node). */
+/* Bytes of data this rank sent and received on `rail` since the
+ * communicator was created (rail -1: inside the node); a chunk sent again
+ * after its rail went out counts on each rail it left on. */
 ZC_API zc_status_t zc_comm_rail_bytes(zc_comm_h comm, int rail, uint64_t *sent,
                                       uint64_t *received);
+/* The rate, Gbit/s, by which this rank's last routed transfer or ring
+ * attention call cut its transfers between nodes into per-rail slices
+ * (zc_routed_sendrecv(3), "Rails"): 0 for a rail that was out; before any,
+ * the configured rates (ZC_RAIL_RATES or the ports', the lowest over the
+ * nodes).  Given to zc_plan_set_rail_rates, the plan's slices are
+ * the run's.  n: the rail count. */
+ZC_API zc_status_t zc_comm_rail_rates(zc_comm_h comm, double *gbps, int n);
+/* Pin the rates the next calls slice by (n: the rail count, each rate
+ * positive), instead of measuring them; NULL and 0 measure again.  Local:
+ * every rank must pin alike before its next collective, else that call
+ * fails with ZC_ERR_MISMATCH on every rank before any data moves. */
+ZC_API zc_status_t zc_comm_set_rail_rates(zc_comm_h comm, const double *gbps, int n);
 
 /* One logical transfer of a routed call. */
 typedef struct {

@@ -48,7 +48,8 @@ static void case_random(zc_comm_h comm)
 }
 
 /* Rank 0 sends 4 MiB + 3 B to the last rank (other node): every rail of
- * rank 0 carries a quarter. */
+ * rank 0 carries a share (chunk by chunk as acknowledgements come, so at
+ * equal rates about a quarter: at least an eighth is asserted). */
 static void case_rails(zc_comm_h comm, int nrails)
 {
     int64_t *m = calloc((size_t)mn_size * (size_t)mn_size, sizeof(*m));
@@ -62,7 +63,7 @@ static void case_rails(zc_comm_h comm, int nrails)
     run_checked(comm, &l, ZC_BYTE, 77);
     for (int k = 0; mn_rank == 0 && k < nrails && k < 16; k++) {
         zc_comm_rail_bytes(comm, k, &after, &unused);
-        MN_CHECK(after - before[k] >= (uint64_t)m[mn_size - 1] / (uint64_t)nrails,
+        MN_CHECK(after - before[k] >= (uint64_t)m[mn_size - 1] / (2 * (uint64_t)nrails),
                  "rail %d carried %llu of %lld bytes", k, (unsigned long long)(after - before[k]),
                  (long long)m[mn_size - 1]);
     }

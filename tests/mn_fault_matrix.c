@@ -1,5 +1,6 @@
 /* One cell of the fault matrix (tests/fault_matrix.sh): every rank repeats
- * one call while a fault strikes 300 ms in, and reports what it got.
+ * one call while a fault strikes 300 ms in (a NIC going down: 1.5 s in, so
+ * that calls with every NIC up come first), and reports what it got.
  *
  *   mn_fault_matrix CALL FAULT
  *     CALL   sendrecv   zc_sendrecv, a ring over all ranks, 8 MiB
@@ -11,18 +12,26 @@
  *     FAULT  kill       the last rank SIGKILLs itself
  *            stop       the last rank SIGSTOPs itself (a child of it sends
  *                       SIGCONT 3 x ZC_TIMEOUT later)
- *            nicdown    the last rank sets its node's rail-1 veth down
+ *            nicdown    the last rank sets its node's rail-1 veth down (one
+ *                       NIC of two, or of four on a cluster of four: the
+ *                       collectives fail over to the rails left)
+ *            alldown    the last rank sets every veth of its node down
  *            slow       the last rank cuts its node's rail-1 tbf rate to 10%
  *            disagree   the last rank passes other arguments (one call)
  *
  * The calls repeat until 4 s after the fault (by rank 0's clock, sent to
- * every rank between two calls) or until one fails.  Each
- * rank prints one line
+ * every rank between two calls in a routed transfer, which fails over as
+ * the calls do) or until one fails.  Each rank prints one line
  *   RESULT call=C fault=F rank=R role=victim|survivor status=S ms=T calls=N wrong=W
+ *          up_ms=U hit_ms=H after_ms=A
  * where T is the time from the fault (for a disagreement: the call's
- * start) to the call's return (the failing one, or the last) and W counts wrong bytes or elements in calls that
- * returned ZC_OK.  Exit 0 unless wrong data came back with ZC_OK (3) or the
- * setup failed (1): judging statuses is the driver's job. */
+ * start) to the call's return (the failing one, or the last), W counts
+ * wrong bytes or elements in calls that returned ZC_OK, U is the mean time
+ * of the calls that ended before the fault (every NIC up), H the time of
+ * the call the fault struck (the first to end after it) and A the mean of
+ * the calls after that one (0 where there were none).  Exit 0 unless wrong
+ * data came back with ZC_OK (3) or the setup failed (1): judging statuses
+ * is the driver's job. */
 #include "config.h"
 
 #include <pthread.h>
@@ -39,11 +48,13 @@
 
 #define BYTES (8u << 20)
 #define FAULT_AFTER_MS 300
+/* The NICs go down later: calls with every NIC up to compare with. */
+#define NIC_DOWN_AFTER_MS 1500
 #define RUN_AFTER_FAULT_MS 4000
 #define TOKENS_PER_RANK 512
 
 static const char *call, *fault;
-static int victim, timeout_ms;
+static int victim, timeout_ms, nrails, fault_after_ms;
 
 static int64_t now_ms(void)
 {
@@ -58,7 +69,7 @@ static void *saboteur(void *arg)
     char dev[64], cmd[256];
 
     (void)arg;
-    usleep(FAULT_AFTER_MS * 1000);
+    usleep((useconds_t)fault_after_ms * 1000);
     if (strcmp(fault, "kill") == 0) {
         raise(SIGKILL);
     } else if (strcmp(fault, "stop") == 0) {
@@ -69,6 +80,12 @@ static void *saboteur(void *arg)
             _exit(0);
         }
         raise(SIGSTOP);
+    } else if (strcmp(fault, "alldown") == 0) {
+        for (int k = 0; k < nrails && mn_rail_netdev(k, dev, sizeof(dev)); k++) {
+            snprintf(cmd, sizeof(cmd), "ip link set dev %s down", dev);
+            if (system(cmd) != 0)
+                fprintf(stderr, "# %s failed\n", cmd);
+        }
     } else if (mn_rail_netdev(1, dev, sizeof(dev))) {
         if (strcmp(fault, "nicdown") == 0)
             snprintf(cmd, sizeof(cmd), "ip link set dev %s down", dev);
@@ -210,21 +227,33 @@ static zc_status_t ring_call(zc_comm_h comm, ring_args_t *r, int backward, int d
 
 /* Rank 0's clock decides for every rank whether another call follows
  * (ranks that stopped on their own clocks would leave the others in a
- * call without them). */
+ * call without them).  An alltoallv from rank 0 to every rank carries it:
+ * point-to-point messages do not fail over, so one on the rail that goes
+ * down would fail the cell for the wrong reason. */
 static zc_status_t go_on(zc_comm_h comm, int64_t deadline, int *more)
 {
+    int64_t *sc = calloc(4 * (size_t)mn_size, sizeof(int64_t));
+    int32_t *flags = calloc((size_t)mn_size, sizeof(int32_t)), got = 0;
     zc_request_h req;
-    zc_status_t st = ZC_OK;
+    zc_status_t st = ZC_ERR_NO_MEMORY;
     int32_t v = now_ms() < deadline;
 
-    if (mn_rank == 0) {
-        for (int r = 1; r < mn_size && st == ZC_OK; r++)
-            if ((st = zc_send(&v, 1, ZC_INT32, ZC_MEM_HOST, r, comm, &req)) == ZC_OK)
-                st = zc_wait(&req);
-    } else if ((st = zc_recv(&v, 1, ZC_INT32, ZC_MEM_HOST, 0, comm, &req)) == ZC_OK) {
-        st = zc_wait(&req);
+    *more = 0;
+    if (sc && flags) {
+        int64_t *sd = sc + mn_size, *rc = sd + mn_size, *rd = rc + mn_size;
+        for (int r = 0; r < mn_size; r++) {
+            sc[r] = mn_rank == 0 && r != 0;
+            sd[r] = r;
+            flags[r] = v;
+        }
+        rc[0] = mn_rank != 0;
+        st = zc_remap_alltoallv(flags, sc, sd, &got, rc, rd, ZC_INT32, ZC_MEM_HOST, comm, &req);
+        if (st == ZC_OK)
+            st = zc_wait(&req);
+        *more = st == ZC_OK && (mn_rank == 0 ? v : got);
     }
-    *more = st == ZC_OK && v;
+    free(sc);
+    free(flags);
     return st;
 }
 
@@ -244,8 +273,8 @@ static const char *status_name(zc_status_t st)
 int main(int argc, char **argv)
 {
     const char *tv = getenv("ZC_TIMEOUT");
-    int ring, disagree, calls = 0;
-    int64_t wrong = 0, t_fault, t_end;
+    int ring, disagree, calls = 0, n_up = 0, n_after = 0;
+    int64_t wrong = 0, t_fault, t_end, up_ms = 0, hit_ms = -1, after_ms = 0;
     data_args_t d = {0};
     ring_args_t r;
     pthread_t thread;
@@ -253,7 +282,7 @@ int main(int argc, char **argv)
 
     if (argc != 3) {
         fprintf(stderr, "usage: mn_fault_matrix sendrecv|routed|alltoallv|ring_fwd|ring_bwd "
-                        "kill|stop|nicdown|slow|disagree\n");
+                        "kill|stop|nicdown|alldown|slow|disagree\n");
         return 1;
     }
     call = argv[1];
@@ -261,6 +290,7 @@ int main(int argc, char **argv)
     timeout_ms = tv ? atoi(tv) : 60000;
     setenv("ZC_ROUTED_MIN_BYTES", "4096", 1);  /* ring hops routed through the proxies */
     zc_comm_h comm = mn_init();
+    zc_comm_rail_count(comm, &nrails);
     victim = mn_size - 1;
     ring = strncmp(call, "ring_", 5) == 0;
     disagree = strcmp(fault, "disagree") == 0 && mn_rank == victim;
@@ -279,23 +309,40 @@ int main(int argc, char **argv)
     }
     zc_barrier(comm);
     /* a disagreement is there from the call's start */
-    t_fault = now_ms() + (strcmp(fault, "disagree") == 0 ? 0 : FAULT_AFTER_MS);
+    fault_after_ms = strcmp(fault, "disagree") == 0 ? 0
+                     : strstr(fault, "down")          ? NIC_DOWN_AFTER_MS
+                                                      : FAULT_AFTER_MS;
+    t_fault = now_ms() + fault_after_ms;
     if (mn_rank == victim && !disagree)
         pthread_create(&thread, NULL, saboteur, NULL);
     int more = strcmp(fault, "disagree") != 0;
     do {
+        int64_t t0 = now_ms();
         st = ring ? ring_call(comm, &r, strcmp(call, "ring_bwd") == 0, disagree, &wrong)
                   : data_call(comm, &d, disagree, &wrong);
+        int64_t t1 = now_ms();
         calls++;
+        if (st == ZC_OK && t1 < t_fault) {
+            up_ms += t1 - t0;
+            n_up++;
+        } else if (st == ZC_OK && hit_ms < 0) {
+            hit_ms = t1 - t0;
+        } else if (st == ZC_OK) {
+            after_ms += t1 - t0;
+            n_after++;
+        }
         if (st == ZC_OK && more)
             st = go_on(comm, t_fault + RUN_AFTER_FAULT_MS, &more);
     } while (st == ZC_OK && more);
     t_end = now_ms();
     fprintf(stderr, "# rank %d: %s after %d calls: %s\n", mn_rank, zc_strerror(st), calls,
             st == ZC_OK ? "" : zc_get_last_error());
-    printf("RESULT call=%s fault=%s rank=%d role=%s status=%s ms=%lld calls=%d wrong=%lld\n",
+    printf("RESULT call=%s fault=%s rank=%d role=%s status=%s ms=%lld calls=%d wrong=%lld "
+           "up_ms=%lld hit_ms=%lld after_ms=%lld\n",
            call, fault, mn_rank, mn_rank == victim ? "victim" : "survivor", status_name(st),
-           (long long)(t_end - t_fault), calls, (long long)wrong);
+           (long long)(t_end - t_fault), calls, (long long)wrong,
+           (long long)(n_up ? up_ms / n_up : 0), (long long)(hit_ms < 0 ? 0 : hit_ms),
+           (long long)(n_after ? after_ms / n_after : 0));
     fflush(stdout);
     /* Nobody leaves while another rank may still wait for it (a failed
      * barrier is what the faults are about: not reported). */

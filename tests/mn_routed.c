@@ -94,8 +94,13 @@ int main(void)
         int node;
 
         run_transfers(comm, &t, 1, ZC_BYTE);
-        /* Rank 0's node sends all of it, each rail 1/nrails (through the
-         * proxy of that rail): rank 0 sums its node's ranks rail by rail. */
+        /* Rank 0's node sends all of it, each rail its share by the rates
+         * the call split by (through the proxy of that rail): rank 0 sums
+         * its node's ranks rail by rail. */
+        double rates[16], total_rate = 0;
+        MN_CHECK(zc_comm_rail_rates(comm, rates, nrails) == ZC_OK, "the rails' rates");
+        for (int k = 0; k < nrails && k < 16; k++)
+            total_rate += rates[k];
         zc_comm_node(comm, &node);
         for (int k = 0; k < nrails && k < 16; k++) {
             zc_comm_rail_bytes(comm, k, &after[k], &recv);
@@ -113,17 +118,20 @@ int main(void)
             }
         }
         for (int k = 0; mn_rank == 0 && k < nrails && k < 16; k++)
-            MN_CHECK(sent[k] >= (uint64_t)(8 << 20) / (uint64_t)nrails,
-                     "rail %d of node 0 carried %llu of 8 MiB", k, (unsigned long long)sent[k]);
-        mn_report(comm, "8 MiB routed: every rail of the sending node carries its share");
+            MN_CHECK(rates[k] > 0 && (double)sent[k] >= (8 << 20) * (rates[k] / total_rate) - 1,
+                     "rail %d of node 0 carried %llu of 8 MiB at %g of %g Gbit/s", k,
+                     (unsigned long long)sent[k], rates[k], total_rate);
+        mn_report(comm, "8 MiB routed: every rail of the sending node carries its share of the "
+                  "rails' rates");
     }
 
     /* The plan's routes are the run's: a plan over this cluster's shape and
      * rails names, for each inter-node hop of its ring, the rank that sends
-     * and the rank that receives each rail's slice, and zc_plan_slice its
-     * size.  Every rank checks its own rail counters against that, exactly:
-     * the bytes it sent and received on each rail during the call, less
-     * those of the same call moving nothing (the list agreement's). */
+     * and the rank that receives each rail's slice, and, given the rates
+     * the call split by (zc_comm_rail_rates), zc_plan_hop_slice its size.
+     * Every rank checks its own rail counters against that, exactly: the
+     * bytes it sent and received on each rail during the call, less those
+     * of the same call moving nothing (the list agreement's). */
     if (nrails > 0 && nnodes > 1 && mn_size % nnodes == 0 && nnodes <= 16) {
         int ppn = mn_size / nnodes, layout_ok = 1;
         int64_t seq = (int64_t)mn_size * 100;
@@ -164,12 +172,6 @@ int main(void)
                 none[h] = (zc_transfer_t){hops[h].src_rank, hops[h].dst_rank, 0};
                 MN_CHECK(hops[h].x_send == nrails && hops[h].x_recv == nrails,
                          "hop %zu: %d slices for %d rails", h, hops[h].x_send, nrails);
-                for (int k = 0; k < nrails && k < hops[h].x_send; k++) {
-                    int64_t off, len;
-                    zc_plan_slice(hop_list[h].count, hops[h].x_send, k, &off, &len);
-                    want_s[k] += hops[h].send_proxies[k] == mn_rank ? (uint64_t)len * elem : 0;
-                    want_r[k] += hops[h].recv_proxies[k] == mn_rank ? (uint64_t)len * elem : 0;
-                }
             }
             for (int k = 0; k < nrails; k++)
                 zc_comm_rail_bytes(comm, k, &s[0][k], &r[0][k]);
@@ -177,6 +179,19 @@ int main(void)
             for (int k = 0; k < nrails; k++)
                 zc_comm_rail_bytes(comm, k, &s[1][k], &r[1][k]);
             run_transfers(comm, hop_list, (int)nh, ZC_FLOAT32);
+            /* the plan, cut by the rates that call split by */
+            double rates[ZC_PLAN_MAX_RAILS];
+            MN_CHECK(zc_comm_rail_rates(comm, rates, nrails) == ZC_OK &&
+                         zc_plan_set_rail_rates(plan, rates, nrails) == ZC_OK,
+                     "the plan given the call's rail rates");
+            for (size_t h = 0; h < nh; h++) {
+                for (int k = 0; k < nrails && k < hops[h].x_send; k++) {
+                    int64_t off, len;
+                    zc_plan_hop_slice(plan, hop_list[h].count, k, &off, &len);
+                    want_s[k] += hops[h].send_proxies[k] == mn_rank ? (uint64_t)len * elem : 0;
+                    want_r[k] += hops[h].recv_proxies[k] == mn_rank ? (uint64_t)len * elem : 0;
+                }
+            }
             for (int k = 0; k < nrails; k++) {
                 zc_comm_rail_bytes(comm, k, &s[2][k], &r[2][k]);
                 uint64_t sent = (s[2][k] - s[1][k]) - (s[1][k] - s[0][k]);
@@ -191,7 +206,7 @@ int main(void)
         if (layout_ok)
             mn_report(comm, "the plan's hops are the run's routes: each rank sends and "
                       "receives on each rail exactly the slices zc_plan_ring_hops and "
-                      "zc_plan_slice name");
+                      "zc_plan_hop_slice (with the call's rail rates) name");
     }
 
     /* Lists that differ at one rank only (rank 1, a proxy of the split

@@ -51,6 +51,9 @@ static void table_cases(void)
         {ZC_ENV_RING_ATTN_BWD_ORDER, "ZC_RING_ATTN_BWD_ORDER", 1},
         {ZC_ENV_WAIT_SPIN_US, "ZC_WAIT_SPIN_US", 0},
         {ZC_ENV_HOST_SPLIT_BYTES, "ZC_HOST_SPLIT_BYTES", 1},
+        {ZC_ENV_RAIL_STRIPE, "ZC_RAIL_STRIPE", 1},
+        {ZC_ENV_RAIL_STALL_MS, "ZC_RAIL_STALL_MS", 0},
+        {ZC_ENV_RAIL_PROBE_MS, "ZC_RAIL_PROBE_MS", 0},
     };
     int ids_ok = 1, defaults_ok = 1, public_ok = nspecs == nvars;
     int64_t v = 0;

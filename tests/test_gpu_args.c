@@ -337,7 +337,7 @@ static void test_route_geometry(void)
             int64_t next = 0, lo = INT64_MAX, hi = 0;
             for (int k = 0; k < nrails; k++) {
                 int64_t off, len;
-                zc_route_slice(counts[i], nrails, k, &off, &len);
+                zc_route_slice(counts[i], nrails, NULL, k, &off, &len);
                 slices_ok &= off == next && len >= 0;
                 next = off + len;
                 lo = len < lo ? len : lo;

@@ -47,6 +47,34 @@ for prog in "${programs[@]}"; do
     fi
 done
 
+# Rails at 200, 200, 100 and 50 Mbit/s (tests/mn_rails): shares follow the
+# rates; rail 1's NIC goes down mid-call and comes back.  ZC_LOG_LEVEL=info
+# logs the rail going out and back, with the reason, on every rank.
+out=$logs/rails
+bash "$cluster" -N 2 -K 4 -R 4 --rate 200mbit,200mbit,100mbit,50mbit -t 600 -q \
+    -x ZC_LOG_LEVEL=info -o "$out" -- ./tests/mn_rails >"$out.cluster" 2>&1
+status=$?
+while IFS= read -r line; do
+    case $line in
+    "ok "*|"not ok "*)
+        n=$((n + 1))
+        verdict=${line%% [0-9]*}
+        [ "$verdict" = "not ok" ] && failed=$((failed + 1))
+        echo "$verdict $n - mn_rails: ${line#* - }" ;;
+    "#"*) echo "$line" ;;
+    esac
+done < <(cat "$out/rank0.log" 2>/dev/null)
+n=$((n + 1))
+outs=$(cat "$out"/rank*.log 2>/dev/null | grep -c "rail 1 to node [01] out: ")
+backs=$(cat "$out"/rank*.log 2>/dev/null | grep -c "rail 1 to node [01] back: ")
+if [ "$status" = 0 ] && [ "$outs" -ge 8 ] && [ "$backs" -ge 1 ]; then
+    echo "ok $n - mn_rails: every rank exited 0; ZC_LOG_LEVEL=info: $outs ranks logged rail 1 out, $backs back"
+else
+    failed=$((failed + 1))
+    echo "not ok $n - mn_rails: status $status, $outs ranks logged rail 1 out (want 8), $backs back"
+    sed 's/^/# /' "$out.cluster" | tail -10
+fi
+
 # Faults mid-transfer: every survivor returns (an error or its finished
 # part) within ZC_TIMEOUT, the destination never claims success with
 # missing data; rank 1 is the one killed.
@@ -106,17 +134,19 @@ if ! echo "$soak" | grep -q "^ok \|^FAIL "; then
     echo "$soak" | sed 's/^/# /' | head -10
 fi
 
-# Three cells of the fault matrix (tests/fault_matrix.sh; BENCHMARKS.md has
-# all 25): during ring attention's backward a peer SIGSTOPs (the survivors
+# Four cells of the fault matrix (tests/fault_matrix.sh; BENCHMARKS.md has
+# them all): during ring attention's backward a peer SIGSTOPs (the survivors
 # time out), a NIC drops to 10% of its rate (every call still completes,
-# byte-exact), a rank asks for another mode (ZC_ERR_MISMATCH everywhere).
-matrix=$(bash "$srcdir/fault_matrix.sh" -b . -c ring_bwd -f "stop slow disagree" 2>&1)
+# byte-exact), one NIC of two goes down (every call still completes,
+# byte-exact, over the other), a rank asks for another mode
+# (ZC_ERR_MISMATCH everywhere).
+matrix=$(bash "$srcdir/fault_matrix.sh" -b . -c ring_bwd -f "stop slow nicdown disagree" 2>&1)
 while IFS= read -r line; do
     case $line in
     "| ring_bwd |"*)
         n=$((n + 1))
         cell=$(echo "$line" |
-            awk -F' [|] ' '{ print "ring_bwd, " $2 ": survivors " $3 " (slowest " $4 "), the other rank " $5 ", wrong " $6 }')
+            awk -F' [|] ' '{ print "ring_bwd, " $2 ": survivors " $3 " (slowest " $4 "), the other rank " $6 ", wrong " $7 }')
         case $line in
         *"| pass |") echo "ok $n - fault matrix: $cell" ;;
         *) failed=$((failed + 1)); echo "not ok $n - fault matrix: $cell: ${line##*| FAIL}" ;;

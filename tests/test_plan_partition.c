@@ -747,7 +747,7 @@ static void route_cases(void)
                 int64_t o, l, ro, rl;
 
                 slices_ok &= zc_plan_slice(n, x, k, &o, &l) == ZC_OK;
-                zc_route_slice(n, x, k, &ro, &rl);
+                zc_route_slice(n, x, NULL, k, &ro, &rl);
                 slices_ok &= o == ro && l == rl && o == end && l >= n / x && l <= n / x + 1 &&
                              (k + 1 < x || o + l == n);
                 end = (int)(o + l);

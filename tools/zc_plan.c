@@ -211,7 +211,7 @@ static void print_text(zc_plan_h plan, const zc_plan_info_t *in)
         printf("%s\n", ring.nranks > 16 ? ",..." : "");
     }
     print_cuts(plan, in);
-    printf("\n# routes of the inter-node hops: one slice per rail (zc_plan_slice of the "
+    printf("\n# routes of the inter-node hops: one slice per rail (zc_plan_hop_slice of the "
            "hop's bytes), send proxy -> receive proxy on that rail\n");
     for (int r = 0; r < in->nrings; r++) {
         const zc_plan_hop_t *h;
@@ -565,6 +565,13 @@ int main(int argc, char **argv)
     }
     if (zc_plan_check(plan) != ZC_OK) {
         fprintf(stderr, "zc_plan: plan check failed: %s\n", zc_get_last_error());
+        goto out;
+    }
+    /* a cluster whose NICs differ in rate: its routed hops cut by them */
+    if (cluster_file && cl.nic_rates[0] > 0 &&
+        zc_plan_set_rail_rates(plan, cl.nic_rates, cl.nics_per_node) != ZC_OK) {
+        fprintf(stderr, "zc_plan: --cluster %s: nic_rates: %s\n", cluster_file,
+                zc_get_last_error());
         goto out;
     }
     zc_plan_info(plan, &info);

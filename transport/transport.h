@@ -40,6 +40,7 @@ struct zc_request {
     size_t bytes;          /* posted size */
     int up_to;             /* a receive may bring fewer bytes than posted */
     int eager;             /* a send that completes once copied out (ZC_P2P_EAGER) */
+    int control;           /* a short send on a rail's control connection (ZC_P2P_CONTROL) */
     int done;              /* set by the backend on completion */
     zc_status_t status;    /* final status once done */
     /* The detail of its error, kept for the zc_test or zc_wait that
@@ -53,6 +54,14 @@ struct zc_request {
     void *sched;
     const zc_request_driver_t *driver;
     struct zc_request *next_free;  /* in its communicator's pool, once finished */
+    /* Striped transfers (src/core/wire.c): a receive matching any tag
+     * that differs from its own in `tag_mask` bits only, the tag and the
+     * bytes it got; the bytes of each message that are the library's
+     * framing, left out of the rails' counts (zc_comm_rail_bytes). */
+    uint64_t tag_mask;
+    uint64_t recv_tag;
+    size_t recv_bytes;
+    size_t framing;
 };
 
 /* The ranks a host transport connects, as the communicator placed them.
@@ -72,6 +81,10 @@ typedef struct {
     /* Messages between ranks of one host larger than this travel in two
      * halves, one copied by each side (0: never); the same on every rank. */
     size_t split_bytes;
+    /* Rails' health: how long a probe waits for answers, and how often a
+     * rail held out is asked whether it is back (ZC_RAIL_STALL_MS capped
+     * at a quarter of the timeout, ZC_RAIL_PROBE_MS). */
+    int rail_stall_ms, rail_probe_ms;
     /* Non-zero if `peer`'s process can be watched by its pid (same host
      * and pid namespace): its death is seen without UCX's error handling. */
     int (*peer_watchable)(const void *ctx, int peer);
@@ -112,11 +125,29 @@ typedef struct {
     /* Give up on `req`: the backend completes it with `status` and stops
      * touching its buffer. */
     void (*abandon)(zc_transport_t *tp, zc_request_h req, zc_status_t status);
+    /* Cancel a receive not yet matched: it completes with an error (a
+     * matched one, or a send, completes as it would). */
+    void (*cancel)(zc_transport_t *tp, zc_request_h req);
     /* Non-zero once the backend saw `peer`'s connection fail. */
     int (*peer_failed)(zc_transport_t *tp, int peer);
     /* Bytes posted for sending and bytes received on `rail` (-1: inside
      * the node, or everything when there are no rails). */
     void (*rail_bytes)(zc_transport_t *tp, int rail, uint64_t *sent, uint64_t *received);
+    /* Rails (transport/ucx/ucx_rails.c).  Bit k set: this rank holds rail
+     * k out to some node. */
+    uint32_t (*rails_out)(zc_transport_t *tp);
+    /* Whether `rail` reaches `peer`'s node now (not held out). */
+    int (*rail_live)(zc_transport_t *tp, int rail, int peer);
+    /* Data owed on `rail` to `peer` moved for too long: the backend asks
+     * whether the rail or the peer is at fault and takes the rail out (for
+     * this rank and every rank of both nodes) if it is the rail. */
+    void (*rail_suspect)(zc_transport_t *tp, int rail, int peer, const char *why);
+    /* Striped transfers' ends: this rank received all of transfer `key`
+     * from `peer` (remembered for a while); and, from the sending side,
+     * whether `peer` received all of `key`: 1 yes, 0 no, -1 not known yet
+     * (the peer is asked; call again). */
+    void (*xfer_done)(zc_transport_t *tp, int peer, uint64_t key);
+    int (*xfer_query)(zc_transport_t *tp, int peer, uint64_t key);
 } zc_transport_ops_t;
 
 extern const zc_transport_ops_t zc_transport_ucx;

@@ -1,4 +1,4 @@
-/* Monotonic milliseconds and deadlines. */
+/* Monotonic milliseconds (and nanoseconds) and deadlines. */
 #ifndef ZC_CLOCK_H
 #define ZC_CLOCK_H
 
@@ -11,6 +11,14 @@ static inline int64_t zc_now_ms(void)
 
     clock_gettime(CLOCK_MONOTONIC, &ts);
     return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+static inline int64_t zc_now_ns(void)
+{
+    struct timespec ts;
+
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
 }
 
 static inline double zc_now_sec(void)

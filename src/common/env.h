@@ -50,6 +50,9 @@ typedef enum {
     ZC_ENV_RING_ATTN_BWD_ORDER,
     ZC_ENV_WAIT_SPIN_US,
     ZC_ENV_HOST_SPLIT_BYTES,
+    ZC_ENV_RAIL_STRIPE,
+    ZC_ENV_RAIL_STALL_MS,
+    ZC_ENV_RAIL_PROBE_MS,
     ZC_ENV_NCOMM                /* the per-communicator ones come first */
 } zc_env_id_t;
 

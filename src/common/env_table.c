@@ -57,6 +57,16 @@ static const zc_env_spec_t zc_env_table[] = {
     {"ZC_HOST_SPLIT_BYTES", "262144", ZC_ENV_INT, 0, INT64_MAX, NULL, ZC_ENV_COMM | ZC_ENV_SAME,
      "messages between ranks of one host (and pid namespace) larger than this travel in two "
      "halves at once, one copied by the receiver and one by the sender (0: never split)"},
+    {"ZC_RAIL_STRIPE", "rate", ZC_ENV_CHOICE, 0, 0, "rate|equal", ZC_ENV_COMM | ZC_ENV_SAME,
+     "how transfers between nodes share the rails: in proportion to each rail's rate "
+     "(ZC_RAIL_RATES or the port's, then the rate it delivers), or in equal shares"},
+    {"ZC_RAIL_STALL_MS", "1000", ZC_ENV_INT, 1, INT32_MAX, NULL, ZC_ENV_COMM,
+     "a rail that owes data and completes none for this long (at most a quarter of "
+     "ZC_TIMEOUT), while the peer still answers on another rail, is taken out and its data "
+     "sent again on the others"},
+    {"ZC_RAIL_PROBE_MS", "1000", ZC_ENV_INT, 1, INT32_MAX, NULL, ZC_ENV_COMM,
+     "how often a rank probes a rail it holds out (while it progresses), to use it again "
+     "once it answers"},
     {"ZC_LOG_LEVEL", "WARN", ZC_ENV_CHOICE, 0, 0, "NONE|ERROR|WARN|INFO|DEBUG|TRACE",
      ZC_ENV_PROCESS, "log level (any case)"},
     {"ZC_LOG_FILE", NULL, ZC_ENV_STRING, 0, 0, NULL, ZC_ENV_PROCESS,
@@ -78,6 +88,10 @@ static const zc_env_spec_t zc_env_table[] = {
      "owns MASTER_PORT), else from the job id"},
     {"ZC_SECRET", NULL, ZC_ENV_STRING, 0, 0, NULL, ZC_ENV_LAUNCH,
      "shared secret for zc_comm_init_env bootstrap (32 hex digits); default: from the job id"},
+    {"ZC_RAIL_RATES", NULL, ZC_ENV_STRING, 0, 0, NULL, ZC_ENV_LAUNCH,
+     "rate of each of this node's rails, a list (e.g. 200mbit,200mbit,100mbit,50mbit; a bare "
+     "number is Gbit/s); default: each verbs port's rate, equal where unknown; the "
+     "communicator takes the lowest over the nodes"},
     {"ZC_UCX_TLS", "self,sm,tcp", ZC_ENV_STRING, 0, 0, NULL, ZC_ENV_LAUNCH,
      "UCX transports of the host path when there are no rails (UCX_TLS syntax; UCX_TLS wins)"},
     {"ZC_UCX_INTRA_TLS", "self,sm", ZC_ENV_STRING, 0, 0, NULL, ZC_ENV_LAUNCH,

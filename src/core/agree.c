@@ -34,6 +34,7 @@ static zc_status_t zc_agree_merge(void *arg, int round)
         a->range.hi = in->hi;
         a->range.hi_rank = in->hi_rank;
     }
+    zc_rail_view_merge(&a->range.rails, &in->rails);
     return ZC_OK;
 }
 
@@ -66,7 +67,8 @@ int zc_agree_sched(zc_sched_t *s, zc_comm_h comm, uint64_t mine, zc_agree_tag_fn
     *range = a ? &a->range : NULL;
     if (!a)
         return ZC_SCHED_NONE;
-    a->range = (zc_agree_range_t){mine, mine, me, me};
+    a->range = (zc_agree_range_t){.lo = mine, .hi = mine, .lo_rank = me, .hi_rank = me};
+    zc_rail_view_mine(comm, &a->range.rails);
     if (n <= ZC_AGREE_DIRECT_MAX)
         return zc_agree_direct(s, comm, a, tag, ctx);
     for (int dist = 1; dist < n; dist <<= 1, round++) {
@@ -83,12 +85,13 @@ int zc_agree_sched(zc_sched_t *s, zc_comm_h comm, uint64_t mine, zc_agree_tag_fn
 }
 
 zc_status_t zc_agree(zc_comm_h comm, uint64_t mine, zc_agree_tag_fn tag, const void *ctx,
-                     zc_agree_range_t *range)
+                     unsigned call, zc_agree_range_t *range)
 {
     zc_agree_range_t *result;
     zc_sched_t *s;
 
     ZC_CHECK(zc_sched_create(comm, &s));
+    zc_sched_set_call(s, call);
     (void)zc_agree_sched(s, comm, mine, tag, ctx, &result);
     zc_status_t st = zc_sched_wait(s);
     if (st == ZC_OK)
@@ -98,12 +101,12 @@ zc_status_t zc_agree(zc_comm_h comm, uint64_t mine, zc_agree_tag_fn tag, const v
 }
 
 zc_status_t zc_agree_refuse(zc_comm_h comm, zc_status_t refusal, zc_agree_tag_fn tag,
-                            const void *ctx)
+                            const void *ctx, unsigned call)
 {
     char why[256];
     zc_agree_range_t range;
 
     snprintf(why, sizeof(why), "%s", zc_get_last_error());
-    (void)zc_agree(comm, 0, tag, ctx, &range);
+    (void)zc_agree(comm, 0, tag, ctx, call, &range);
     return zc_error(refusal, "%s", why);
 }

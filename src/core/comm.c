@@ -13,6 +13,7 @@
 
 #include "src/common/abi.h"
 #include "src/core/bootstrap.h"
+#include "src/common/rate.h"
 #include "src/core/comm.h"
 #include "src/core/device.h"
 #include "src/common/env.h"
@@ -97,31 +98,51 @@ static void zc_comm_place_nodes(struct zc_comm *comm)
     }
 }
 
+/* What each rank tells the others about its rails. */
+typedef struct {
+    int32_t count, mine;
+    uint32_t kbps[ZC_MAX_RAILS];   /* configured rates (0: unknown) */
+} zc_rails_blob_t;
+
 /* Rails are striped only when every node has them, over as many as the
- * node with the fewest has; a single node needs none. */
+ * node with the fewest has; a single node needs none.  Their configured
+ * rates are combined (rail_rates.h).  A bad ZC_RAIL_RATES fails only this
+ * rank, after the allgather (the others then fail to connect to it). */
 static zc_status_t zc_comm_agree_rails(struct zc_comm *comm, zc_bootstrap_t *bs)
 {
-    int32_t mine[2], *all = malloc(sizeof(int32_t) * 2 * (size_t)comm->size);
-    zc_status_t st;
+    zc_rails_blob_t mine = {0}, *all = malloc(sizeof(*all) * (size_t)comm->size);
+    uint32_t *kbps = malloc(sizeof(uint32_t) * ZC_MAX_RAILS * (size_t)comm->size);
+    double gbps[ZC_MAX_RAILS];
+    zc_status_t local = ZC_OK, st;
 
-    if (!all)
+    if (!all || !kbps) {
+        free(all);
+        free(kbps);
         return zc_error(ZC_ERR_NO_MEMORY, "cannot allocate the rail table");
+    }
     if (comm->nnodes > 1)
         zc_rails_discover(comm->local_rank, &comm->rails);
     else
         memset(&comm->rails, 0, sizeof(comm->rails));
-    mine[0] = comm->rails.count;
-    mine[1] = comm->rails.mine;
-    st = zc_bootstrap_allgather(bs, mine, all, sizeof(mine));
+    mine.count = comm->rails.count;
+    mine.mine = comm->rails.mine;
+    local = zc_rail_rates_local(&comm->rails, gbps);
+    for (int k = 0; local == ZC_OK && k < ZC_MAX_RAILS; k++)
+        mine.kbps[k] = zc_rate_weight(gbps[k]);
+    st = zc_bootstrap_allgather(bs, &mine, all, sizeof(mine));
     if (st == ZC_OK) {
         comm->nrails = comm->nnodes > 1 ? ZC_MAX_RAILS : 0;
         for (int r = 0; r < comm->size; r++)
-            comm->nrails = all[2 * r] < comm->nrails ? all[2 * r] : comm->nrails;
-        for (int r = 0; r < comm->size; r++)
-            comm->rank_rail[r] = comm->nrails ? all[2 * r + 1] % comm->nrails : -1;
+            comm->nrails = all[r].count < comm->nrails ? all[r].count : comm->nrails;
+        for (int r = 0; r < comm->size; r++) {
+            comm->rank_rail[r] = comm->nrails ? all[r].mine % comm->nrails : -1;
+            memcpy(kbps + (size_t)r * ZC_MAX_RAILS, all[r].kbps, sizeof(all[r].kbps));
+        }
+        zc_rail_rates_combine(comm, kbps);
     }
     free(all);
-    return st;
+    free(kbps);
+    return st != ZC_OK ? st : local;
 }
 
 static void zc_comm_free(struct zc_comm *comm)
@@ -168,6 +189,10 @@ static zc_status_t zc_comm_connect(struct zc_comm *comm, zc_bootstrap_t *bs)
         .allgather = zc_comm_allgather, .allgather_ctx = bs,
         .allgather_max = ZC_BOOTSTRAP_MAX_BLOB,
         .split_bytes = (size_t)comm->settings.host_split_bytes,
+        .rail_stall_ms = comm->settings.rail_stall_ms < comm->timeout_ms / 4
+                             ? comm->settings.rail_stall_ms
+                             : comm->timeout_ms / 4 + 1,
+        .rail_probe_ms = comm->settings.rail_probe_ms,
     };
 
     for (int k = 0; k < comm->nrails; k++)
@@ -409,6 +434,38 @@ zc_status_t zc_comm_rail_bytes(zc_comm_h comm, int rail, uint64_t *sent, uint64_
                  comm->nrails - 1);
     ZC_ARG_CHECK(sent != NULL && received != NULL, "sent, received: NULL output");
     comm->host_ops->rail_bytes(comm->host, rail, sent, received);
+    return ZC_OK;
+}
+
+zc_status_t zc_comm_rail_rates(zc_comm_h comm, double *gbps, int n)
+{
+    zc_error_clear();
+    ZC_CHECK(zc_comm_check(comm));
+    ZC_ARG_CHECK(n == comm->nrails, "n: %d, the communicator has %d rails", n, comm->nrails);
+    ZC_ARG_CHECK(gbps != NULL || n == 0, "gbps: is NULL");
+    for (int k = 0; k < n; k++)
+        gbps[k] = comm->rates.used[k] * 1e-6;
+    return ZC_OK;
+}
+
+zc_status_t zc_comm_set_rail_rates(zc_comm_h comm, const double *gbps, int n)
+{
+    uint32_t pinned[ZC_MAX_RAILS] = {0};
+
+    zc_error_clear();
+    ZC_CHECK(zc_comm_check(comm));
+    if (gbps == NULL && n == 0) {
+        memset(comm->rates.pinned, 0, sizeof(comm->rates.pinned));
+        return ZC_OK;
+    }
+    ZC_ARG_CHECK(n == comm->nrails, "n: %d, the communicator has %d rails", n, comm->nrails);
+    ZC_ARG_CHECK(gbps != NULL, "gbps: is NULL with n %d", n);
+    for (int k = 0; k < n; k++) {
+        ZC_ARG_CHECK(gbps[k] > 0 && gbps[k] < 1e9, "gbps[%d]: %g is not a positive rate", k,
+                     gbps[k]);
+        pinned[k] = zc_rate_weight(gbps[k]);
+    }
+    memcpy(comm->rates.pinned, pinned, sizeof(pinned));
     return ZC_OK;
 }
 

@@ -5,6 +5,7 @@
 #include <stdint.h>
 #include <sys/types.h>
 
+#include "src/core/rail_rates.h"
 #include "src/core/rails.h"
 #include "transport/transport.h"
 #include "zcomm.h"
@@ -40,6 +41,9 @@ typedef struct {
     int ring_attn_bwd_reverse;     /* ZC_RING_ATTN_BWD_ORDER is reverse */
     int wait_spin_us;              /* ZC_WAIT_SPIN_US */
     int64_t host_split_bytes;      /* ZC_HOST_SPLIT_BYTES */
+    int rail_stripe_equal;         /* ZC_RAIL_STRIPE is equal */
+    int rail_stall_ms;             /* ZC_RAIL_STALL_MS */
+    int rail_probe_ms;             /* ZC_RAIL_PROBE_MS */
 } zc_comm_settings_t;
 
 struct zc_comm {
@@ -66,6 +70,7 @@ struct zc_comm {
     int nrails;
     int *rank_rail;            /* [size] */
     zc_rails_t rails;          /* this node's NICs behind rails 0..nrails-1 */
+    zc_rail_rates_t rates;     /* their rates and the weights calls slice by */
     const zc_transport_ops_t *host_ops;
     zc_transport_t *host;
     struct zc_device *device;  /* device-memory backend (NCCL), made by the first

@@ -46,6 +46,27 @@ zc_status_t zc_p2p_post_flags(zc_comm_h comm, zc_request_kind_t kind, void *buf,
                               int peer, uint64_t tag, int rail, unsigned flags,
                               zc_request_h *req_out)
 {
+    return zc_p2p_post_framed(comm, kind, buf, bytes, peer, tag, 0, rail, 0, flags, req_out);
+}
+
+void zc_p2p_cancel(zc_request_h req)
+{
+    if (!req->done)
+        req->comm->host_ops->cancel(req->comm->host, req);
+}
+
+void zc_p2p_free(zc_request_h *req)
+{
+    if ((*req)->driver)
+        (*req)->driver->destroy((*req)->sched);
+    zc_request_release(*req);
+    *req = NULL;
+}
+
+zc_status_t zc_p2p_post_framed(zc_comm_h comm, zc_request_kind_t kind, void *buf, size_t bytes,
+                               int peer, uint64_t tag, uint64_t tag_mask, int rail,
+                               size_t framing, unsigned flags, zc_request_h *req_out)
+{
     zc_request_h req = zc_request_new(comm);
     zc_status_t st;
 
@@ -55,8 +76,11 @@ zc_status_t zc_p2p_post_flags(zc_comm_h comm, zc_request_kind_t kind, void *buf,
     req->kind = kind;
     req->peer = peer;
     req->bytes = bytes;
-    req->up_to = kind == ZC_REQ_RECV && (flags & ZC_P2P_UP_TO);
+    req->tag_mask = tag_mask;
+    req->framing = framing;
+    req->up_to = kind == ZC_REQ_RECV && ((flags & ZC_P2P_UP_TO) || tag_mask);
     req->eager = kind == ZC_REQ_SEND && (flags & ZC_P2P_EAGER);
+    req->control = kind == ZC_REQ_SEND && (flags & ZC_P2P_CONTROL);
     if (kind == ZC_REQ_SEND)
         st = comm->host_ops->isend(comm->host, buf, bytes, peer, tag, rail, req);
     else

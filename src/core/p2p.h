@@ -21,9 +21,26 @@ zc_status_t zc_p2p_post(zc_comm_h comm, zc_request_kind_t kind, void *buf, size_
  * the transport's own limit: for short staged messages whose sender
  * has more to do once they are gone. */
 #define ZC_P2P_EAGER 0x2u
+/* ZC_P2P_CONTROL: a short send on a rail that must not wait behind the
+ * data queued there (a striped transfer's acknowledgement): the transport
+ * sends it over the rail's own control connection, where its probes go. */
+#define ZC_P2P_CONTROL 0x4u
 zc_status_t zc_p2p_post_flags(zc_comm_h comm, zc_request_kind_t kind, void *buf, size_t bytes,
                               int peer, uint64_t tag, int rail, unsigned flags,
                               zc_request_h *req);
+/* The same with what a striped transfer (wire.c) needs: a receive that
+ * matches any tag differing from `tag` in `tag_mask` bits only (it may
+ * bring fewer bytes; the request then holds the tag and the bytes that
+ * came), and `framing` bytes of each message that are not data (left out
+ * of zc_comm_rail_bytes). */
+zc_status_t zc_p2p_post_framed(zc_comm_h comm, zc_request_kind_t kind, void *buf, size_t bytes,
+                               int peer, uint64_t tag, uint64_t tag_mask, int rail,
+                               size_t framing, unsigned flags, zc_request_h *req);
+/* Ask the transport to cancel a receive: it completes (with an error)
+ * unless its message already began to arrive; then it finishes. */
+void zc_p2p_cancel(zc_request_h req);
+/* Free a request that is done, without touching the last error. */
+void zc_p2p_free(zc_request_h *req);
 /* Progress once; ZC_INPROGRESS or the final status (then *req is freed). */
 zc_status_t zc_p2p_test(zc_request_h *req);
 /* Block until done, the peer fails or the comm's timeout passes; frees. */

@@ -46,9 +46,10 @@ void zc_rails_discover(int local_rank, zc_rails_t *rails)
     for (int n = 0; n < nics; n++) {
         zc_topo_nic_t nic = ZC_TOPO_NIC_INITIALIZER;
         if (zc_topo_nic_info(topo, n, &nic) == ZC_OK &&
-            zc_rail_devices(&nic, rails->devices[rails->count], ZC_RAIL_DEVICES_LEN))
+            zc_rail_devices(&nic, rails->devices[rails->count], ZC_RAIL_DEVICES_LEN)) {
+            rails->rate_gbps[rails->count] = nic.rate_gbps > 0 ? nic.rate_gbps : 0;
             first_rail[n] = rails->count++;
-        else
+        } else
             first_rail[n] = -1;
     }
     if (rails->count > 0) {

@@ -13,6 +13,7 @@ typedef struct {
     int mine;                   /* this rank's rail, -1 when count is 0 */
     /* UCX_NET_DEVICES value of each rail ("veth0", "mlx5_0:1,ib0"). */
     char devices[ZC_MAX_RAILS][ZC_RAIL_DEVICES_LEN];
+    double rate_gbps[ZC_MAX_RAILS]; /* each rail's port rate, 0 where unknown */
 } zc_rails_t;
 
 /* From the topology (ZC_TOPO_FILE, HWLOC_XMLFILE or the live machine):

@@ -14,7 +14,7 @@
 /* How often a blocked wait looks for dead peers. */
 #define ZC_SCHED_SLICE_MS 100
 
-typedef enum { ZC_OP_P2P, ZC_OP_COPY, ZC_OP_CALL } zc_op_kind_t;
+typedef enum { ZC_OP_P2P, ZC_OP_COPY, ZC_OP_CALL, ZC_OP_WIRE } zc_op_kind_t;
 typedef enum { ZC_OP_WAITING, ZC_OP_POSTED, ZC_OP_DONE } zc_op_state_t;
 
 /* What a packed send carries instead when its schedule fails first. */
@@ -23,6 +23,12 @@ typedef struct {
     int32_t status;        /* the sender's zc_status_t */
     int32_t rank;          /* the peer it failed on, or -1 */
 } zc_sched_notice_t;
+
+/* A notice in the place of a message a wire carries: framed as its chunk. */
+typedef struct {
+    char header[ZC_WIRE_HEADER];
+    zc_sched_notice_t notice;
+} zc_sched_framed_notice_t;
 
 /* What a pass reads of every open op comes first: one cache line. */
 typedef struct {
@@ -40,7 +46,8 @@ typedef struct {
     unsigned flags;        /* zc_p2p_post_flags */
     uint64_t tag;
     zc_sched_fn_t fn;      /* calls, with `buf` as their `arg` */
-    zc_sched_notice_t notice; /* packed sends: sent instead on failure */
+    zc_wire_t *wire;       /* wires, and messages between nodes carried by one */
+    zc_sched_framed_notice_t notice; /* packed sends: sent instead on failure */
 } zc_op_t;
 
 struct zc_sched {
@@ -51,6 +58,8 @@ struct zc_sched {
     void **buffers;
     int nbuffers;
     zc_status_t error;     /* sticky: building or running failed */
+    unsigned call;         /* the collective's sequence (zc_sched_set_call) */
+    int wired;             /* messages between nodes go as wires */
 };
 
 zc_status_t zc_sched_create(zc_comm_h comm, zc_sched_t **sched)
@@ -136,6 +145,56 @@ int zc_sched_call(zc_sched_t *s, zc_sched_fn_t fn, void *arg, int i, int dep0, i
     return zc_sched_add(s, &op);
 }
 
+int zc_sched_wire(zc_sched_t *s, const zc_wire_spec_t *spec, int sending, int dep0, int dep1)
+{
+    zc_op_t op = {.kind = ZC_OP_WIRE, .peer = spec->peer, .dep = {dep0, dep1}};
+    zc_status_t st = zc_wire_create(s->comm, spec, sending, &op.wire);
+    int i;
+
+    if (st != ZC_OK) {
+        s->error = st;
+        return -1;
+    }
+    if ((i = zc_sched_add(s, &op)) < 0)
+        zc_wire_destroy(op.wire);
+    return i;
+}
+
+void zc_sched_set_call(zc_sched_t *s, unsigned call)
+{
+    s->call = call;
+    s->wired = s->comm->nrails >= 2;
+}
+
+/* Whether `op`, a message, goes as a one-chunk wire: between nodes, no rail
+ * named, small enough, with rails to fail over to. */
+static int zc_sched_wires(const zc_sched_t *s, const zc_op_t *op)
+{
+    zc_comm_h comm = s->comm;
+
+    return s->wired && op->rail == ZC_RAIL_AUTO && op->bytes <= ZC_SCHED_WIRE_MAX &&
+           comm->rank_node[op->peer] != comm->node;
+}
+
+/* The one-chunk wire of message `op` (its size read by now): its tag, an
+ * acknowledgement tag of its own (the receiver's rank, the class with its
+ * top bit set), the call's sequence and the tag's low half in the header. */
+static zc_status_t zc_sched_post_wire(zc_sched_t *s, zc_op_t *op)
+{
+    zc_comm_h comm = s->comm;
+    int sending = op->dir == ZC_REQ_SEND, sender = sending ? comm->rank : op->peer;
+    int receiver = sending ? op->peer : comm->rank;
+    uint64_t cls = op->tag >> 32 & 0xffu, low = op->tag & 0xffffffffu;
+    zc_wire_spec_t spec = {
+        .peer = op->peer, .bytes = op->bytes, .chunk = op->bytes, .tag = op->tag,
+        .ack_tag = ZC_TAG(receiver, 0x80u | cls, low), .seq = s->call, .id = (uint32_t)low,
+        .home = comm->rank_rail[sender], .up_to = !sending && (op->flags & ZC_P2P_UP_TO),
+        .src = sending ? op->buf : NULL, .dst = sending ? NULL : op->buf,
+    };
+
+    return zc_wire_create(comm, &spec, sending, &op->wire);
+}
+
 void *zc_sched_buffer(zc_sched_t *s, size_t bytes)
 {
     void **list = realloc(s->buffers, sizeof(void *) * (size_t)(s->nbuffers + 1));
@@ -162,6 +221,7 @@ void zc_sched_destroy(zc_sched_t *s)
             unfinished += !s->ops[i].req->done;
             zc_p2p_abandon(&s->ops[i].req, ZC_ERR_INTERNAL);
         }
+        zc_wire_destroy(s->ops[i].wire);
     }
     /* A receive UCX has already matched cannot be cancelled and may still
      * write into its staging slot: such buffers are never freed. */
@@ -173,6 +233,25 @@ void zc_sched_destroy(zc_sched_t *s)
     free(s->buffers);
     free(s->ops);
     free(s);
+}
+
+/* A failure notice in the place of packed send `op`: framed as the chunk of
+ * the wire its receiver waits on (on the sender's rail while it is not
+ * out, else the first one that is not), or plain. */
+static zc_status_t zc_sched_post_notice(zc_sched_t *s, zc_op_t *op)
+{
+    zc_comm_h comm = s->comm;
+    int rail = comm->rank_rail[comm->rank];
+
+    if (!zc_sched_wires(s, op))
+        return zc_p2p_post_flags(comm, ZC_REQ_SEND, &op->notice.notice, sizeof(op->notice.notice),
+                                 op->peer, op->tag, op->rail, ZC_P2P_EAGER, &op->req);
+    for (int k = 0; !comm->host_ops->rail_live(comm->host, rail, op->peer) && k < comm->nrails;
+         k++)
+        rail = k;
+    zc_wire_frame(op->notice.header, s->call, (uint32_t)op->tag);
+    return zc_p2p_post_framed(comm, ZC_REQ_SEND, &op->notice, sizeof(op->notice), op->peer,
+                              op->tag, 0, rail, ZC_WIRE_HEADER, ZC_P2P_EAGER, &op->req);
 }
 
 /* The schedule fails with `st` (on `rank`, or -1): every packed send not
@@ -190,9 +269,8 @@ static zc_status_t zc_sched_fail(zc_sched_t *s, zc_status_t st, int rank)
             continue;
         if (!tried++)
             snprintf(detail, sizeof(detail), "%s", zc_get_last_error());
-        op->notice = (zc_sched_notice_t){ZC_SCHED_NOTICE_MARKER, (int32_t)st, rank};
-        if (zc_p2p_post_flags(s->comm, ZC_REQ_SEND, &op->notice, sizeof(op->notice), op->peer,
-                              op->tag, op->rail, ZC_P2P_EAGER, &op->req) == ZC_OK)
+        op->notice.notice = (zc_sched_notice_t){ZC_SCHED_NOTICE_MARKER, (int32_t)st, rank};
+        if (zc_sched_post_notice(s, op) == ZC_OK)
             op->state = ZC_OP_POSTED;
     }
     if (tried) {
@@ -233,7 +311,7 @@ static int zc_op_ready(const zc_sched_t *s, const zc_op_t *op)
  * last progress). */
 static zc_status_t zc_sched_pass(zc_sched_t *s, int progress, int *moved)
 {
-    int open = s->nops;
+    int open = -1;  /* the first op not done */
 
     if (progress)
         s->comm->host_ops->progress(s->comm->host);
@@ -243,24 +321,42 @@ static zc_status_t zc_sched_pass(zc_sched_t *s, int progress, int *moved)
             if (op->kind == ZC_OP_COPY) {
                 memmove(op->buf, op->src, op->bytes);
                 op->state = ZC_OP_DONE;
+            } else if (op->kind == ZC_OP_WIRE) {
+                op->state = ZC_OP_POSTED;  /* polled below */
             } else if (op->kind == ZC_OP_CALL) {
                 zc_status_t st = op->fn(op->buf, op->peer);
+                op = &s->ops[i];  /* the call may have added ops (and moved the array) */
+                if (st == ZC_OK && s->error)
+                    st = s->error;  /* it ran out of memory adding them */
                 if (st != ZC_OK)
                     return zc_sched_fail(s, st, -1);
                 op->state = ZC_OP_DONE;
             } else {
                 if (op->bytes_at)
                     op->bytes = *op->bytes_at;
-                zc_status_t st = zc_p2p_post_flags(s->comm, op->dir, op->buf, op->bytes,
-                                                   op->peer, op->tag, op->rail, op->flags,
-                                                   &op->req);
+                zc_status_t st = zc_sched_wires(s, op)
+                                     ? zc_sched_post_wire(s, op)
+                                     : zc_p2p_post_flags(s->comm, op->dir, op->buf, op->bytes,
+                                                         op->peer, op->tag, op->rail, op->flags,
+                                                         &op->req);
                 if (st != ZC_OK)
                     return zc_sched_fail(s, st, op->peer);
                 op->state = ZC_OP_POSTED;
             }
             *moved = 1;
         }
-        if (op->state == ZC_OP_POSTED && op->req->done) {
+        if (op->state == ZC_OP_POSTED && op->wire) {
+            zc_status_t st = zc_wire_poll(op->wire, moved);
+            if (st < 0)
+                return zc_sched_fail(s, st, op->peer);
+            if (st == ZC_OK) {
+                zc_wire_destroy(op->wire);
+                op->wire = NULL;
+                op->state = ZC_OP_DONE;
+                *moved = 1;
+            }
+        }
+        if (op->state == ZC_OP_POSTED && op->req && op->req->done) {
             zc_status_t st = op->req->status;
             /* A transport error with a dead peer is its failure (e.g. UCX's
              * "Shared memory error" for a killed rank of this node). */
@@ -276,11 +372,11 @@ static zc_status_t zc_sched_pass(zc_sched_t *s, int progress, int *moved)
             op->state = ZC_OP_DONE;
             *moved = 1;
         }
-        if (op->state != ZC_OP_DONE && open == s->nops)
+        if (op->state != ZC_OP_DONE && open < 0)
             open = i;
     }
-    s->first_open = open;
-    return open == s->nops ? ZC_OK : ZC_INPROGRESS;
+    s->first_open = open < 0 ? s->nops : open;
+    return open < 0 ? ZC_OK : ZC_INPROGRESS;
 }
 
 zc_status_t zc_sched_test(zc_sched_t *s)
@@ -296,8 +392,16 @@ zc_status_t zc_sched_test(zc_sched_t *s)
  * (ops before it are done, and a local step's `peer` is no rank). */
 static zc_status_t zc_sched_timeout(zc_sched_t *s)
 {
-    for (int i = s->first_open; i < s->nops; i++)
+    /* what is still open, for a debug log */
+    for (int i = s->first_open; i < s->nops && zc_log_level() >= ZC_LOG_DEBUG; i++)
         if (s->ops[i].kind == ZC_OP_P2P && s->ops[i].state == ZC_OP_POSTED)
+            zc_log_debug("timed out with a %s of %zu bytes %s rank %d open (tag 0x%llx)",
+                         s->ops[i].dir == ZC_REQ_SEND ? "send" : "receive", s->ops[i].bytes,
+                         s->ops[i].dir == ZC_REQ_SEND ? "to" : "from", s->ops[i].peer,
+                         (unsigned long long)s->ops[i].tag);
+    for (int i = s->first_open; i < s->nops; i++)
+        if ((s->ops[i].kind == ZC_OP_P2P || s->ops[i].kind == ZC_OP_WIRE) &&
+            s->ops[i].state == ZC_OP_POSTED)
             return zc_sched_fail(s, zc_error(ZC_ERR_TIMEOUT,
                                              "a collective made no progress for %d ms (waiting "
                                              "on rank %d)", s->comm->timeout_ms,

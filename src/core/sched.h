@@ -9,6 +9,7 @@
 #include <stdint.h>
 
 #include "src/core/comm.h"
+#include "src/core/wire.h"
 
 typedef struct zc_sched zc_sched_t;
 
@@ -44,9 +45,23 @@ int zc_sched_join(zc_sched_t *sched, int a, int b);
 /* A local step run once its dependencies are done: fn(arg, i).  A status
  * other than ZC_OK fails the schedule right there, so nothing that waits
  * for this op is ever posted: how a collective that finds its ranks
- * disagree stops before its data moves. */
+ * disagree stops before its data moves.  fn may add ops to the schedule
+ * (they go after every op there is, and may depend on this one): how a
+ * collective builds what depends on its agreement's outcome. */
 typedef zc_status_t (*zc_sched_fn_t)(void *arg, int i);
 int zc_sched_call(zc_sched_t *sched, zc_sched_fn_t fn, void *arg, int i, int dep0, int dep1);
+/* This rank's end (the sending one when `sending`) of a striped transfer
+ * (src/core/wire.c), run once ops dep0 and dep1 are done. */
+int zc_sched_wire(zc_sched_t *sched, const zc_wire_spec_t *spec, int sending, int dep0,
+                  int dep1);
+/* The collective's call sequence, the same on every rank: from then on
+ * the schedule sends each message between nodes (at most
+ * ZC_SCHED_WIRE_MAX bytes, no rail named) as a one-chunk striped transfer,
+ * acknowledged and sent again on another rail if its rail goes out; a
+ * larger one, or without it, goes as a plain message, lost with its rail.
+ * Both ends of every message must set it alike. */
+void zc_sched_set_call(zc_sched_t *sched, unsigned call);
+#define ZC_SCHED_WIRE_MAX (1u << 20)
 /* Staging memory freed with the schedule; NULL when out of memory. */
 void *zc_sched_buffer(zc_sched_t *sched, size_t bytes);
 /* Hand the schedule to a request (zc_test/zc_wait progress it); on

@@ -74,6 +74,9 @@ zc_status_t zc_comm_settings_read(const zc_config_t *config, zc_comm_settings_t 
     s->ring_attn_bwd_reverse = v.value[ZC_ENV_RING_ATTN_BWD_ORDER] == 1;
     s->wait_spin_us = (int)v.value[ZC_ENV_WAIT_SPIN_US];
     s->host_split_bytes = v.value[ZC_ENV_HOST_SPLIT_BYTES];
+    s->rail_stripe_equal = v.value[ZC_ENV_RAIL_STRIPE] == 1;
+    s->rail_stall_ms = (int)v.value[ZC_ENV_RAIL_STALL_MS];
+    s->rail_probe_ms = (int)v.value[ZC_ENV_RAIL_PROBE_MS];
     return ZC_OK;
 }
 
@@ -92,6 +95,9 @@ static void zc_settings_values(const zc_comm_settings_t *s, int64_t *value)
     value[ZC_ENV_RING_ATTN_BWD_ORDER] = s->ring_attn_bwd_reverse;
     value[ZC_ENV_WAIT_SPIN_US] = s->wait_spin_us;
     value[ZC_ENV_HOST_SPLIT_BYTES] = s->host_split_bytes;
+    value[ZC_ENV_RAIL_STRIPE] = s->rail_stripe_equal;
+    value[ZC_ENV_RAIL_STALL_MS] = s->rail_stall_ms;
+    value[ZC_ENV_RAIL_PROBE_MS] = s->rail_probe_ms;
 }
 
 static const char *zc_settings_show(zc_env_id_t id, int64_t value, char *buf, size_t len)

@@ -1,5 +1,6 @@
 /* Cluster description files for the cost model: "key value" lines, '#'
- * starts a comment.  Every key of zc_cluster_t is required once; the step
+ * starts a comment.  Every key of zc_cluster_t is required once but
+ * nic_rates (a list, one rate per NIC, where they differ); the step
  * keys of zc_step_model_t (src/plan/cost.h) are optional, at most once:
  * zc_cluster_load checks and drops them, zc_cluster_load_step keeps them. */
 #include "config.h"
@@ -14,6 +15,7 @@
 #include "src/plan/cost.h"
 #include "src/plan/plan.h"
 #include "src/common/abi.h"
+#include "src/common/rate.h"
 #include "src/common/status.h"
 
 #define ZC_CL_INT(f)    {#f, offsetof(zc_cluster_t, f), 0}
@@ -67,6 +69,20 @@ static zc_status_t zc_cluster_value(const char *path, int lineno, const char *ke
     return ZC_OK;
 }
 
+/* nic_rates: one rate per NIC ("0.2,0.2,0.1,0.05", or with units:
+ * 200mbit,...), counted against nics_per_node once the file is read. */
+static zc_status_t zc_cluster_nic_rates(const char *path, int lineno, const char *val,
+                                        zc_cluster_t *c)
+{
+    char what[300];
+    int n = 0;
+
+    snprintf(what, sizeof(what), "path: %s:%d: nic_rates", path, lineno);
+    if (c->nic_rates[0] > 0)
+        return zc_error(ZC_ERR_INVALID_ARG, "%s is given twice", what);
+    return zc_rate_list_parse(val, what, c->nic_rates, ZC_PLAN_MAX_RAILS, &n);
+}
+
 static zc_status_t zc_cluster_line(const char *path, int lineno, char *line, zc_cluster_t *c,
                                    zc_step_model_t *step, unsigned char *seen)
 {
@@ -80,6 +96,8 @@ static zc_status_t zc_cluster_line(const char *path, int lineno, char *line, zc_
         snprintf(c->name, sizeof(c->name), "%s", val);
         return ZC_OK;
     }
+    if (strcmp(key, "nic_rates") == 0)
+        return zc_cluster_nic_rates(path, lineno, val, c);
     for (size_t k = 0; k < ZC_NKEYS + ZC_NSTEP; k++) {
         int mine = k < ZC_NKEYS;
         const char *name = mine ? zc_cluster_keys[k].key : zc_step_keys[k - ZC_NKEYS].key;
@@ -133,6 +151,13 @@ zc_status_t zc_cluster_load_step(const char *path, zc_cluster_t *cluster, zc_ste
         if (!seen[k]) {
             st = zc_error(ZC_ERR_INVALID_ARG, "path: %s lacks the key %s", path,
                           zc_cluster_keys[k].key);
+            goto out;
+        }
+    for (int k = 0; c.nic_rates[0] > 0 && k < ZC_PLAN_MAX_RAILS; k++)
+        if ((k < c.nics_per_node) != (c.nic_rates[k] > 0)) {
+            st = zc_error(ZC_ERR_INVALID_ARG, "path: %s: nic_rates lists %s rates than the %d "
+                          "NICs of nics_per_node", path, k < c.nics_per_node ? "fewer" : "more",
+                          c.nics_per_node);
             goto out;
         }
     /* an efficiency above 1 would be a routed hop faster than its wire */

@@ -22,9 +22,10 @@
  *    one NIC's rate; a routed hop (the plan's hops, below
  *    ZC_ROUTED_MIN_BYTES direct as the runtime sends it) by Eq. (1) over
  *    exactly the routes the runtime takes (zc_plan_ring_hops): its bytes
- *    cut per rail by zc_route_slice, the slices whose send proxy is not the
- *    source dispatched over NVLink, each slice on its own rail's NIC (the
- *    rails run in parallel: the largest slice), the slices whose receive
+ *    cut per rail by zc_route_slice (in proportion to the plan's rail
+ *    rates, equal without), the slices whose send proxy is not the source
+ *    dispatched over NVLink, each slice on its own rail's NIC at that NIC's
+ *    rate (the rails run in parallel: the slowest slice), the slices whose receive
  *    proxy is not the destination combined over NVLink; that sum divided by
  *    the routed efficiency (measured: Eq. (1) / the hop's real time);
  *  - the baselines (TE CP, LLaMA CP, TE CP + routing) run context-parallel
@@ -41,7 +42,8 @@
  *    output head's 2 * vocab * hidden, 3x with backward, at linear_tflops,
  *    on the busiest rank's tokens;
  *  - remap: the plan's transfer matrix priced in seconds (hidden * bytes
- *    per token; a rank's share of its node's NICs across nodes), four
+ *    per token; a rank's share of the sum of its node's NIC rates across
+ *    nodes), four
  *    remaps per layer (forward and inverse, forward and backward pass);
  *  - gradient all-reduce over every rank (data and context parallel):
  *    2 (n-1)/n * params * grad_bytes over a node's NICs together (NCCL's
@@ -70,6 +72,8 @@ typedef struct {
     double dkv_ratio;       /* dK/dV bytes per KV byte */
     double pair_flops;      /* forward, per (query, key) pair */
     double intra_bps, nic_bps;
+    double rail_bps[ZC_PLAN_MAX_RAILS]; /* NIC k's rate (cluster nic_rates, else nic_gbps) */
+    const uint32_t *rail_weight;        /* the plan's: how its hops are sliced */
     double *fwd, *bwd;      /* attention seconds per device, one layer (of the group priced) */
     double *pairs;          /* scratch: visible pairs per ring position */
     int64_t *bounds;        /* scratch: 2G + 1 chunk bounds */
@@ -128,14 +132,13 @@ static double zc_hop_seconds(zc_pricer_t *pr, int a, int b, int64_t bytes,
     for (int k = 0; k < hop->x_send; k++) {
         int64_t off, len;
 
-        zc_route_slice(bytes, hop->x_send, k, &off, &len);
+        zc_route_slice(bytes, hop->x_send, pr->rail_weight, k, &off, &len);
         dispatch += hop->send_proxies[k] != a ? (double)len : 0;
         combine += hop->recv_proxies[k] != b ? (double)len : 0;
-        wire = zc_max(wire, (double)len);
+        wire = zc_max(wire, (double)len / pr->rail_bps[k]);
     }
-    *wire_out = wire / pr->nic_bps;
-    return ((dispatch + combine) / pr->intra_bps + wire / pr->nic_bps) /
-           pr->step->routed_efficiency;
+    *wire_out = wire;
+    return ((dispatch + combine) / pr->intra_bps + wire) / pr->step->routed_efficiency;
 }
 
 /* Price one ring of G ranks holding share[i] tokens each (even or cut by
@@ -426,6 +429,10 @@ static zc_status_t zc_cluster_check(const zc_cluster_t *user, zc_cluster_t *c, i
                  "cluster: every rate and model dimension must be positive");
     /* The plan's hops are cut per rail; priced on other NICs they would be
      * routes that never run. */
+    for (int k = 0; k < ZC_PLAN_MAX_RAILS; k++)
+        ZC_ARG_CHECK(c->nic_rates[k] >= 0 && c->nic_rates[k] < 1e9 && (k < rails || !c->nic_rates[k]),
+                     "cluster: nic_rates[%d] is %g Gbit/s (a rate of one of its %d NICs, or 0)",
+                     k, c->nic_rates[k], c->nics_per_node);
     ZC_ARG_CHECK(c->nics_per_node == rails,
                  "cluster: %d NICs per node, the plan routes over %d rails (create it with "
                  "zc_plan_opts_t.rails = %d)", c->nics_per_node, rails, c->nics_per_node);
@@ -470,6 +477,9 @@ static zc_status_t zc_step_price(const struct zc_plan *plan, const zc_cluster_t 
     pr.pair_flops = 4.0 * c->heads * c->head_dim;
     pr.intra_bps = c->intra_gbytes * 1e9;
     pr.nic_bps = c->nic_gbps * 1e9 / 8;
+    for (int k = 0; k < ZC_PLAN_MAX_RAILS; k++)
+        pr.rail_bps[k] = (c->nic_rates[k] > 0 ? c->nic_rates[k] : c->nic_gbps) * 1e9 / 8;
+    pr.rail_weight = plan->rail_weight;
     pr.fwd = calloc((size_t)n, sizeof(*pr.fwd));
     pr.bwd = calloc((size_t)n, sizeof(*pr.bwd));
     pr.pairs = malloc((size_t)n * sizeof(*pr.pairs));
@@ -509,7 +519,11 @@ static zc_status_t zc_step_price(const struct zc_plan *plan, const zc_cluster_t 
                 2.0 * (double)step->vocab * c->hidden;
     if (method == ZC_COST_ZEPPELIN) {
         double tok_bytes = (double)c->hidden * c->bytes_per_elem;
-        double nic_share = pr.nic_bps * c->nics_per_node / plan->ppn;
+        /* libzcomm's alltoallv stripes its blocks between nodes over the
+         * NICs in proportion to their rates: a rank's share of their sum */
+        double nic_share = 0;
+        for (int k = 0; k < c->nics_per_node; k++)
+            nic_share += pr.rail_bps[k] / plan->ppn;
 
         ZC_CHECK_GOTO(zc_remap_objective(n, plan->ppn, plan->transfers, plan->ntransfers,
                                          tok_bytes / pr.intra_bps, tok_bytes / nic_share, &remap),

@@ -47,6 +47,8 @@ struct zc_plan {
     zc_plan_opts_t opts;     /* the caller's, completed with defaults to the full size */
     int rails;               /* opts.rails resolved: the routed hops' slices */
     zc_attn_mask_t mask;     /* opts' mask resolved: what the plan balances */
+    uint32_t rail_weight[ZC_PLAN_MAX_RAILS]; /* zc_plan_set_rail_rates as weights
+                                                (zc_rate_weight), all 0: equal slices */
     zc_part_t part;
 
     int nrings;

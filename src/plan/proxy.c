@@ -2,7 +2,8 @@
  * runs them.  A hop (rank a on node A sends its block to rank b on node B)
  * is one transfer of zc_routed_sendrecv (the ring attention engine posts
  * each hop as one): its payload is cut into one slice per rail with
- * zc_route_slice, and slice k goes a -> p_k -> q_k -> b with p_k, q_k the
+ * zc_route_slice (in proportion to the plan's rail rates, if it has them),
+ * and slice k goes a -> p_k -> q_k -> b with p_k, q_k the
  * proxies zc_route_pick names for rail k on A and on B.  The plan applies
  * the same two functions to the communicator it assumes (rank r on node
  * r / P, its GPU g = r % P on rail g * rails / P, the cost model's NIC
@@ -13,6 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "src/common/rate.h"
 #include "src/plan/plan.h"
 #include "src/plan/routing.h"
 #include "src/common/status.h"
@@ -25,7 +27,37 @@ zc_status_t zc_plan_slice(int64_t n, int x, int k, int64_t *offset, int64_t *len
     ZC_ARG_CHECK(k >= 0 && k < x, "k: slice %d of %d", k, x);
     ZC_ARG_CHECK(offset != NULL, "offset: NULL");
     ZC_ARG_CHECK(length != NULL, "length: NULL");
-    zc_route_slice(n, x, k, offset, length);
+    zc_route_slice(n, x, NULL, k, offset, length);
+    return ZC_OK;
+}
+
+zc_status_t zc_plan_set_rail_rates(zc_plan_h plan, const double *gbps, int n)
+{
+    uint32_t w[ZC_PLAN_MAX_RAILS] = {0};
+
+    zc_error_clear();
+    ZC_ARG_CHECK(plan != NULL, "plan: NULL");
+    ZC_ARG_CHECK((gbps == NULL && n == 0) || n == plan->rails,
+                 "n: %d rates for the plan's %d rails (NULL and 0: none)", n, plan->rails);
+    for (int k = 0; gbps && k < n; k++) {
+        ZC_ARG_CHECK(gbps[k] > 0 && gbps[k] < 1e9, "gbps[%d]: %g is not a positive rate", k,
+                     gbps[k]);
+        w[k] = zc_rate_weight(gbps[k]);
+    }
+    memcpy(plan->rail_weight, w, sizeof(w));
+    return ZC_OK;
+}
+
+zc_status_t zc_plan_hop_slice(zc_plan_h plan, int64_t n, int k, int64_t *offset,
+                              int64_t *length)
+{
+    zc_error_clear();
+    ZC_ARG_CHECK(plan != NULL, "plan: NULL");
+    ZC_ARG_CHECK(n >= 0, "n: %lld elements is negative", (long long)n);
+    ZC_ARG_CHECK(k >= 0 && k < plan->rails, "k: slice %d of %d", k, plan->rails);
+    ZC_ARG_CHECK(offset != NULL, "offset: NULL");
+    ZC_ARG_CHECK(length != NULL, "length: NULL");
+    zc_route_slice(n, plan->rails, plan->rail_weight, k, offset, length);
     return ZC_OK;
 }
 

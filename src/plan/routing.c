@@ -28,12 +28,51 @@ int zc_route_pick(const int *node_of, const int *rail_of, int n, int end, int ra
     return end;  /* not reached: `end` is on its own node */
 }
 
-void zc_route_slice(int64_t count, int nrails, int k, int64_t *offset, int64_t *length)
+/* Every rail's length under `weights` (none of them NULL here). */
+static void zc_route_lengths(int64_t count, int nrails, const uint32_t *weights, int64_t *len)
 {
-    int64_t per = count / nrails, extra = count % nrails;
+    unsigned __int128 sum = 0;
+    uint64_t frac[ZC_PLAN_MAX_RAILS];
+    int64_t given = 0;
 
-    *offset = per * k + (k < extra ? k : extra);
-    *length = per + (k < extra);
+    for (int k = 0; k < nrails; k++)
+        sum += weights[k];
+    for (int k = 0; k < nrails; k++) {
+        unsigned __int128 share = (unsigned __int128)(uint64_t)count * weights[k];
+        len[k] = (int64_t)(share / sum);
+        frac[k] = (uint64_t)(share % sum);
+        given += len[k];
+    }
+    /* The remainder is below the number of rails with a fractional share. */
+    for (int64_t left = count - given; left > 0; left--) {
+        int best = -1;
+        for (int k = 0; k < nrails; k++)
+            if (frac[k] > 0 && (best < 0 || frac[k] > frac[best]))
+                best = k;
+        len[best]++;
+        frac[best] = 0;
+    }
+}
+
+void zc_route_slice(int64_t count, int nrails, const uint32_t *weights, int k, int64_t *offset,
+                    int64_t *length)
+{
+    int64_t len[ZC_PLAN_MAX_RAILS], off = 0;
+    uint32_t equal[ZC_PLAN_MAX_RAILS];
+    int any = 0;
+
+    for (int r = 0; weights && r < nrails; r++)
+        any |= weights[r] != 0;
+    if (!any) {
+        for (int r = 0; r < nrails; r++)
+            equal[r] = 1;
+        weights = equal;
+    }
+    zc_route_lengths(count, nrails, weights, len);
+    for (int r = 0; r < k; r++)
+        off += len[r];
+    *offset = off;
+    *length = len[k];
 }
 
 size_t zc_route_chunk(size_t bytes, size_t elem, int64_t chunk)

@@ -24,10 +24,16 @@
  * way.  Returns an index in [0, n); salt >= 0. */
 int zc_route_pick(const int *node_of, const int *rail_of, int n, int end, int rail, int salt);
 
-/* Slice `k` of `count` elements over `nrails` rails: equal slices in whole
- * elements, the remainder one element each to the first rails.  The one
- * slice rule: zc_plan_slice and the cost model (src/plan/cost.c) call it too. */
-void zc_route_slice(int64_t count, int nrails, int k, int64_t *offset, int64_t *length);
+/* Slice `k` of `count` elements over `nrails` rails in proportion to
+ * `weights` (NULL: equal weights): each rail floor(count * w_k / sum) whole
+ * elements, the remainder one element each to the rails with the largest
+ * fractional shares, the first rails on ties (so equal weights give n / x
+ * each and one more to the first n % x rails).  A rail of weight 0 gets
+ * nothing; all weights 0 count as equal.  Slices are contiguous, in rail
+ * order.  The one slice rule: zc_plan_slice, zc_plan_hop_slice and the cost
+ * model (src/plan/cost.c) call it too. */
+void zc_route_slice(int64_t count, int nrails, const uint32_t *weights, int k, int64_t *offset,
+                    int64_t *length);
 
 /* Pipeline chunk in bytes for a transfer of `bytes`: `chunk` (from
  * ZC_ROUTED_CHUNK) grown so there are at most ZC_ROUTED_MAX_CHUNKS, in

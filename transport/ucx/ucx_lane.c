@@ -216,7 +216,8 @@ zc_status_t zc_ucx_lane_open(zc_ucx_lane_t *lane, const char *name, const char *
         return st;
     }
     params.field_mask = UCP_PARAM_FIELD_FEATURES | UCP_PARAM_FIELD_ESTIMATED_NUM_EPS;
-    params.features = UCP_FEATURE_TAG | UCP_FEATURE_WAKEUP;
+    /* active messages carry the rails' probes and notices (ucx_rails.c) */
+    params.features = UCP_FEATURE_TAG | UCP_FEATURE_WAKEUP | UCP_FEATURE_AM;
     params.estimated_num_eps = (size_t)nranks;
     us = ucp_init(&params, config, &lane->context);
     ucp_config_release(config);

@@ -46,10 +46,8 @@
 #include "src/common/log.h"
 #include "src/common/status.h"
 #include "transport/transport.h"
-#include "transport/ucx/ucx_lane.h"
+#include "transport/ucx/ucx_internal.h"
 
-/* lane 0, a lane per rail, and the split lane */
-#define ZC_UCX_MAX_LANES (2 + ZC_PLAN_MAX_RAILS)
 /* The first half of a split message is its size halved, rounded down to
  * this (and longer than split_bytes: the second half may be empty). */
 #define ZC_UCX_SPLIT_ALIGN 64
@@ -63,72 +61,17 @@
  * it the try would only cost a failed call per message. */
 #define ZC_UCX_IN_PLACE_TRY_BYTES (8u << 10)
 
-/* What a UCX callback points at.  It outlives an abandoned zc_request:
- * the callback frees it when UCX finally lets go of the operation. */
-typedef struct {
-    ucp_ep_h ep;
-    int failed;
-    int closing;     /* peers that exit first break the link: not news */
-    int abandoned;   /* a send on it was given up: close it by force */
-    /* (lane 0) a receive met a message of the other kind, split or
-     * whole: split receives from this peer fail from then on */
-    int split_broken;
-} zc_ucx_conn_t;
-
-typedef struct zc_ucx_op {
-    struct zc_ucx_op *next_free;  /* in the transport's pool */
-    zc_request_h req;      /* NULL once abandoned */
-    void *ucx_req;
-    zc_transport_t *tp;    /* its lane's counters, and the pool it returns to */
-    int lane;
-    zc_ucx_conn_t *conn;   /* the endpoint to the peer on its lane (sends travel on it) */
-    size_t bytes;          /* its part of the request's */
-    int half;              /* of a split message: 1 the first (lane 0), 2 the second; 0 whole */
-    /* The other half of a split request, while both are unfinished: the
-     * request is done when the last of the two finishes. */
-    struct zc_ucx_op *twin;
-    /* Inside its ucp_tag_*_nbx call, where UCX may run the callback: the
-     * post, not the callback, then puts the record back (`finished`). */
-    int posting, finished;
-} zc_ucx_op_t;
-
-struct zc_transport {
-    zc_transport_world_t w;  /* who is where (the communicator's) */
-    int nlanes;
-    zc_ucx_lane_t lanes[ZC_UCX_MAX_LANES];
-    int split_lane;        /* the put lane of split messages' second halves, or -1 */
-    zc_ucx_conn_t *conns;  /* [nlanes][size]; ep NULL where a lane does not reach */
-    uint64_t sent[ZC_UCX_MAX_LANES];
-    uint64_t received[ZC_UCX_MAX_LANES];
-    /* Abandoned operations UCX has not finished: a worker destroyed under
-     * them aborts in UCX 1.13 (a matched rendezvous cannot be cancelled),
-     * so such a lane is left to the process's exit. */
-    int stranded[ZC_UCX_MAX_LANES];
-    /* Operations UCX has not finished, per lane: progress looks at the
-     * lanes without any only every ZC_UCX_IDLE_LANES_EVERY calls (and
-     * before every sleep), since progressing a tcp lane is a system call
-     * (epoll) even when nothing arrived.  (A lane must still be progressed
-     * now and then with nothing posted on it: a peer's connection setup
-     * waits for it.) */
-    int pending[ZC_UCX_MAX_LANES];
-    unsigned progress_calls;
-    int next_rail;         /* where the next poll starts its look for a busy rail (0-based) */
-    /* Finished operation records kept for reuse: a message costs no
-     * malloc and free of its own. */
-    zc_ucx_op_t *free_ops;
-    int nfree_ops;
-    struct zc_transport *next_kept;  /* in zc_ucx_kept, once destroyed with kept lanes */
-};
-
 /* Transports destroyed while UCX still held abandoned operations of theirs:
  * kept, and reachable, until the process exits. */
 static zc_transport_t *zc_ucx_kept;
 static pthread_mutex_t zc_ucx_kept_lock = PTHREAD_MUTEX_INITIALIZER;
-
-static zc_ucx_conn_t *zc_ucx_conn(zc_transport_t *tp, int lane, int peer)
-{
-    return &tp->conns[(size_t)lane * (size_t)tp->w.size + (size_t)peer];
-}
+/* Rail lanes left open at destroy (zc_ucx_rail_unsafe_to_close), kept
+ * reachable until exit. */
+typedef struct zc_ucx_kept_lane {
+    zc_ucx_lane_t lane;
+    struct zc_ucx_kept_lane *next;
+} zc_ucx_kept_lane_t;
+static zc_ucx_kept_lane_t *zc_ucx_kept_lanes;
 
 /* Whether messages with `peer` above split_bytes travel split. */
 static int zc_ucx_split_peer(zc_transport_t *tp, int peer)
@@ -137,7 +80,8 @@ static int zc_ucx_split_peer(zc_transport_t *tp, int peer)
 }
 
 /* Which lane carries a message with `peer`: the intra-node lane, or the
- * rail's lane (`rail` < 0: the sender's own rail). */
+ * rail's lane (`rail` < 0: the sender's own rail, or where the rails'
+ * health moved it: zc_ucx_auto_rail). */
 static zc_status_t zc_ucx_pick_lane(zc_transport_t *tp, int peer, int rail, int sending,
                                     int *lane)
 {
@@ -148,7 +92,7 @@ static zc_status_t zc_ucx_pick_lane(zc_transport_t *tp, int peer, int rail, int 
         return ZC_OK;
     }
     if (rail < 0)
-        rail = w->rank_rail[sending ? w->rank : peer];
+        rail = zc_ucx_auto_rail(tp, peer, sending);
     if (rail >= w->nrails)
         return zc_error(ZC_ERR_INVALID_ARG, "rail: %d is out of range 0..%d", rail,
                         w->nrails - 1);
@@ -156,26 +100,28 @@ static zc_status_t zc_ucx_pick_lane(zc_transport_t *tp, int peer, int rail, int 
     return ZC_OK;
 }
 
-static void zc_ucx_ep_error(void *arg, ucp_ep_h ep, ucs_status_t status)
-{
-    zc_ucx_conn_t *conn = arg;
-
-    /* Waits turn this into ZC_ERR_PEER_FAILED with a detail; a peer that
-     * destroyed its communicator first also breaks the link, so this is
-     * no warning by itself. */
-    if (!conn->failed && !conn->closing) {
-        zc_log_info("ucx: connection to a peer failed: %s", ucs_status_string(status));
-        zc_ucx_note_peer_failure();
-    }
-    conn->failed = 1;
-}
-
 /* An operation UCX is done with: its lane has one fewer, and the record
  * goes back to the pool. */
+static void zc_ucx_auto_unlink(zc_ucx_op_t *op)
+{
+    zc_transport_t *tp = op->tp;
+
+    if (!op->auto_prev && tp->auto_recvs != op)
+        return;  /* not in the list */
+    if (op->auto_prev)
+        op->auto_prev->auto_next = op->auto_next;
+    else
+        tp->auto_recvs = op->auto_next;
+    if (op->auto_next)
+        op->auto_next->auto_prev = op->auto_prev;
+    op->auto_prev = op->auto_next = NULL;
+}
+
 static void zc_ucx_op_release(zc_ucx_op_t *op)
 {
     zc_transport_t *tp = op->tp;
 
+    zc_ucx_auto_unlink(op);
     tp->pending[op->lane]--;
     if (op->twin)
         op->twin->twin = NULL;
@@ -197,6 +143,8 @@ static void zc_ucx_op_detach(zc_ucx_op_t *op)
     int receive = op->req->kind == ZC_REQ_RECV;
 
     op->req = NULL;
+    if (op->moving && !op->ucx_req)
+        return;  /* cancelled already, waiting to move: released instead (zc_ucx_reposts) */
     tp->stranded[op->lane]++;
     /* Receives can be cancelled (which may run the callback right here:
      * `op` is not touched after).  A send cannot: UCX may read its buffer
@@ -335,9 +283,27 @@ static void zc_ucx_recv_cb(void *ucx_req, ucs_status_t status, const ucp_tag_rec
     zc_transport_t *tp = op->tp;
 
     op->ucx_req = ucx_req;
-    /* (a split message's second half counts where its first does) */
-    if (status == UCS_OK)
-        tp->received[op->lane == tp->split_lane ? 0 : op->lane] += info->length;
+    if (status == UCS_ERR_CANCELED && op->moving && op->req) {
+        /* cancelled to move to another lane: posted there by the next
+         * progress, outside UCX's callback */
+        ucp_request_free(ucx_req);
+        op->ucx_req = NULL;
+        zc_ucx_auto_unlink(op);
+        op->auto_next = tp->reposts;
+        tp->reposts = op;
+        return;
+    }
+    /* (a split message's second half counts where its first does; the
+     * library's framing counts nowhere) */
+    if (status == UCS_OK) {
+        size_t framing = op->req ? op->req->framing : 0;
+        tp->received[op->lane == tp->split_lane ? 0 : op->lane] +=
+            info->length - (framing < info->length ? framing : info->length);
+        if (op->req) {
+            op->req->recv_tag = info->sender_tag;
+            op->req->recv_bytes = info->length;
+        }
+    }
     /* (UCX gives the sender's length, also when it truncated; the cheap
      * tests first: this runs for every message) */
     int other_kind = (status == UCS_OK || status == UCS_ERR_MESSAGE_TRUNCATED) &&
@@ -422,7 +388,8 @@ static ucs_status_ptr_t zc_ucx_start(zc_transport_t *tp, zc_ucx_op_t *op, void *
      * place, so always take the callback, which does. */
     param.op_attr_mask |= UCP_OP_ATTR_FLAG_NO_IMM_CMPL;
     param.cb.recv = zc_ucx_recv_cb;
-    return ucp_tag_recv_nbx(tp->lanes[op->lane].worker, buf, op->bytes, tag, UINT64_MAX, &param);
+    return ucp_tag_recv_nbx(tp->lanes[op->lane].worker, buf, op->bytes, tag,
+                            ~op->req->tag_mask, &param);
 }
 
 /* Whether `req` on `lane` travels split (both sides decide alike: same
@@ -511,16 +478,47 @@ static zc_status_t zc_ucx_isend(zc_transport_t *tp, const void *buf, size_t byte
 
     ZC_CHECK(zc_ucx_pick_lane(tp, peer, rail, 1, &lane));
     zc_ucx_conn_t *conn = zc_ucx_conn(tp, lane, peer);
-    if (conn->failed)
+    if (zc_ucx_peer_dead(tp, peer) || (lane == 0 && conn->failed))
         return zc_error(ZC_ERR_PEER_FAILED, "rank %d failed earlier", peer);
+    /* a rail's endpoint closed or failed is connected again: the rail may
+     * be back, or the peer will fail it again */
+    if (lane > 0 && lane <= tp->w.nrails && req->control)
+        ZC_CHECK(zc_ucx_control_usable(tp, lane, peer, &conn));
+    else if (lane > 0)
+        ZC_CHECK(zc_ucx_conn_usable(tp, lane, peer, &conn));
     if (!conn->ep)
         return zc_error(ZC_ERR_UNSUPPORTED, "rank %d has no endpoint on the %s lane", peer,
                         tp->lanes[lane].name);
-    tp->sent[lane] += bytes;
+    tp->sent[lane] += bytes - (req->framing < bytes ? req->framing : bytes);
     if (bytes <= ZC_UCX_IN_PLACE_TRY_BYTES && !zc_ucx_splits(tp, lane, req) &&
         zc_ucx_send_in_place(conn, req, buf, tag))
         return ZC_OK;
     return zc_ucx_start_request(tp, req, (void *)buf, lane, tag);
+}
+
+/* A receive of a message without a rail from another node: where the
+ * rails' health says (zc_ucx_auto_rail), unless the message already waits
+ * on the sender's own rail (it left before that rail went out); listed,
+ * so that it can move when a rail goes out before the message comes. */
+static zc_status_t zc_ucx_irecv_auto(zc_transport_t *tp, void *buf, int peer, uint64_t tag,
+                                     zc_request_h req)
+{
+    int lane = 1 + zc_ucx_auto_rail(tp, peer, 0), home = 1 + tp->w.rank_rail[peer];
+    ucp_tag_recv_info_t info;
+
+    if (lane != home && ucp_tag_probe_nb(tp->lanes[home].worker, tag, ~req->tag_mask, 0, &info))
+        lane = home;
+    ZC_CHECK(zc_ucx_start_request(tp, req, buf, lane, tag));
+    zc_ucx_op_t *op = req->backend;
+    if (!req->done && op) {
+        op->buf = buf;
+        op->tag = tag;
+        op->auto_next = tp->auto_recvs;
+        if (tp->auto_recvs)
+            tp->auto_recvs->auto_prev = op;
+        tp->auto_recvs = op;
+    }
+    return ZC_OK;
 }
 
 static zc_status_t zc_ucx_irecv(zc_transport_t *tp, void *buf, size_t bytes, int peer,
@@ -529,8 +527,50 @@ static zc_status_t zc_ucx_irecv(zc_transport_t *tp, void *buf, size_t bytes, int
     int lane = 0;
 
     (void)bytes;  /* req->bytes */
+    if (rail < 0 && tp->w.nrails > 0 && tp->w.rank_node[peer] != tp->w.node)
+        return zc_ucx_irecv_auto(tp, buf, peer, tag, req);
     ZC_CHECK(zc_ucx_pick_lane(tp, peer, rail, 0, &lane));
     return zc_ucx_start_request(tp, req, buf, lane, tag);
+}
+
+/* A rail went out: the receives of messages without a rail that would now
+ * go on another lane are cancelled there (the matched ones finish where
+ * they are), then posted again (zc_ucx_reposts). */
+static void zc_ucx_move_auto_recvs(zc_transport_t *tp)
+{
+    zc_ucx_op_t *next;
+
+    for (zc_ucx_op_t *op = tp->auto_recvs; op; op = next) {
+        next = op->auto_next;  /* a cancel may unlink `op` */
+        if (op->req && op->ucx_req && !op->moving &&
+            op->lane != 1 + zc_ucx_auto_rail(tp, op->req->peer, 0)) {
+            op->moving = 1;
+            ucp_request_cancel(op->tp->lanes[op->lane].worker, op->ucx_req);
+        }
+    }
+}
+
+/* Post the moved receives on their new lanes. */
+static void zc_ucx_reposts(zc_transport_t *tp)
+{
+    while (tp->reposts) {
+        zc_ucx_op_t *op = tp->reposts;
+        zc_request_h req = op->req;
+        void *buf = op->buf;
+        uint64_t tag = op->tag;
+        tp->reposts = op->auto_next;
+        op->auto_next = NULL;
+        zc_ucx_op_release(op);
+        if (!req)
+            continue;  /* abandoned meanwhile */
+        req->backend = NULL;
+        zc_status_t st = zc_ucx_irecv_auto(tp, buf, req->peer, tag, req);
+        if (st != ZC_OK && !req->done) {
+            req->status = st;
+            req->detail = strdup(zc_get_last_error());
+            req->done = 1;
+        }
+    }
 }
 
 /* Progress one lane until it has nothing more to do. */
@@ -558,6 +598,13 @@ static int zc_ucx_progress_lanes(zc_transport_t *tp, int idle_too)
     for (int l = 0; l < tp->nlanes; l++)
         if (l != split && (tp->pending[l] || idle_too))
             events += zc_ucx_progress_lane(tp, l);
+    /* the rail messages that came, and the probes due */
+    if (zc_ucx_rails_progress(tp))
+        zc_ucx_move_auto_recvs(tp);
+    if (tp->reposts) {
+        zc_ucx_reposts(tp);
+        events++;
+    }
     return events;
 }
 
@@ -631,6 +678,14 @@ static int zc_ucx_wait_event(zc_transport_t *tp, int timeout_ms)
     return zc_ucx_sleep(tp, timeout_ms, 0);
 }
 
+static void zc_ucx_cancel(zc_transport_t *tp, zc_request_h req)
+{
+    zc_ucx_op_t *op = req->backend;
+
+    if (req->kind == ZC_REQ_RECV && !req->done && op && op->ucx_req && !op->twin)
+        ucp_request_cancel(tp->lanes[op->lane].worker, op->ucx_req);
+}
+
 static void zc_ucx_abandon(zc_transport_t *tp, zc_request_h req, zc_status_t status)
 {
     zc_ucx_op_t *op = req->backend;
@@ -648,12 +703,52 @@ static void zc_ucx_abandon(zc_transport_t *tp, zc_request_h req, zc_status_t sta
     req->done = 1;
 }
 
+/* A peer on another node is failed once a probe found it gone, or every
+ * rail's endpoint to it failed: one rail's error alone may be the rail's
+ * (ucx_rails.c asks).  Inside the node, or with one rail, any error is the
+ * peer's, as there is nothing else to ask. */
 static int zc_ucx_peer_failed(zc_transport_t *tp, int peer)
 {
-    for (int l = 0; l < tp->nlanes; l++)
-        if (zc_ucx_conn(tp, l, peer)->failed)
-            return 1;
-    return 0;
+    int rails = tp->w.nrails, failed = 0;
+
+    if (zc_ucx_peer_dead(tp, peer))
+        return 1;
+    if (rails < 2 || tp->w.rank_node[peer] == tp->w.node) {
+        for (int l = 0; l < tp->nlanes; l++)
+            if (zc_ucx_conn(tp, l, peer)->failed)
+                return 1;
+        return 0;
+    }
+    for (int k = 0; k < rails; k++)
+        failed += zc_ucx_conn(tp, 1 + k, peer)->failed;
+    return failed == rails;
+}
+
+static int zc_ucx_rail_live_op(zc_transport_t *tp, int rail, int peer)
+{
+    return tp->w.nrails == 0 || zc_ucx_rail_live(tp, rail, peer);
+}
+
+static uint32_t zc_ucx_rails_out_op(zc_transport_t *tp)
+{
+    return zc_ucx_rails_out(tp);
+}
+
+static void zc_ucx_rail_suspect_op(zc_transport_t *tp, int rail, int peer, const char *why)
+{
+    if (tp->w.nrails > 1)
+        zc_ucx_rail_suspect(tp, rail, peer, 0, why);
+}
+
+static void zc_ucx_xfer_done_op(zc_transport_t *tp, int peer, uint64_t key)
+{
+    if (tp->done_ring)
+        zc_ucx_xfer_done(tp, peer, key);
+}
+
+static int zc_ucx_xfer_query_op(zc_transport_t *tp, int peer, uint64_t key)
+{
+    return tp->done_ring ? zc_ucx_xfer_query(tp, peer, key) : -1;
 }
 
 static void zc_ucx_rail_bytes(zc_transport_t *tp, int rail, uint64_t *sent, uint64_t *received)
@@ -664,111 +759,10 @@ static void zc_ucx_rail_bytes(zc_transport_t *tp, int rail, uint64_t *sent, uint
     *received = lane < tp->nlanes ? tp->received[lane] : 0;
 }
 
-/* Allgather of one lane's worker addresses, padded to the longest. */
-static zc_status_t zc_ucx_exchange_addresses(zc_transport_t *tp, zc_ucx_lane_t *lane,
-                                             char **table_out, size_t *stride_out)
-{
-    ucp_address_t *addr;
-    size_t addr_len;
-    uint64_t my_len, max_len = 0, *lens;
-    char *mine = NULL, *table = NULL;
-    int n = tp->w.size;
-    ucs_status_t us;
-    zc_status_t st;
-
-    us = ucp_worker_get_address(lane->worker, &addr, &addr_len);
-    if (us != UCS_OK)
-        return zc_error(ZC_ERR_TRANSPORT, "ucx: %s lane: cannot get the worker address: %s",
-                        lane->name, ucs_status_string(us));
-    lens = malloc(sizeof(uint64_t) * (size_t)n);
-    if (!lens) {
-        st = zc_error(ZC_ERR_NO_MEMORY, "cannot allocate the address lengths");
-        goto out;
-    }
-    my_len = addr_len;
-    ZC_CHECK_GOTO(tp->w.allgather(tp->w.allgather_ctx, &my_len, lens, sizeof(my_len)), st, out);
-    for (int r = 0; r < n; r++)
-        max_len = lens[r] > max_len ? lens[r] : max_len;
-    if (max_len > tp->w.allgather_max) {
-        st = zc_error(ZC_ERR_UNSUPPORTED, "ucx: worker addresses of %llu bytes are too long",
-                      (unsigned long long)max_len);
-        goto out;
-    }
-    mine = calloc(1, max_len);
-    table = malloc(max_len * (size_t)n);
-    if (!mine || !table) {
-        st = zc_error(ZC_ERR_NO_MEMORY, "cannot allocate the address table");
-        goto out;
-    }
-    memcpy(mine, addr, addr_len);
-    ZC_CHECK_GOTO(tp->w.allgather(tp->w.allgather_ctx, mine, table, max_len), st, out);
-    *table_out = table;
-    *stride_out = max_len;
-    table = NULL;
-out:
-    free(table);
-    free(mine);
-    free(lens);
-    ucp_worker_release_address(lane->worker, addr);
-    return st;
-}
-
-/* Whether lane `l` reaches rank `r`: lane 0 the ranks of this node (every
- * rank when there are no rails), a rail's lane those of the other nodes,
- * the split lane the others this rank watches by their pid (its own host
- * and pid namespace: the ones UCX copies to in one step). */
-static int zc_ucx_lane_reaches(const zc_transport_t *tp, int l, int r)
-{
-    const zc_transport_world_t *w = &tp->w;
-
-    if (l == tp->split_lane)
-        return r != w->rank && w->peer_watchable(w->peer_ctx, r);
-    return w->nrails == 0 || (l == 0) == (w->rank_node[r] == w->node);
-}
-
-/* Endpoints of lane `l` to the peers it reaches. */
-static zc_status_t zc_ucx_connect_lane(zc_transport_t *tp, int l)
-{
-    const zc_transport_world_t *w = &tp->w;
-    char *table = NULL;
-    size_t stride = 0;
-    zc_status_t st;
-
-    ZC_CHECK(zc_ucx_exchange_addresses(tp, &tp->lanes[l], &table, &stride));
-    for (int r = 0; r < w->size; r++) {
-        if (!zc_ucx_lane_reaches(tp, l, r))
-            continue;
-        zc_ucx_conn_t *conn = zc_ucx_conn(tp, l, r);
-        ucp_ep_params_t ep_params = {0};
-        ep_params.field_mask = UCP_EP_PARAM_FIELD_REMOTE_ADDRESS |
-                               UCP_EP_PARAM_FIELD_ERR_HANDLING_MODE |
-                               UCP_EP_PARAM_FIELD_ERR_HANDLER;
-        ep_params.address = (const ucp_address_t *)(table + stride * (size_t)r);
-        /* Peer-failure handling keeps UCX off its single-copy shared
-         * memory path (cma), which measured 4x slower on a 2-core test
-         * machine; peers on this host in this pid namespace are watched
-         * through their pid instead (see zc_comm_peer_failed), so only the
-         * others need it. */
-        ep_params.err_mode = w->peer_watchable(w->peer_ctx, r) ? UCP_ERR_HANDLING_MODE_NONE
-                                                              : UCP_ERR_HANDLING_MODE_PEER;
-        ep_params.err_handler.cb = zc_ucx_ep_error;
-        ep_params.err_handler.arg = conn;
-        ucs_status_t us = ucp_ep_create(tp->lanes[l].worker, &ep_params, &conn->ep);
-        if (us != UCS_OK) {
-            st = zc_error(ZC_ERR_TRANSPORT, "ucx: %s lane: cannot connect to rank %d: %s",
-                          tp->lanes[l].name, r, ucs_status_string(us));
-            free(table);
-            return st;
-        }
-    }
-    free(table);
-    return ZC_OK;
-}
-
 static void zc_ucx_close_endpoints(zc_transport_t *tp)
 {
     int64_t deadline = zc_now_ms() + tp->w.timeout_ms;
-    size_t n = (size_t)tp->nlanes * (size_t)tp->w.size;
+    size_t n = 2 * (size_t)tp->nlanes * (size_t)tp->w.size;  /* data and probe endpoints */
     void **closing = calloc(n, sizeof(void *));
 
     /* Flush first, so that every message this rank sent is delivered
@@ -820,6 +814,19 @@ static void zc_ucx_destroy(zc_transport_t *tp)
     }
     int kept = 0;
     for (int l = 0; l < tp->nlanes; l++) {
+        zc_ucx_kept_lane_t *keep;
+        if (l >= 1 && l <= tp->w.nrails && zc_ucx_rail_unsafe_to_close(tp, l - 1) &&
+            (keep = malloc(sizeof(*keep)))) {
+            /* its worker is left to the exit (its endpoints are closed) */
+            zc_log_info("ucx: %s lane's worker kept until exit: a rail went out, or its link "
+                        "is down", tp->lanes[l].name);
+            keep->lane = tp->lanes[l];
+            pthread_mutex_lock(&zc_ucx_kept_lock);
+            keep->next = zc_ucx_kept_lanes;
+            zc_ucx_kept_lanes = keep;
+            pthread_mutex_unlock(&zc_ucx_kept_lock);
+            continue;
+        }
         if (tp->stranded[l] > 0) {
             zc_log_info("ucx: %s lane kept until exit: %d abandoned operations are unfinished",
                         tp->lanes[l].name, tp->stranded[l]);
@@ -837,6 +844,7 @@ static void zc_ucx_destroy(zc_transport_t *tp)
         pthread_mutex_unlock(&zc_ucx_kept_lock);
         return;
     }
+    zc_ucx_rails_fini(tp);
     free(tp->conns);
     free(tp);
 }
@@ -881,11 +889,20 @@ static zc_status_t zc_ucx_create(const zc_transport_world_t *world, zc_transport
     st = zc_ucx_open_lanes(tp);
     if (st != ZC_OK)
         goto err;
-    tp->conns = calloc((size_t)tp->nlanes * (size_t)world->size, sizeof(*tp->conns));
+    tp->conns = calloc(2 * (size_t)tp->nlanes * (size_t)world->size, sizeof(*tp->conns));
     if (!tp->conns) {
         st = zc_error(ZC_ERR_NO_MEMORY, "cannot allocate the UCX endpoints");
         goto err;
     }
+    for (int l = 0; l < tp->nlanes; l++) {
+        for (int r = 0; r < world->size; r++) {
+            *zc_ucx_conn(tp, l, r) = (zc_ucx_conn_t){.tp = tp, .lane = l, .peer = r};
+            *zc_ucx_probe_conn(tp, l, r) = (zc_ucx_conn_t){.tp = tp, .lane = l, .peer = r,
+                                                          .probe = 1};
+        }
+    }
+    /* the handlers of rail messages, before any peer can send one */
+    ZC_CHECK_GOTO(zc_ucx_rails_init(tp), st, err);
     for (int l = 0; l < tp->nlanes; l++)
         ZC_CHECK_GOTO(zc_ucx_connect_lane(tp, l), st, err);
     *tp_out = tp;
@@ -906,6 +923,12 @@ const zc_transport_ops_t zc_transport_ucx = {
     .poll = zc_ucx_poll,
     .wait_event = zc_ucx_wait_event,
     .abandon = zc_ucx_abandon,
+    .cancel = zc_ucx_cancel,
     .peer_failed = zc_ucx_peer_failed,
     .rail_bytes = zc_ucx_rail_bytes,
+    .rails_out = zc_ucx_rails_out_op,
+    .rail_live = zc_ucx_rail_live_op,
+    .rail_suspect = zc_ucx_rail_suspect_op,
+    .xfer_done = zc_ucx_xfer_done_op,
+    .xfer_query = zc_ucx_xfer_query_op,
 };

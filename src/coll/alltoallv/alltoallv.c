@@ -19,9 +19,11 @@
  * The data phase is a schedule (sched.h) that zc_test and zc_wait
  * progress: the self block is a copy, blocks inside a node go over shared
  * memory, and blocks between nodes of at least ZC_ALLTOALLV_SPLIT_BYTES
- * are cut into one slice per rail and sent on every NIC at once.  Every
- * rank has a lane on every rail, so slices go straight to their
- * destination: no proxy hop is needed.  Steps follow the pairwise-exchange
+ * are striped transfers (src/core/wire.c): chunks sent on every NIC at once,
+ * each rail's share in proportion to its rate (src/core/rail_rates.h), and
+ * sent again on the others when one goes out mid-call.  Every rank has a
+ * lane on every rail, so chunks go straight to their destination: no proxy
+ * hop is needed.  Steps follow the pairwise-exchange
  * order (step i sends to rank + i, receives from rank - i), so at any time
  * every rank sends to a different peer, and at most ZC_ALLTOALLV_WINDOW
  * steps with a large block are in flight. */
@@ -37,8 +39,15 @@
 #include "src/core/sched.h"
 #include "src/common/status.h"
 
-/* Tag layout below the class: stage, call sequence, slice. */
-enum { ZC_A2AV_SIZES, ZC_A2AV_VERDICT, ZC_A2AV_DATA };
+/* Tag layout below the class: stage, call sequence, slice (a block split
+ * over the rails: its chunk number; 0 otherwise). */
+enum { ZC_A2AV_SIZES, ZC_A2AV_VERDICT, ZC_A2AV_DATA, ZC_A2AV_ACK };
+#define ZC_A2AV_CHUNK_BITS 8
+/* A split block's chunks: at least eight per rail (so that each rail's
+ * share follows its rate, not the count of chunks), each at most
+ * ZC_ROUTED_CHUNK (and as many as the tag's chunk field holds). */
+#define ZC_A2AV_CHUNKS_PER_RAIL 8
+#define ZC_A2AV_MIN_CHUNK (64u << 10)
 
 static uint64_t zc_a2av_tag(int sender, int stage, unsigned seq, int slice)
 {
@@ -253,6 +262,7 @@ static zc_status_t zc_a2av_swap(const zc_a2av_args_t *a, int stage, const void *
     zc_status_t st;
 
     ZC_CHECK(zc_sched_create(comm, &s));
+    zc_sched_set_call(s, a->seq);
     for (int i = 1; i < comm->size; i++) {
         int to = (comm->rank + i) % comm->size, from = (comm->rank - i + comm->size) % comm->size;
         zc_sched_p2p(s, ZC_REQ_RECV, (char *)in + len * (size_t)from, len, from,
@@ -446,6 +456,20 @@ static void zc_a2av_join(zc_a2av_build_t *b, int op)
         b->last = zc_sched_join(b->sched, b->last, op);
 }
 
+/* The chunk of a block of `bytes` split over the rails (both ends compute
+ * it alike). */
+static size_t zc_a2av_chunk(zc_comm_h comm, size_t bytes, size_t elem)
+{
+    size_t chunk = bytes / ((size_t)comm->nrails * ZC_A2AV_CHUNKS_PER_RAIL);
+    size_t most = (size_t)comm->settings.routed_chunk;
+    size_t fit = (bytes + ((size_t)1 << ZC_A2AV_CHUNK_BITS) - 1) >> ZC_A2AV_CHUNK_BITS;
+
+    chunk = chunk > most ? most : chunk;
+    chunk = chunk < ZC_A2AV_MIN_CHUNK ? ZC_A2AV_MIN_CHUNK : chunk;
+    chunk = chunk < fit ? fit : chunk;
+    return (chunk + elem - 1) / elem * elem;
+}
+
 /* One block between this rank and `peer` in direction `kind`. */
 static void zc_a2av_block(const zc_a2av_args_t *a, zc_a2av_build_t *b, zc_request_kind_t kind,
                           int peer)
@@ -466,16 +490,19 @@ static void zc_a2av_block(const zc_a2av_args_t *a, zc_a2av_build_t *b, zc_reques
                                      b->gate, b->agreed));
         return;
     }
-    /* Slice k travels on rail k at both ends (the routed transfer's split). */
-    for (int k = 0; k < nrails; k++) {
-        int64_t off, len;
-        zc_route_slice(count, nrails, k, &off, &len);
-        if (len)
-            zc_a2av_join(b, zc_sched_p2p(b->sched, kind, buf + (size_t)off * a->elem,
-                                         (size_t)len * a->elem, peer,
-                                         zc_a2av_tag(sender, ZC_A2AV_DATA, a->seq, 1 + k), k,
-                                         b->gate, b->agreed));
-    }
+    /* A striped transfer (src/core/wire.c): its chunks over every rail not
+     * out, in proportion to their rates, sent again on the others if one
+     * goes out. */
+    int receiver = kind == ZC_REQ_SEND ? peer : me;
+    zc_wire_spec_t wire = {
+        .peer = peer, .bytes = bytes, .chunk = zc_a2av_chunk(comm, bytes, a->elem),
+        .tag = zc_a2av_tag(sender, ZC_A2AV_DATA, a->seq, 0), .chunk_shift = 0,
+        .chunk_bits = ZC_A2AV_CHUNK_BITS,
+        .ack_tag = zc_a2av_tag(receiver, ZC_A2AV_ACK, a->seq, 0),
+        .seq = a->seq, .id = (uint32_t)sender, .home = -1,
+        .src = kind == ZC_REQ_SEND ? buf : NULL, .dst = kind == ZC_REQ_RECV ? buf : NULL,
+    };
+    zc_a2av_join(b, zc_sched_wire(b->sched, &wire, kind == ZC_REQ_SEND, b->gate, b->agreed));
 }
 
 /* ---- agreement inside the schedule, small blocks inline -------------- */
@@ -879,6 +906,7 @@ static zc_status_t zc_a2av_schedule(const zc_a2av_args_t *a, int agree_in_sched,
         free(joins);
         return st;
     }
+    zc_sched_set_call(b.sched, a->seq);
     if (agree_in_sched) {
         int verdict = zc_a2av_rows_sched(a, &b);  /* -1 (no memory) fails the schedule at start */
         if (comm->settings.alltoallv_check)

@@ -280,17 +280,24 @@ zc_status_t zc_ra_begin(zc_ra_ctx_t *ctx, zc_ra_engine_check_t engine, int on_st
         zc_agree_range_t range;
 
         if (local != ZC_OK)
-            return zc_agree_refuse(comm, local, zc_ra_agree_tag, ctx);
-        ZC_CHECK(zc_agree(comm, zc_ra_fingerprint(ctx->plan, args, ctx->backward, on_streams,
-                                                  ctx->reverse),
-                          zc_ra_agree_tag, ctx, &range));
+            return zc_agree_refuse(comm, local, zc_ra_agree_tag, ctx, ctx->seq);
+        ZC_CHECK(zc_agree(comm,
+                          zc_rail_fingerprint(comm, zc_ra_fingerprint(ctx->plan, args,
+                                                                      ctx->backward, on_streams,
+                                                                      ctx->reverse)) | 1,
+                          zc_ra_agree_tag, ctx, ctx->seq, &range));
         if (range.lo != range.hi)
             return zc_error(ZC_ERR_MISMATCH, "plan: ranks disagree on the plan, the attention "
                             "arguments, the form (host or stream), ZC_RING_ATTN_BWD_ORDER or "
-                            "whether they pass a kernel table%s",
+                            "whether they pass a kernel table, or the rail rates pinned with "
+                            "zc_comm_set_rail_rates%s",
                             range.lo == 0 ? " (another rank refused its own)" : "");
+        /* the routed calls' slices, from the view of the rails just agreed */
+        zc_rail_weights(comm, &range.rails, ctx->rail_weights);
     } else if (local != ZC_OK) {
         return local;
+    } else {
+        zc_rail_weights_unagreed(comm, ctx->rail_weights);
     }
     ctx->table.on = args->kernels != NULL;
     ZC_CHECK(zc_ra_table_read(args, ctx->backward, &ctx->table.kernels));

@@ -158,6 +158,7 @@ typedef struct {
     size_t elem;              /* bytes of one element of dtype */
     int64_t row_q, row_kv;    /* elements of one token of q, of k */
     unsigned seq;             /* call sequence, in the tags */
+    uint32_t rail_weights[ZC_MAX_RAILS]; /* the routed calls' per-rail shares (zc_ra_begin) */
 
     const zc_plan_piece_t *pieces; /* this rank's, buffer order */
     size_t npieces;

@@ -83,7 +83,7 @@ static zc_status_t zc_ra_pump(zc_ra_ctx_t *ctx)
          * no agreement per call, which would also hold each call until
          * every rank has posted it. */
         ZC_CHECK(zc_routed_post(c->transfers, c->ntransfers, c->sendbuf, c->recvbuf, ZC_BYTE,
-                                ZC_MEM_HOST, ctx->comm, 0, &req));
+                                ZC_MEM_HOST, ctx->comm, ctx->rail_weights, &req));
         ZC_CHECK(zc_ra_track(ctx, req, c->notify, ctx->routed_next));
         ctx->routed_inflight++;
         ctx->routed_next++;

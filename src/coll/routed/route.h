@@ -16,12 +16,14 @@
 zc_status_t zc_route_check(const zc_transfer_t *transfers, int ntransfers, const void *sendbuf,
                            const void *recvbuf, zc_datatype_t dtype, zc_comm_h comm);
 
-/* zc_routed_sendrecv, and with `agree` 0 without checking that every rank
- * has the same list: for callers whose lists every rank derived from
- * inputs they already agreed on (ring attention's plan). */
+/* zc_routed_sendrecv (`weights` NULL: the rails' weights come out of its
+ * agreement), and with `weights` (ZC_MAX_RAILS) without checking that
+ * every rank has the same list, sliced by them: for callers whose lists
+ * and weights every rank derived from inputs they already agreed on (ring
+ * attention's plan and its agreement's view of the rails). */
 zc_status_t zc_routed_post(const zc_transfer_t *transfers, int ntransfers, const void *sendbuf,
                            void *recvbuf, zc_datatype_t dtype, zc_memtype_t memtype,
-                           zc_comm_h comm, int agree, zc_request_h *request);
+                           zc_comm_h comm, const uint32_t *weights, zc_request_h *request);
 
 /* zc_routed_sendrecv_stream, and with `agree` 0 without the agreement
  * (as zc_routed_post). */

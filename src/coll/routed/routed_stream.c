@@ -73,7 +73,7 @@ static zc_status_t zc_routed_plan(zc_routed_plan_t *rp, const zc_transfer_t *tra
             zc_slice_t *s = &rp->slices[rp->nslices];
             int64_t off, len;
 
-            zc_route_slice(t->count, comm->nrails, k, &off, &len);
+            zc_route_slice(t->count, comm->nrails, NULL, k, &off, &len);
             *s = (zc_slice_t){.t = t, .k = k, .off = (size_t)off * elem,
                               .len = (size_t)len * elem,
                               .chunk = zc_route_chunk(bytes, elem, chunk)};
