@@ -186,20 +186,20 @@ typedef struct {
 
 static int ring_setup(zc_comm_h comm, ring_args_t *r, int disagree)
 {
-    int nnodes = 0, nrails = 0;
+    int nnodes = 0, rails = 0;
     int64_t *lengths = NULL, total = (int64_t)TOKENS_PER_RANK * mn_size;
     zc_plan_opts_t opts = ZC_PLAN_OPTS_INITIALIZER;
     zc_plan_rank_t mine;
 
     zc_comm_node_count(comm, &nnodes);
-    zc_comm_rail_count(comm, &nrails);
+    zc_comm_rail_count(comm, &rails);
     int other_batch = disagree && strcmp(call, "ring_fwd") == 0;
     size_t count = rad_sample(0, total, 16, other_batch ? 77 : 7, &lengths);
     if (count == 0 || rad_batch_init(&r->ref, lengths, count, 4, 2, 64, ZC_FLOAT32, 5) != 0 ||
         rad_batch_reference(&r->ref, 1) != ZC_OK)
         return -1;
     free(lengths);
-    opts.rails = nrails;
+    opts.rails = rails;
     if (zc_plan_create(nnodes, mn_size / nnodes, TOKENS_PER_RANK, r->ref.lengths, r->ref.nseqs,
                        &opts, &r->plan) != ZC_OK)
         return -1;

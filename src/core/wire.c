@@ -151,6 +151,18 @@ static size_t zc_wire_len(const zc_wire_t *w, int c)
     return w->spec.bytes - off < w->spec.chunk ? w->spec.bytes - off : w->spec.chunk;
 }
 
+size_t zc_wire_chunk(zc_comm_h comm, size_t bytes, size_t elem, int bits)
+{
+    size_t chunk = bytes / ((size_t)comm->nrails * ZC_WIRE_CHUNKS_PER_RAIL);
+    size_t most = (size_t)comm->settings.routed_chunk;
+    size_t fit = (bytes + ((size_t)1 << bits) - 1) >> bits;
+
+    chunk = chunk > most ? most : chunk;
+    chunk = chunk < ZC_WIRE_MIN_CHUNK ? ZC_WIRE_MIN_CHUNK : chunk;
+    chunk = chunk < fit ? fit : chunk;
+    return (chunk + elem - 1) / elem * elem;
+}
+
 void zc_wire_frame(void *buf, uint32_t seq, uint32_t id)
 {
     zc_wire_hdr_t hdr = {ZC_WIRE_MAGIC, seq, id, 0};

@@ -51,6 +51,14 @@ typedef struct zc_wire zc_wire_t;
  * moves until it is polled.  A payload of 0 bytes is one empty chunk. */
 zc_status_t zc_wire_create(zc_comm_h comm, const zc_wire_spec_t *spec, int sending,
                            zc_wire_t **wire);
+/* The chunk both ends cut a payload of `bytes` into when it goes over
+ * every rail (home -1): about ZC_WIRE_CHUNKS_PER_RAIL chunks a rail, so
+ * that each rail's share follows its rate rather than the count of chunks,
+ * from 64 KiB up to ZC_ROUTED_CHUNK, few enough for a chunk number of
+ * `bits` bits, and a multiple of `elem`. */
+#define ZC_WIRE_CHUNKS_PER_RAIL 8
+#define ZC_WIRE_MIN_CHUNK ((size_t)64 << 10)
+size_t zc_wire_chunk(zc_comm_h comm, size_t bytes, size_t elem, int bits);
 /* Progress once: ZC_INPROGRESS, ZC_OK once this end is done, or an error
  * (ZC_ERR_MISMATCH: the ends cut the transfer differently); *moved is set
  * when anything happened. */

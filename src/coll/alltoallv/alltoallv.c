@@ -43,11 +43,6 @@
  * over the rails: its chunk number; 0 otherwise). */
 enum { ZC_A2AV_SIZES, ZC_A2AV_VERDICT, ZC_A2AV_DATA, ZC_A2AV_ACK };
 #define ZC_A2AV_CHUNK_BITS 8
-/* A split block's chunks: at least eight per rail (so that each rail's
- * share follows its rate, not the count of chunks), each at most
- * ZC_ROUTED_CHUNK (and as many as the tag's chunk field holds). */
-#define ZC_A2AV_CHUNKS_PER_RAIL 8
-#define ZC_A2AV_MIN_CHUNK (64u << 10)
 
 static uint64_t zc_a2av_tag(int sender, int stage, unsigned seq, int slice)
 {
@@ -456,20 +451,6 @@ static void zc_a2av_join(zc_a2av_build_t *b, int op)
         b->last = zc_sched_join(b->sched, b->last, op);
 }
 
-/* The chunk of a block of `bytes` split over the rails (both ends compute
- * it alike). */
-static size_t zc_a2av_chunk(zc_comm_h comm, size_t bytes, size_t elem)
-{
-    size_t chunk = bytes / ((size_t)comm->nrails * ZC_A2AV_CHUNKS_PER_RAIL);
-    size_t most = (size_t)comm->settings.routed_chunk;
-    size_t fit = (bytes + ((size_t)1 << ZC_A2AV_CHUNK_BITS) - 1) >> ZC_A2AV_CHUNK_BITS;
-
-    chunk = chunk > most ? most : chunk;
-    chunk = chunk < ZC_A2AV_MIN_CHUNK ? ZC_A2AV_MIN_CHUNK : chunk;
-    chunk = chunk < fit ? fit : chunk;
-    return (chunk + elem - 1) / elem * elem;
-}
-
 /* One block between this rank and `peer` in direction `kind`. */
 static void zc_a2av_block(const zc_a2av_args_t *a, zc_a2av_build_t *b, zc_request_kind_t kind,
                           int peer)
@@ -495,7 +476,7 @@ static void zc_a2av_block(const zc_a2av_args_t *a, zc_a2av_build_t *b, zc_reques
      * goes out. */
     int receiver = kind == ZC_REQ_SEND ? peer : me;
     zc_wire_spec_t wire = {
-        .peer = peer, .bytes = bytes, .chunk = zc_a2av_chunk(comm, bytes, a->elem),
+        .peer = peer, .bytes = bytes, .chunk = zc_wire_chunk(comm, bytes, a->elem, ZC_A2AV_CHUNK_BITS),
         .tag = zc_a2av_tag(sender, ZC_A2AV_DATA, a->seq, 0), .chunk_shift = 0,
         .chunk_bits = ZC_A2AV_CHUNK_BITS,
         .ack_tag = zc_a2av_tag(receiver, ZC_A2AV_ACK, a->seq, 0),

@@ -13,8 +13,9 @@
  * the layouts and the token size (src/core/agree.h), since ranks that
  * disagree would cut different messages.  The data then moves as
  * zc_remap_alltoallv's does: runs to itself as copies, pairwise-exchange
- * steps, the large messages between nodes split over every rail and at
- * most ZC_ALLTOALLV_WINDOW steps with one in flight. */
+ * steps, the large messages between nodes striped over every rail by rate
+ * (and over the others when one goes out) and at most ZC_ALLTOALLV_WINDOW
+ * steps with one in flight. */
 #include "config.h"
 
 #include <stdlib.h>
@@ -23,15 +24,16 @@
 #include "src/coll/alltoallv/layouts.h"
 #include "src/core/memtype.h"
 #include "src/core/sched.h"
+#include "src/core/wire.h"
 #include "src/common/hash.h"
-#include "src/plan/routing.h"
 #include "src/common/status.h"
 
 /* Tag layout below the class: 12 bits of call sequence, 1 bit for the
  * agreement, then 19 bits of message: 0 the packed one, (k + 1) << 4 |
- * slice for run k travelling alone (ZC_MOVE_ALONE_RUNS keeps k + 1 below
+ * chunk for run k travelling alone (ZC_MOVE_ALONE_RUNS keeps k + 1 below
  * 2^15), the round for the agreement. */
 #define ZC_MOVE_AGREE_BIT (1u << 19)
+#define ZC_MOVE_CHUNK_BITS 4
 
 static uint64_t zc_move_tag(const zc_move_t *m, int sender, unsigned msg)
 {
@@ -186,31 +188,32 @@ static zc_status_t zc_move_pack(void *arg, int unpack)
     return ZC_OK;
 }
 
-/* A run travelling alone: split over every rail when it crosses nodes
- * and is at least ZC_ALLTOALLV_SPLIT_BYTES (zc_remap_alltoallv's rule),
- * slice k on rail k at both ends. */
+/* A run travelling alone: between nodes, from ZC_ALLTOALLV_SPLIT_BYTES on,
+ * a striped transfer over the rails by their rates, sent again on the
+ * others if one goes out (src/core/wire.c), as zc_remap_alltoallv's
+ * blocks; its acknowledgements take the class's acknowledgement tags
+ * (sched.c's one-chunk wires' convention). */
 static void zc_move_post_alone(zc_move_build_t *b, zc_request_kind_t kind, char *buf,
                                size_t bytes, int peer, int sender, unsigned msg)
 {
     zc_comm_h comm = b->m->comm;
-    int nrails = comm->nrails;
+    uint64_t tag = zc_move_tag(b->m, sender, msg);
+    int send = kind == ZC_REQ_SEND, receiver = send ? peer : comm->rank;
 
-    if (nrails < 2 || comm->rank_node[peer] == comm->node ||
+    if (comm->nrails < 2 || comm->rank_node[peer] == comm->node ||
         (int64_t)bytes < comm->settings.alltoallv_split_bytes) {
-        zc_move_join(b, zc_sched_p2p(b->sched, kind, buf, bytes, peer,
-                                     zc_move_tag(b->m, sender, msg), ZC_RAIL_AUTO, b->gate,
-                                     b->agreed));
+        zc_move_join(b, zc_sched_p2p(b->sched, kind, buf, bytes, peer, tag, ZC_RAIL_AUTO,
+                                     b->gate, b->agreed));
         return;
     }
-    for (int k = 0; k < nrails; k++) {
-        int64_t off, len;
-
-        zc_route_slice((int64_t)bytes, nrails, k, &off, &len);
-        if (len)
-            zc_move_join(b, zc_sched_p2p(b->sched, kind, buf + off, (size_t)len, peer,
-                                         zc_move_tag(b->m, sender, msg | (unsigned)k), k,
-                                         b->gate, b->agreed));
-    }
+    zc_wire_spec_t wire = {
+        .peer = peer, .bytes = bytes, .chunk = zc_wire_chunk(comm, bytes, 1, ZC_MOVE_CHUNK_BITS),
+        .tag = tag, .chunk_shift = 0, .chunk_bits = ZC_MOVE_CHUNK_BITS,
+        .ack_tag = ZC_TAG(receiver, 0x80u | ZC_TAG_CLASS_MOVE, (uint32_t)tag),
+        .seq = b->m->seq, .id = (uint32_t)tag, .home = -1,
+        .src = send ? buf : NULL, .dst = send ? NULL : buf,
+    };
+    zc_move_join(b, zc_sched_wire(b->sched, &wire, send, b->gate, b->agreed));
 }
 
 /* Every message between this rank and `peer` in direction `kind`. */
@@ -316,6 +319,7 @@ static zc_status_t zc_move_schedule(const zc_move_t *m, zc_request_h *request)
         free(joins);
         return st;
     }
+    zc_sched_set_call(b.sched, m->seq);
     b.send = zc_move_keep(b.sched, m->send, m->send_at[comm->size]);
     b.recv = zc_move_keep(b.sched, m->recv, m->recv_at[comm->size]);
     if (comm->settings.alltoallv_check) {
@@ -351,7 +355,7 @@ zc_status_t zc_remap_alltoallv_layouts(zc_plan_h plan, zc_layout_t from, zc_layo
     if (st == ZC_OK)
         st = zc_move_schedule(&m, request);
     else if (comm->settings.alltoallv_check)  /* the others fail at once, not at the timeout */
-        st = zc_agree_refuse(comm, st, zc_move_agree_tag, &m);
+        st = zc_agree_refuse(comm, st, zc_move_agree_tag, &m, m.seq);
     zc_move_free(&m);
     return st;
 }

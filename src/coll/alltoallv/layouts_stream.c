@@ -137,8 +137,8 @@ zc_status_t zc_remap_alltoallv_layouts_stream(zc_plan_h plan, zc_layout_t from, 
         st = zc_device_check_memory(comm, recvbuf, "recvbuf");
     if (comm->settings.alltoallv_check) {
         if (st != ZC_OK)  /* the others fail at once, not at the timeout */
-            st = zc_agree_refuse(comm, st, zc_move_agree_tag, &m);
-        else if ((st = zc_agree(comm, m.fingerprint, zc_move_agree_tag, &m, &range)) == ZC_OK)
+            st = zc_agree_refuse(comm, st, zc_move_agree_tag, &m, m.seq);
+        else if ((st = zc_agree(comm, m.fingerprint, zc_move_agree_tag, &m, m.seq, &range)) == ZC_OK)
             st = zc_move_verdict(&range, 0);
     }
     if (st == ZC_OK)

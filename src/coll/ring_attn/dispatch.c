@@ -488,7 +488,7 @@ zc_status_t zc_ra_table_verdict(zc_ra_ctx_t *ctx)
         return ZC_OK;
     if (ctx->table.failed != ZC_OK)
         mine = (uint64_t)ctx->comm->rank << 32 | (uint32_t)-ctx->table.failed;
-    ZC_CHECK(zc_agree(ctx->comm, mine, zc_ra_verdict_tag, ctx, &range));
+    ZC_CHECK(zc_agree(ctx->comm, mine, zc_ra_verdict_tag, ctx, ctx->seq, &range));
     if (range.lo == UINT64_MAX)
         return ZC_OK;
     rank = (int)(range.lo >> 32);
