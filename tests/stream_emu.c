@@ -496,6 +496,7 @@ static zc_status_t emu_convert(void *dev, const void *src, zc_datatype_t src_dty
 static zc_status_t emu_kernels(void *dev, int backward, const zc_attn_kernels_t *table,
                                zc_attn_varlen_t *call)
 {
+    emu_t *e = dev;
     size_t es = zc_datatype_size(call->dtype), os = zc_datatype_size(call->out_dtype);
     size_t rq = (size_t)call->num_heads_q * (size_t)call->head_dim;
     size_t rk = (size_t)call->num_heads_kv * (size_t)call->head_dim;
@@ -513,10 +514,8 @@ static zc_status_t emu_kernels(void *dev, int backward, const zc_attn_kernels_t 
         r[n++] = (emu_range_t){call->dk, nk * rk * os, 1};
         r[n++] = (emu_range_t){call->dv, nk * rk * os, 1};
     }
-    emu_access(dev, ZC_DS_COMPUTE, backward ? "kernel table backward" : "kernel table forward",
-               r, n);
-    emu_note(dev, &((emu_t *)dev)->kernels, &((emu_t *)dev)->nkernels,
-             &((emu_t *)dev)->cap_kernels, ZC_DS_COMPUTE);
+    emu_access(e, e->cur, backward ? "kernel table backward" : "kernel table forward", r, n);
+    emu_note(e, &e->kernels, &e->nkernels, &e->cap_kernels, e->cur);
     call->stream = dev;
     return (backward ? table->bwd : table->fwd)(table->ctx, call);
 }
@@ -549,7 +548,7 @@ static zc_status_t emu_row_copy(void *dev, const zc_attn_rows_t *op)
         r[k++] = (emu_range_t){(const char *)op->dst_lse,
                                (size_t)span * (size_t)op->heads * sizeof(float), 1};
     }
-    emu_access(dev, ZC_DS_COMPUTE, "row copy", r, k);
+    emu_access(dev, ((emu_t *)dev)->cur, "row copy", r, k);
     return zc_attn_rows(op);
 }
 
