@@ -1,6 +1,5 @@
 /* What the scalar (attn_cuda.cu) and the tensor-core (attn_mma.cu)
- * attention kernels share: element loads and stores by storage type, the
- * segment of a block, the causal limit, and the launch through
+ * attention kernels share: the segment of a block, the causal limit, and the launch through
  * cudaLaunchKernelEx. */
 #ifndef ZC_KERNELS_CUDA_ATTN_KERNEL_CUH
 #define ZC_KERNELS_CUDA_ATTN_KERNEL_CUH
@@ -10,38 +9,12 @@
 
 #include "kernels/attn_math.h"
 #include "kernels/cuda/attn_cuda.h"
+#include "kernels/cuda/elem.cuh"
 #include "zcomm.h"
 
 /* Both kernel families run blocks of 4 warps. */
 #define ZK_WARPS   4
 #define ZK_THREADS (ZK_WARPS * 32)
-
-__device__ __forceinline__ float zk_load(const void *p, int dtype, int64_t i)
-{
-    switch (dtype) {
-    case ZC_FLOAT32:
-        return ((const float *)p)[i];
-    case ZC_FLOAT16:
-        return __half2float(((const __half *)p)[i]);
-    default:
-        return zc_bf16_to_float(((const uint16_t *)p)[i]);
-    }
-}
-
-__device__ __forceinline__ void zk_store(void *p, int dtype, int64_t i, float x)
-{
-    switch (dtype) {
-    case ZC_FLOAT32:
-        ((float *)p)[i] = x;
-        break;
-    case ZC_FLOAT16:
-        ((__half *)p)[i] = __float2half_rn(x);
-        break;
-    default:
-        ((uint16_t *)p)[i] = zc_float_to_bf16(x);
-        break;
-    }
-}
 
 /* The segment of block map entry `entry` (blocks[2 * entry]) and its block
  * index in the segment: token offsets, lengths and global start positions. */

@@ -12,21 +12,10 @@
 #include "kernels/attn_math.h"
 #include "kernels/attn_rows.h"
 #include "kernels/cuda/attn_rows_cuda.h"
+#include "kernels/cuda/elem.cuh"
 #include "zcomm.h"
 
 #define ZR_THREADS 256
-
-__device__ __forceinline__ float zr_load(const void *p, int dtype, int64_t i)
-{
-    switch (dtype) {
-    case ZC_FLOAT32:
-        return ((const float *)p)[i];
-    case ZC_FLOAT16:
-        return __half2float(((const __half *)p)[i]);
-    default:
-        return zc_bf16_to_float(((const uint16_t *)p)[i]);
-    }
-}
 
 /* The buffer row of compact row i. */
 __device__ __forceinline__ int64_t zr_row(const zc_attn_rows_t &r, int64_t i)
@@ -80,7 +69,7 @@ __global__ void zr_merge(const zc_attn_rows_t r, int64_t n)
         const float merged = zc_attn_merge_lse(acc_lse, part_lse, &w_acc, &w_part);
 
         for (int d = 0; d < r.head_dim; d++)
-            out[d] = zc_attn_merge_value(out[d], zr_load(r.src, r.dtype, u * r.head_dim + d),
+            out[d] = zc_attn_merge_value(out[d], zk_load(r.src, r.dtype, u * r.head_dim + d),
                                          acc_lse, part_lse, w_acc, w_part);
         r.dst_lse[at] = merged;
     }
@@ -94,7 +83,7 @@ __global__ void zr_add(const zc_attn_rows_t r, int64_t n)
          u += stride) {
         const int64_t i = u / r.row_elems, e = u % r.row_elems;
 
-        ((float *)r.dst)[zr_row(r, i) * r.row_elems + e] += zr_load(r.src, r.dtype, u);
+        ((float *)r.dst)[zr_row(r, i) * r.row_elems + e] += zk_load(r.src, r.dtype, u);
     }
 }
 
