@@ -19,6 +19,7 @@ a pacing inside the library would run on the same loaded cores it is meant
 to be independent of, and would be a test mode in the code under test.
 
 Pure arithmetic here (no torch); zc_train_perf.py measures and applies."""
+import json
 import math
 import os
 import subprocess
@@ -162,19 +163,26 @@ def tbf_command(device, kbit):
 
 
 def set_nic_rate(devices, kbit, run=subprocess.run):
-    """Set every NIC of this node to `kbit` kbit/s per direction: "" when
-    done, else what failed (the node's send side is its own veth end; a
-    bridged cluster's switch side keeps its rate, which zc_cluster's
-    default 200mbit leaves above any rate chosen here)."""
+    """Set every NIC of this node to `kbit` kbit/s per direction and read
+    the rate back: "" when done, else what failed (the node's send side is
+    its own veth end; a bridged cluster's switch side keeps its rate, which
+    zc_cluster's default 200mbit leaves above any rate chosen here)."""
     for dev in devices:
-        cmd = tbf_command(dev, kbit)
+        for cmd in (tbf_command(dev, kbit), ["tc", "-j", "qdisc", "show", "dev", dev]):
+            try:
+                r = run(cmd, capture_output=True, text=True)
+            except OSError as e:
+                return "%s: %s" % (" ".join(cmd), e)
+            if r.returncode != 0:
+                return "%s: %s" % (" ".join(cmd), (r.stderr or r.stdout).strip() or
+                                   "exit %d" % r.returncode)
         try:
-            r = run(cmd, capture_output=True, text=True)
-        except OSError as e:
-            return "%s: %s" % (" ".join(cmd), e)
-        if r.returncode != 0:
-            return "%s: %s" % (" ".join(cmd), (r.stderr or r.stdout).strip() or
-                               "exit %d" % r.returncode)
+            rate = [q["options"]["rate"] for q in json.loads(r.stdout) if q.get("kind") == "tbf"]
+        except (ValueError, KeyError, TypeError):
+            rate = []
+        if rate != [kbit * 125]:
+            return "%s: tbf rate %s bytes/s after the change, not %d" % (
+                dev, rate or "unknown", kbit * 125)
     return ""
 
 

@@ -407,7 +407,7 @@ def wrong(cfg, got, ref, params):
     return bad, worst
 
 
-def measure(cfg, comm, params, reps=2):
+def measure(cfg, comm, params, reps=1):
     """(attention forward FLOP/s, backward FLOP/s, seconds of the linear
     layers' forward and backward) of a rank at its share of the batch,
     cfg.tokens / ranks, measured on every rank at once so that the ranks
@@ -458,13 +458,12 @@ def set_nic_rate(comm, kbit):
         raise RuntimeError("--nic-rate: setting the emulated NICs' rate failed (above)")
 
 
-def calibrate(cfg, comm, params, lengths, te_cp):
+def calibrate(cfg, comm, params, lengths, te_cp=None):
     """Before a batch: the ranks' rates (measure) and the NIC rate
-    _calibrate.choose_rate finds for them, set; then, with --nic-rate auto
-    and te_cp (its Method) at hand, one TE CP step at that rate, whose
-    measured ratios correct it (_calibrate.correct: the model cannot know
-    how the ranks share the cores in a step).  With a rate given, that
-    rate.  The record that the table and the JSON show, and the Step."""
+    _calibrate.choose_rate finds for them, or --nic-rate's, set.  With
+    te_cp (its Method), one TE CP step at that rate, whose measured ratios
+    correct it (_calibrate.correct) and say how the linear layers should
+    scale.  The record that the table and the JSON show, and the Step."""
     fwd, bwd, linear_s = measure(cfg, comm, params)
     elt = torch.tensor([], dtype=cfg.attn_dtype).element_size()
     step = cal.Step(lengths, comm.size, comm.node_count, max(1, comm.rail_count), cfg.layers,
@@ -473,15 +472,28 @@ def calibrate(cfg, comm, params, lengths, te_cp):
     paper = cal.paper_ratios(comm.size)
     kbit = cal.choose_rate(step, paper) if cfg.nic_rate == "auto" else cfg.nic_rate
     rec = {"attn_fwd_flops": fwd, "attn_bwd_flops": bwd, "linear_s": linear_s,
-           "paper": paper, "modeled": cal.model(step, kbit * 125.0), "linear_factor": 1.0}
+           "paper": paper, "modeled": cal.model(step, kbit * 125.0), "modeled_kbit": kbit,
+           "linear_factor": 1.0}
     set_nic_rate(comm, kbit)
-    if cfg.nic_rate == "auto" and te_cp is not None:
+    if te_cp is not None:
         _, allv = one_step(cfg, comm, te_cp, params)
-        rec["probe_kbit"], rec["probe"] = kbit, achieved(step, kbit, parts_of(allv))
+        rec["probe"] = achieved(step, kbit, parts_of(allv))
         kbit, rec["linear_factor"] = cal.correct(kbit, rec["probe"], paper)
         set_nic_rate(comm, kbit)
     rec["kbit"] = kbit
     return rec, step
+
+
+def follow(comm, rec, step, allv, kbit):
+    """After a TE CP step at `kbit`: the rate for the next iteration, half
+    way (geometrically) to the one _calibrate.correct derives from the
+    step's ratios, so that the calibration follows a load that drifts
+    without chasing one step's noise; set on the NICs when it changed."""
+    new, _ = cal.correct(kbit, achieved(step, kbit, parts_of(allv)), rec["paper"])
+    new = max(1, round(math.sqrt(new * kbit)))
+    if new != kbit:
+        set_nic_rate(comm, new)
+    return new
 
 
 def achieved(step, kbit, t):
@@ -550,7 +562,7 @@ def fit_ffn(cfg, comm, params, say):
     say("# calibration: FFN %d -> %d (linear time x %.2f: TE CP attention per linear time "
         "%.3g at %.2f Mbit/s, paper %.3g)" % (
             old, cfg.ffn, rec["linear_factor"], rec["probe"]["attn_per_linear"],
-            rec["probe_kbit"] / 1e3, rec["paper"]["attn_per_linear"]))
+            rec["modeled_kbit"] / 1e3, rec["paper"]["attn_per_linear"]))
     return init_params(cfg)
 
 
@@ -596,24 +608,31 @@ def run(cfg, comm):
                 "%.0f ms per rank (median of %d ranks); NIC rate %.2f Mbit/s%s" % (
                     rec["attn_fwd_flops"] / 1e9, rec["attn_bwd_flops"] / 1e9,
                     rec["linear_s"] * 1e3, comm.size, rec["kbit"] / 1e3,
-                    " (--nic-rate)" if cfg.nic_rate != "auto" else
-                    " (%.2f modeled, corrected by a TE CP step)" % (rec["probe_kbit"] / 1e3)
-                    if "probe_kbit" in rec else " (modeled)"))
+                    " (modeled; then after each TE CP step)" if cfg.nic_rate == "auto"
+                    else " (--nic-rate)"))
         times = {m.name: [] for m in methods}
         bad = {m.name: (0, 0.0) for m in methods}
+        kbits, kbit = [], rec["kbit"] if rec else None
         for it in range(cfg.warmup + cfg.iters):
+            nxt = kbit
             for m in methods:
                 got, allv = one_step(cfg, comm, m, params)
                 if it >= cfg.warmup:
                     times[m.name].append(allv)
                 if rank0 and ref is not None and it == 0:
                     bad[m.name] = wrong(cfg, got, ref, params)
+                if m.name == "te_cp" and cfg.nic_rate == "auto":
+                    nxt = follow(comm, rec, cstep, allv, kbit)
+            if it >= cfg.warmup:
+                kbits.append(kbit)
+            kbit = nxt
         base = None
         for m in methods:
             runs = times[m.name]
             # the iteration's time is its slowest rank's; parts are the mean over ranks
             steps = sorted(range(len(runs)), key=lambda i: float(runs[i][:, 0].max()))
             med = runs[steps[len(steps) // 2]]
+            nic = kbits[steps[len(steps) // 2]] if kbits else None
             step = float(med[:, 0].max())
             parts = parts_of(med)
             if m.name == "te_cp":
@@ -623,7 +642,7 @@ def run(cfg, comm):
                    "parts_ms": parts,
                    "wrong": bad[m.name][0], "worst_rel_err": bad[m.name][1],
                    "checked": ref is not None, "plan_ms": m.plan_seconds * 1e3,
-                   "remap": m.remap, "remap_moves": m.remap_moves,
+                   "remap": m.remap, "remap_moves": m.remap_moves, "kbit": nic,
                    "vs_te": (base / step) if base else None}
             rows.append(row)
             say("  %-11s %6d %4d %-16s %9.1f %9.0f %s %6s %5s" % (
@@ -636,9 +655,12 @@ def run(cfg, comm):
                     dataset, m.name, bad[m.name][0], bad[m.name][1]))
         te_row = [r for r in rows if r["dataset"] == dataset and r["method"] == "te_cp"]
         if rec and te_row:
-            rec["achieved"] = achieved(cstep, rec["kbit"], te_row[0]["parts_ms"])
+            rec["kbits"] = kbits
+            rec["achieved"] = achieved(cstep, te_row[0]["kbit"], te_row[0]["parts_ms"])
             for line in cal.table(rec["paper"], rec["modeled"], rec["achieved"]):
                 say(line)
+            say("#   NIC rate of the timed iterations: %s Mbit/s" % ", ".join(
+                "%.2f" % (k / 1e3) for k in kbits))
         for m in methods:
             m.close()
     if not rank0:
