@@ -43,7 +43,8 @@ mkdir -p "$out"
 out=$(cd "$out" && pwd)
 shared=${ZC_SHARED_DIR:-$top/../shared}
 [ -d "$shared/topologies" ] || shared=/work/shared
-cluster=(bash "$top/tests/cluster/zc_cluster")
+# A rank still running after -t seconds fails its run: hours, for a loaded machine.
+cluster=(bash "$top/tests/cluster/zc_cluster" -t 7200)
 py=/usr/bin/python3
 pyenv=(-x "PYTHONPATH=$top/python" -x "ZC_LIBRARY=$build/.libs/libzcomm.so"
        -x ZC_NUM_THREADS=1 -x OMP_NUM_THREADS=1 -x PYTHONDONTWRITEBYTECODE=1)
@@ -146,7 +147,7 @@ train_run() {
         sleep 20  # let the load average see it
     fi
     rm -rf "$out/$name.ranks"
-    "${cluster[@]}" -N 2 -K 4 -R "$r" -t 7200 -q -o "$out/$name.ranks" "${pyenv[@]}" -- \
+    "${cluster[@]}" -N 2 -K 4 -R "$r" -q -o "$out/$name.ranks" "${pyenv[@]}" -- \
         $py "$top/python/examples/zc_train_perf.py" --warmup 1 --iters 2 \
         --json "$out/$name.json" "$@"
     status=$?
