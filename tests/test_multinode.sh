@@ -106,7 +106,7 @@ if ! echo "$soak" | grep -q "^ok \|^FAIL "; then
     echo "$soak" | sed 's/^/# /' | head -10
 fi
 
-# Three cells of the fault matrix (tests/fault_matrix.sh; BENCHMARKS.md has
+# Three cells of the fault matrix (tests/fault_matrix.sh; docs/TESTING.md has
 # all 25): during ring attention's backward a peer SIGSTOPs (the survivors
 # time out), a NIC drops to 10% of its rate (every call still completes,
 # byte-exact), a rank asks for another mode (ZC_ERR_MISMATCH everywhere).
