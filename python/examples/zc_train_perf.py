@@ -202,7 +202,9 @@ def _remap_timed(plan, x, direction, timer):
 
 def forward(cfg, p, x, y, positions, attention, to_attn, to_linear, total):
     """The loss of this rank's tokens (x, y in the linear modules' layout),
-    normalised by the global batch's tokens."""
+    normalised by the global batch's tokens, and the size of what it sums
+    (the same sum of magnitudes: a loss against a random target cancels,
+    so its own value is no scale for its rounding)."""
     h, d, dt = x, cfg.head_dim, cfg.attn_dtype
     for layer in range(cfg.layers):
         qkv = to_attn((rmsnorm(h, p["%d.norm1" % layer]) @ p["%d.wqkv" % layer]).to(dt))
@@ -215,7 +217,8 @@ def forward(cfg, p, x, y, positions, attention, to_attn, to_linear, total):
         h = h + o @ p["%d.wo" % layer]
         a, b = (rmsnorm(h, p["%d.norm2" % layer]) @ p["%d.w13" % layer]).chunk(2, -1)
         h = h + (torch.nn.functional.silu(a) * b) @ p["%d.w2" % layer]
-    return (rmsnorm(h, p["norm_f"]) * y).sum() / total
+    terms = rmsnorm(h, p["norm_f"]) * y
+    return terms.sum() / total, float(terms.detach().abs().sum()) / total
 
 
 def node_groups(comm):
@@ -347,8 +350,8 @@ class Method:
         def attn(q, k, v):
             return _Attn.apply(q.contiguous(), k.contiguous(), v.contiguous(), plan, self.mode,
                                timer)
-        loss = forward(cfg, p, self.x, self.y, self.positions, attn, to_attn, to_linear,
-                       self.total)
+        loss, self.loss_size = forward(cfg, p, self.x, self.y, self.positions, attn, to_attn,
+                                       to_linear, self.total)
         loss.backward()
         t1 = time.perf_counter()
         total = all_reduce(flat_grads(loss, p, names), comm)  # fp32, as Megatron-LM
@@ -383,24 +386,28 @@ def gather(comm, values):
 
 def reference(cfg, cu, x, y, params):
     """The same iteration in one process (a one-rank communicator: the
-    whole batch local): flat [loss, gradients]."""
+    whole batch local): flat [loss, gradients], and the loss's size
+    (forward)."""
     import zcomm
     with zcomm.Communicator(zcomm.get_unique_id(), 0, 1) as one:
         m = Method(cfg, "zeppelin", one, cu, x, y)
         out = m.step(cfg, params, Timer())
         m.close()
-    return out
+    return out, m.loss_size
 
 
 def wrong(cfg, got, ref, params):
-    """Tensors (the loss, then each gradient) off the reference by more than
-    tolerance x max|ref|; and the worst relative error."""
+    """Tensors (the loss, then each gradient) off the reference (flat, the
+    loss's size) by more than tolerance x the largest |value| (the loss:
+    x its size); and the worst relative error."""
     bad, worst, at = 0, 0.0, 0
+    ref, loss_size = ref
     spans = [("loss", 1)] + [(k, t.numel()) for k, t in params.items()]
     for name, n in spans:
         a, b = got[at:at + n], ref[at:at + n]
         at += n
-        err = float((a - b).abs().max() / max(float(b.abs().max()), 1e-30))
+        scale = loss_size if name == "loss" else float(b.abs().max())
+        err = float((a - b).abs().max() / max(scale, 1e-30))
         worst = max(worst, err)
         if not err <= cfg.tolerance:
             bad += 1
@@ -434,7 +441,7 @@ def measure(cfg, comm, params, reps=1):
             p = {name: w.clone().requires_grad_() for name, w in params.items()}
             t0 = time.perf_counter()
             forward(cfg, p, x, y, positions, lambda q, k, v: q, lambda a: a, lambda a: a,
-                    t).backward()
+                    t)[0].backward()
             if rep:
                 rounds.append((timer.t["attn_fwd"], timer.t["attn_bwd"],
                                time.perf_counter() - t0))
@@ -683,8 +690,8 @@ def run(cfg, comm):
                 ds, a["vs_te"] or 0, b["vs_te"] or 0, 100 * (a["step_ms"] / b["step_ms"] - 1)))
     if cfg.check:
         say("# #wrong: loss and %d gradient tensors against one process, tolerance %g x "
-            "max|ref|; worst relative error %.3g" % (len(params), cfg.tolerance,
-                                                    max(r["worst_rel_err"] for r in rows)))
+            "max|ref| (the loss: x its terms' sum of magnitudes); worst relative error %.3g" % (
+                len(params), cfg.tolerance, max(r["worst_rel_err"] for r in rows)))
     if cfg.json:
         with open(cfg.json, "w") as f:
             json.dump({"config": {k: v for k, v in vars(cfg).items() if k != "attn_dtype"},
