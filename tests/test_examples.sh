@@ -14,11 +14,6 @@ tmp=$(mktemp -d "${TMPDIR:-/tmp}/test_examples.XXXXXX")
 trap 'rm -rf "$tmp"' EXIT
 n=0
 failed=0
-result() { # status description [detail]
-    n=$((n + 1))
-    if [ "$1" = 0 ]; then echo "ok $n - $2"; else
-        failed=$((failed + 1)); echo "not ok $n - $2"; [ -n "${3:-}" ] && echo "# $3"; fi
-}
 
 # ranks N PREFIX CMD...: N processes of CMD, rank r's output in PREFIX.r;
 # retried on another port when one was taken; sets $status (0: all exited 0).
@@ -42,14 +37,14 @@ ranks() {
 prog=./examples/ring_attention
 for size in 1 4; do
     ranks $size "$tmp/c$size" "$prog"
-    result $status "ring_attention on $size rank(s) exits 0" "$(cat "$tmp/c$size".* | head -5)"
-    read -r tokens sum < <(cat "$tmp/c$size".* |
-        awk '/sum of out/ { t += $5; s += $NF; k++ } END { printf "%d %.6f\n", k ? t : -1, s }')
+    cat "$tmp/c$size".* >"$tmp/c$size"
+    zc_result $status "ring_attention on $size rank(s) exits 0" "$tmp/c$size"
+    read -r tokens sum < <(awk '/sum of out/ { t += $5; s += $NF; k++ } END { printf "%d %.6f\n", k ? t : -1, s }' "$tmp/c$size")
     eval "c${size}_tokens=$tokens c${size}_sum=$sum"
 done
-result "$([ "$c4_tokens" = 2048 ] && [ "$c1_tokens" = 2048 ]; echo $?)" \
+zc_result "$([ "$c4_tokens" = 2048 ] && [ "$c1_tokens" = 2048 ]; echo $?)" \
     "ring_attention: every token of the 2048 on one rank or another ($c1_tokens, $c4_tokens)"
-result "$(awk -v a="$c1_sum" -v b="$c4_sum" 'BEGIN { d = a - b; exit !(a != 0 && (d < 0 ? -d : d) <= 1e-5 * (a < 0 ? -a : a)) }'; echo $?)" \
+zc_result "$(awk -v a="$c1_sum" -v b="$c4_sum" 'BEGIN { d = a - b; exit !(a != 0 && (d < 0 ? -d : d) <= 1e-5 * (a < 0 ? -a : a)) }'; echo $?)" \
     "ring_attention: 4 ranks' attention output sums to one rank's within 1e-5 ($c4_sum, $c1_sum)"
 
 # Python: rank 0's "loss L grad-norm G" line.
@@ -57,10 +52,10 @@ if "$python" -c 'import numpy, torch' 2>/dev/null; then
     export ZC_LIBRARY=${ZC_LIBRARY:-$PWD/.libs/libzcomm.so} PYTHONPATH=$pydir OMP_NUM_THREADS=1
     for size in 1 4; do
         ranks $size "$tmp/py$size" "$python" "$pydir/examples/quickstart.py"
-        result $status "quickstart.py on $size rank(s) exits 0" "$(tail -3 "$tmp/py$size.0")"
+        zc_result $status "quickstart.py on $size rank(s) exits 0" "$tmp/py$size.0"
         eval "py$size=\"$(sed -n 's/^loss \([^ ]*\) grad-norm \([^ ]*\) .*/\1 \2/p' "$tmp/py$size.0")\""
     done
-    result "$(awk -v a="$py1" -v b="$py4" 'BEGIN { split(a, x); split(b, y)
+    zc_result "$(awk -v a="$py1" -v b="$py4" 'BEGIN { split(a, x); split(b, y)
         for (i = 1; i <= 2; i++) { d = x[i] - y[i]; if (x[i] == "" || (d < 0 ? -d : d) > 1e-5 * x[i]) exit 1 }
         exit 0 }'; echo $?)" "quickstart.py: loss and gradient norm on 4 ranks equal one rank's ($py4; $py1)"
 else

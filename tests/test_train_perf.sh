@@ -19,26 +19,20 @@ tmp=$(mktemp -d "${TMPDIR:-/tmp}/test_train_perf.XXXXXX")
 trap 'rm -rf "$tmp"' EXIT
 n=0
 failed=0
-result() { # status description [log]
-    n=$((n + 1))
-    if [ "$1" = 0 ]; then echo "ok $n - $2"; else
-        failed=$((failed + 1)); echo "not ok $n - $2"
-        [ -n "${3:-}" ] && tail -15 "$3" | sed 's/^/# /'; fi
-}
 
 "$python" "$perf" --preset tiny --tap --fork 4 --nodes 2 >"$tmp/fork" 2>&1
 status=$?
 zc_tap_lines "fork: " "$tmp/fork"
-result $status "zc_train_perf.py --preset tiny --fork 4 --nodes 2 exits 0" "$tmp/fork"
+zc_result $status "zc_train_perf.py --preset tiny --fork 4 --nodes 2 exits 0" "$tmp/fork"
 
 "$python" "$pydir/tests/test_calibrate.py" >"$tmp/cal" 2>&1
 status=$?
 zc_tap_lines "calibration: " "$tmp/cal"
-result $status "test_calibrate.py exits 0" "$tmp/cal"
+zc_result $status "test_calibrate.py exits 0" "$tmp/cal"
 
 "$python" "$perf" --preset tiny --fork 2 --nic-rate auto >"$tmp/refused" 2>&1
 status=$?
-result "$([ $status = 2 ] && grep -q -- '--nic-rate: the emulated cluster' "$tmp/refused"; echo $?)" \
+zc_result "$([ $status = 2 ] && grep -q -- '--nic-rate: the emulated cluster' "$tmp/refused"; echo $?)" \
     "--nic-rate auto with --fork is refused (exit 2, naming --nic-rate)" "$tmp/refused"
 
 probe=zc-tp-probe-$$
@@ -51,7 +45,7 @@ if [ "$(id -u)" = 0 ] && ip netns add "$probe" 2>/dev/null; then
     status=$?
     mkdir -p "$tmp/cluster" && touch "$tmp/cluster/rank0.log"
     zc_tap_lines "cluster: " "$tmp/cluster/rank0.log"
-    result $status "--preset tiny --nic-rate auto on zc_cluster 2 nodes x 2 NICs x 2 ranks exits 0" \
+    zc_result $status "--preset tiny --nic-rate auto on zc_cluster 2 nodes x 2 NICs x 2 ranks exits 0" \
         "$tmp/cluster.out"
     "$python" - "$tmp/cal.json" >"$tmp/check" 2>&1 <<'PY'
 import json, sys
@@ -65,7 +59,7 @@ for ds, rec in cal.items():
                                                "allreduce_per_linear")), (ds, part, rec[part])
 print("rates", {ds: rec["kbits"] for ds, rec in cal.items()}, "ffn", run["config"]["ffn"])
 PY
-    result $? "every batch chose, set and read back NIC rates, and measured the three ratios" \
+    zc_result $? "every batch chose, set and read back NIC rates, and measured the three ratios" \
         "$tmp/check"
     grep '^rates' "$tmp/check" | sed 's/^/# /'
 else
