@@ -16,7 +16,9 @@
 # (tests/cluster/zc_cluster).  All sections take about two hours on the
 # quiet 2-core machine, the training step most of it (five calibrated runs:
 # 2 and 4 ranks per node, quiet and beside stress-ng --cpu 2, and with
-# headroom; ZC_BENCH_TRAIN=quick runs the first only, about 20 minutes);
+# headroom; ZC_BENCH_TRAIN=quick runs the first only, about 20 minutes,
+# ZC_BENCH_TRAIN="2:headroom 4:none" the runs named: ranks per node and
+# none, stress or headroom);
 # every other section takes 1 to 15 minutes.  At a load average of 25 the
 # training step alone takes hours.  The machine should be otherwise quiet: the load average
 # is recorded beside every table, and the training step is run again
@@ -159,10 +161,13 @@ train_run() {
 }
 
 sec_train() {
-    local status=0 runs=("2 none" "2 stress" "4 none" "2 headroom" "4 stress") r with
-    [ "${ZC_BENCH_TRAIN:-}" = quick ] && runs=("2 none")
-    for run in "${runs[@]}"; do
-        read -r r with <<<"$run"
+    local status=0 runs="2:none 2:stress 4:none 2:headroom 4:stress" run r with
+    case ${ZC_BENCH_TRAIN:-} in
+    quick) runs=2:none ;;
+    ?*) runs=$ZC_BENCH_TRAIN ;;
+    esac
+    for run in $runs; do
+        r=${run%%:*} with=${run#*:}
         if [ "$with" = headroom ]; then
             # The capacity trade-off: Zeppelin planned with 25 % headroom, remapped.
             train_run "train-r$r-headroom" "$r" none --capacity 1.25 \

@@ -170,7 +170,8 @@ def sec_train(text, out):
             by.setdefault(row["method"], []).append(row)
         for method in [m for m in run["config"]["methods"] if m != "te_cp"]:
             got = by.get(method, [])
-            rows.append([name, run["config"]["ffn"], start.group(1) if start else "-", method,
+            rows.append([name, run["config"]["ffn"], "%s-%.1f" % (
+                start.group(1) if start else "?", run["loadavg"][0]), method,
                          ", ".join("%.2f" % r["vs_te"] for r in got),
                          "**%.2fx**" % run["avg_speedup"].get(method, float("nan")),
                          sum(r["wrong"] for r in got)])
@@ -179,7 +180,7 @@ def sec_train(text, out):
             cal.append([name, ds, ", ".join("%.2f" % (k / 1e3) for k in rec.get("kbits", []))] + [
                 "%.3g (%.3g)" % (a[k], rec["paper"][k]) if k in a else "-"
                 for k in ("flop_per_byte", "attn_per_linear", "allreduce_per_linear")])
-    out_lines = table(["run", "FFN", "load at start", "method",
+    out_lines = table(["run", "FFN", "load, start-end", "method",
                        "over TE CP: arxiv, github, prolong64k", "mean", "#wrong"], rows)
     out_lines += [""] + table(["run", "dataset", "NIC Mbit/s", "attention FLOP per NIC byte "
                                "(paper)", "TE CP attention / linear (paper)",
