@@ -219,18 +219,22 @@ def table(paper, modeled, achieved=None):
     return lines
 
 
-def correct(kbit, got, paper):
+WIRE = ("flop_per_byte", "allreduce_per_linear")  # the ratios only the NIC rate moves
+
+
+def correct(kbit, got, paper, over=WIRE):
     """From the ratios `got` that a step measured at `kbit`: the rate that
-    centres them on the paper's, and the factor by which the linear
-    layers' time should grow (< 1: shrink) to bring TE CP's attention per
-    linear time to the paper's at that rate.  Every ratio is taken to fall
-    as 1 / rate (exact for the first and the last; for the second wherever
-    TE CP waits on its hops, as it does at these rates), so that the rate
-    can only balance the first against the last, and the second is the
-    linear layers' to match: the FLOP mix of the model, not the wire."""
+    centres the ratios named in `over` on the paper's, and the factor by
+    which the linear layers' time should grow (< 1: shrink) to bring TE
+    CP's attention per linear time to the paper's at that rate.  Every
+    ratio is taken to fall as 1 / rate (exact for the first and the last;
+    for the second wherever TE CP waits on its hops, as it does at these
+    rates).  Over WIRE, the rate balances the two it alone can move and
+    the second is left to the linear layers (the FLOP mix: the FFN width,
+    fitted once); over all three, with the model fixed, it balances all."""
     err = {k: math.log(got[k] / paper[k]) for k in RATIOS if got.get(k)}
-    wire = [err[k] for k in ("flop_per_byte", "allreduce_per_linear") if k in err]
-    shift = (max(wire) + min(wire)) / 2 if wire else 0.0
+    used = [err[k] for k in over if k in err]
+    shift = (max(used) + min(used)) / 2 if used else 0.0
     new = max(1, round(kbit * math.exp(shift)))
     linear = math.exp(err["attn_per_linear"] - shift) if "attn_per_linear" in err else 1.0
     return new, linear

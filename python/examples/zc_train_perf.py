@@ -493,10 +493,12 @@ def calibrate(cfg, comm, params, lengths, te_cp=None):
 
 def follow(comm, rec, step, allv, kbit):
     """After a TE CP step at `kbit`: the rate for the next iteration, half
-    way (geometrically) to the one _calibrate.correct derives from the
-    step's ratios, so that the calibration follows a load that drifts
-    without chasing one step's noise; set on the NICs when it changed."""
-    new, _ = cal.correct(kbit, achieved(step, kbit, parts_of(allv)), rec["paper"])
+    way (geometrically) to the one that centres the step's three ratios on
+    the paper's (_calibrate.correct; the FFN width is fixed by then), so
+    that the calibration follows a load that drifts without chasing one
+    step's noise; set on the NICs when it changed."""
+    new, _ = cal.correct(kbit, achieved(step, kbit, parts_of(allv)), rec["paper"],
+                         cal.RATIOS)
     new = max(1, round(math.sqrt(new * kbit)))
     if new != kbit:
         set_nic_rate(comm, new)

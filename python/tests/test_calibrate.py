@@ -83,6 +83,13 @@ tap.ok(new == 1000 and near(lin, 1.0),
        "correct: the two wire ratios off in opposite directions -> the rate between them",
        (new, lin))
 
+got = {"flop_per_byte": paper["flop_per_byte"] * 0.75,
+       "attn_per_linear": paper["attn_per_linear"] * 0.19,
+       "allreduce_per_linear": paper["allreduce_per_linear"] * 0.3}
+new, lin = cal.correct(1000, got, paper, cal.RATIOS)
+tap.ok(new == round(1000 * math.sqrt(0.75 * 0.19)),
+       "correct over all three ratios: the rate between the highest and the lowest", new)
+
 tap.ok(cal.nic_devices({"ZC_NIC_NETDEV": "mlx5_0=zcc1-r0,mlx5_1=zcc1-r1"}) ==
        ["zcc1-r0", "zcc1-r1"] and cal.nic_devices({}) == [],
        "nic_devices: the interfaces of ZC_NIC_NETDEV, none without it")
