@@ -252,8 +252,9 @@ def _exchange(comm, send, sends, recvs, count):
 def all_reduce(flat, comm, dtype=None):
     """Sum over the ranks, `flat` sent as `dtype` (default: flat's; the
     step sends fp32 gradients, as Megatron-LM all-reduces a bf16 model's),
-    the same bits on every rank; returns flat's dtype.  Hierarchical where every node has as many ranks, as
-    NCCL's all-reduce crosses nodes: a reduce-scatter inside each node,
+    the same bits on every rank; returns flat's dtype.  Hierarchical where
+    every node has as many ranks, as NCCL's all-reduce crosses nodes: a
+    reduce-scatter inside each node,
     a reduce-scatter and an all-gather between the ranks of the same local
     index on every node, an all-gather inside each node, so that a node
     sends 2 P (nodes - 1) / nodes elements to the others, whatever its
@@ -465,12 +466,13 @@ def set_nic_rate(comm, kbit):
         raise RuntimeError("--nic-rate: setting the emulated NICs' rate failed (above)")
 
 
-def calibrate(cfg, comm, params, lengths, te_cp=None):
+def calibrate(cfg, comm, params, lengths, te_cp=None, over=cal.RATIOS):
     """Before a batch: the ranks' rates (measure) and the NIC rate
     _calibrate.choose_rate finds for them, or --nic-rate's, set.  With
-    te_cp (its Method), one TE CP step at that rate, whose measured ratios
-    correct it (_calibrate.correct) and say how the linear layers should
-    scale.  The record that the table and the JSON show, and the Step."""
+    te_cp (its Method) and --nic-rate auto, one TE CP step at that rate,
+    whose measured ratios correct it (_calibrate.correct, centring those
+    named in `over`) and say how the linear layers should scale.  The
+    record that the table and the JSON show, and the Step."""
     fwd, bwd, linear_s = measure(cfg, comm, params)
     elt = torch.tensor([], dtype=cfg.attn_dtype).element_size()
     step = cal.Step(lengths, comm.size, comm.node_count, max(1, comm.rail_count), cfg.layers,
@@ -482,10 +484,10 @@ def calibrate(cfg, comm, params, lengths, te_cp=None):
            "paper": paper, "modeled": cal.model(step, kbit * 125.0), "modeled_kbit": kbit,
            "linear_factor": 1.0}
     set_nic_rate(comm, kbit)
-    if te_cp is not None:
+    if te_cp is not None and cfg.nic_rate == "auto":
         _, allv = one_step(cfg, comm, te_cp, params)
         rec["probe"] = achieved(step, kbit, parts_of(allv))
-        kbit, rec["linear_factor"] = cal.correct(kbit, rec["probe"], paper)
+        kbit, rec["linear_factor"] = cal.correct(kbit, rec["probe"], paper, over)
         set_nic_rate(comm, kbit)
     rec["kbit"] = kbit
     return rec, step
@@ -565,7 +567,7 @@ def fit_ffn(cfg, comm, params, say):
     ratios (_calibrate.correct); new parameters for the new width."""
     lengths, cu, x, y = batch_of(cfg, 0, cfg.datasets[0])
     te = Method(cfg, "te_cp", comm, cu, x, y)
-    rec, _ = calibrate(cfg, comm, params, lengths, te)
+    rec, _ = calibrate(cfg, comm, params, lengths, te, cal.WIRE)
     te.close()
     old, cfg.ffn = cfg.ffn, linear_ffn(cfg, rec["linear_factor"])
     say("# calibration: FFN %d -> %d (linear time x %.2f: TE CP attention per linear time "
@@ -617,8 +619,10 @@ def run(cfg, comm):
                 "%.0f ms per rank (median of %d ranks); NIC rate %.2f Mbit/s%s" % (
                     rec["attn_fwd_flops"] / 1e9, rec["attn_bwd_flops"] / 1e9,
                     rec["linear_s"] * 1e3, comm.size, rec["kbit"] / 1e3,
-                    " (modeled; then after each TE CP step)" if cfg.nic_rate == "auto"
-                    else " (--nic-rate)"))
+                    " (--nic-rate)" if cfg.nic_rate != "auto" else
+                    " (%.2f modeled, corrected by a TE CP step; then after each)" % (
+                        rec["modeled_kbit"] / 1e3) if "probe" in rec else
+                    " (modeled; then after each TE CP step)"))
         times = {m.name: [] for m in methods}
         bad = {m.name: (0, 0.0) for m in methods}
         kbits, kbit = [], rec["kbit"] if rec else None
