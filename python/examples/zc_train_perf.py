@@ -253,13 +253,13 @@ def all_reduce(flat, comm, dtype=None):
     """Sum over the ranks, `flat` sent as `dtype` (default: flat's; the
     step sends fp32 gradients, as Megatron-LM all-reduces a bf16 model's),
     the same bits on every rank; returns flat's dtype.  Hierarchical where
-    every node has as many ranks, as NCCL's all-reduce crosses nodes: a
-    reduce-scatter inside each node,
-    a reduce-scatter and an all-gather between the ranks of the same local
+    every node has as many ranks: a reduce-scatter inside each node, a
+    reduce-scatter and an all-gather between the ranks of the same local
     index on every node, an all-gather inside each node, so that a node
-    sends 2 P (nodes - 1) / nodes elements to the others, whatever its
-    ranks (_calibrate.allreduce_s).  Each element is summed by one rank,
-    in fp32, in rank order within a node, then in node order."""
+    sends 2 P (nodes - 1) / nodes elements to the others whatever its ranks
+    (_calibrate.allreduce_s; NCCL's ring, the paper's, sends about twice
+    that).  Each element is summed by one rank, in fp32, in rank order
+    within a node, then in node order."""
     n = comm.size
     if n == 1:
         return flat
