@@ -1,6 +1,5 @@
-/* libzcomm from C: causal ring attention over a batch of sequences of different
- * lengths, laid out by Zeppelin's plan; one process per rank (mpirun, srun,
- * torchrun or ZC_RANK/ZC_SIZE/ZC_MASTER_ADDR/ZC_MASTER_PORT). */
+/* libzcomm from C: causal ring attention over sequences of different lengths, one
+ * process per rank (mpirun, srun, torchrun or ZC_RANK/ZC_SIZE/ZC_MASTER_*). */
 #include <stdio.h>
 #include <stdlib.h>
 #include <zcomm.h>

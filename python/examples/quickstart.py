@@ -1,6 +1,5 @@
-"""libzcomm from PyTorch: causal attention over a packed batch of sequences
-of different lengths, laid out over the ranks by Zeppelin's plan, forward
-and backward.  Run it as a job: torchrun --nproc_per_node 4 quickstart.py"""
+"""libzcomm from PyTorch: causal attention over a packed batch of sequences of
+different lengths, forward and backward.  torchrun --nproc_per_node 4 quickstart.py"""
 import torch
 import torch.distributed as dist
 import zcomm
@@ -23,9 +22,7 @@ loss.backward()
 for p in qkv.parameters():                           # data-parallel gradients
     dist.all_reduce(p.grad)
 total = loss.detach().clone()
-dist.all_reduce(total)
+dist.all_reduce(total)                               # the batch's loss
 norm = torch.cat([p.grad.flatten() for p in qkv.parameters()]).norm()
 if comm.rank == 0:
     print("loss %.6f grad-norm %.6f on %d ranks" % (total, norm, comm.size))
-plan.close()
-comm.close()
