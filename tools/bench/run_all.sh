@@ -5,10 +5,10 @@
 #
 # SECTION: topology cluster p2p routed alltoallv attn ring train planner
 # model (default: all, in that order).  Each section runs its benchmark
-# with the baseline of its ratio in the same run (BENCHMARKS.md, "Method")
-# and writes its raw output to DIR/SECTION.log, with the load average at
-# its start and end; then tools/bench/tables.py turns DIR into
-# DIR/results.md: a header (date, commit, machine from lscpu, versions)
+# with the baseline of its ratio in the same run (BENCHMARKS.md, "How the
+# numbers are made") and writes its raw output to DIR/SECTION.log, with
+# the load average at its start and end; then tools/bench/tables.py turns
+# DIR into DIR/results.md: a header (date, commit, machine from lscpu, versions)
 # and one markdown table per section, in BENCHMARKS.md's layout, to paste
 # over the tables there.  DIR defaults to BUILD/bench-DATE.
 #
