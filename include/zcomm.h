@@ -173,7 +173,8 @@ typedef struct {
     int64_t routed_min_bytes;      /* ZC_ROUTED_MIN_BYTES (*) */
     int64_t routed_chunk;          /* ZC_ROUTED_CHUNK (*) */
     int64_t alltoallv_split_bytes; /* ZC_ALLTOALLV_SPLIT_BYTES (*) */
-    int alltoallv_check;           /* ZC_ALLTOALLV_CHECK: 1, or ZC_CONFIG_ZERO to skip (*) */
+    int alltoallv_check;           /* ZC_ALLTOALLV_CHECK: 1, or ZC_CONFIG_ZERO: data does
+                                      not wait for the agreement (*) */
     int alltoallv_rows_max;        /* ZC_ALLTOALLV_ROWS_MAX (*) */
     int alltoallv_window;          /* ZC_ALLTOALLV_WINDOW */
     int ring_attn_check;           /* ZC_RING_ATTN_CHECK: 1, or ZC_CONFIG_ZERO to skip (*) */
@@ -675,10 +676,14 @@ ZC_API zc_status_t zc_routed_sendrecv(const zc_transfer_t *transfers, int ntrans
 /* Variable-count all-to-all (MPI_Alltoallv with 64-bit counts and
  * displacements, in elements of dtype; each array has one entry per rank
  * and may be reused once the call returns).  Every rank of `comm` calls it.
- * The call first agrees on the counts with every rank (it returns once all
- * have entered it): if a sender's and its receiver's sizes for a block
- * differ, no data moves and every rank gets ZC_ERR_MISMATCH (the two ranks
- * of the block name it).  ZC_ALLTOALLV_CHECK=0 skips that agreement.  Then
+ * Before any data reaches a receive buffer the ranks agree on the counts:
+ * if a sender's and its receiver's sizes for a block differ, no data moves
+ * and every rank gets ZC_ERR_MISMATCH (the two ranks of the block name it).
+ * Up to ZC_ALLTOALLV_ROWS_MAX ranks the agreement is one round of count rows
+ * in the call's schedule, in which blocks up to 8 KiB travel too; beyond,
+ * two rounds before the call returns.  ZC_ALLTOALLV_CHECK=0 lets the larger
+ * blocks move without waiting for the verdict (the round of rows still
+ * runs; beyond ZC_ALLTOALLV_ROWS_MAX there is no agreement).  Then
  * blocks move in the background: the self block as a copy, blocks inside a
  * node over shared memory, blocks between nodes of at least
  * ZC_ALLTOALLV_SPLIT_BYTES split over every rail.  Complete with zc_test or

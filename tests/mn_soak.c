@@ -1,6 +1,6 @@
 /* Soak: many training-step-shaped iterations on one communicator, to show
  * that nothing accumulates (tests/test_multinode.sh runs a short one; the
- * 1000-iteration run of BENCHMARKS.md passes the count as argv[1]).
+ * 1000-iteration run of docs/TESTING.md passes the count as argv[1]).
  *
  * Each iteration draws an exactly-full batch from one of the paper's three
  * datasets (a new seed every time, so plans, rings and remap counts vary),

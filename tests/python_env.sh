@@ -47,3 +47,18 @@ zc_tap_lines() {
         esac
     done <"$2"
 }
+
+# zc_result STATUS DESCRIPTION [LOG]: one TAP line numbered on from $n, ok
+# when STATUS is 0; otherwise not ok, counted in $failed, with the last
+# lines of LOG (a file) as comments.
+zc_result() {
+    n=$((n + 1))
+    if [ "$1" = 0 ]; then
+        echo "ok $n - $2"
+    else
+        failed=$((failed + 1))
+        echo "not ok $n - $2"
+        [ -n "${3:-}" ] && tail -15 "$3" | sed 's/^/# /'
+    fi
+    return 0
+}

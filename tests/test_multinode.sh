@@ -134,7 +134,7 @@ if ! echo "$soak" | grep -q "^ok \|^FAIL "; then
     echo "$soak" | sed 's/^/# /' | head -10
 fi
 
-# Four cells of the fault matrix (tests/fault_matrix.sh; BENCHMARKS.md has
+# Four cells of the fault matrix (tests/fault_matrix.sh; docs/TESTING.md has
 # them all): during ring attention's backward a peer SIGSTOPs (the survivors
 # time out), a NIC drops to 10% of its rate (every call still completes,
 # byte-exact), one NIC of two goes down (every call still completes,

@@ -43,6 +43,7 @@ import time
 
 import torch
 
+import _calibrate as cal
 from _llama import (SHARES, add_fork_arguments, flat_grads, rmsnorm, rope, run_ranks,
                     sample_lengths, split_grads)
 
@@ -155,7 +156,9 @@ def _remap_timed(plan, x, direction, timer):
 
 def forward(cfg, p, x, y, positions, attention, to_attn, to_linear, total):
     """The loss of this rank's tokens (x, y in the linear modules' layout),
-    normalised by the global batch's tokens."""
+    normalised by the global batch's tokens, and the size of what it sums
+    (the same sum of magnitudes: a loss against a random target cancels,
+    so its own value is no scale for its rounding)."""
     h, d, dt = x, cfg.head_dim, cfg.attn_dtype
     for layer in range(cfg.layers):
         qkv = to_attn((rmsnorm(h, p["%d.norm1" % layer]) @ p["%d.wqkv" % layer]).to(dt))
@@ -168,28 +171,67 @@ def forward(cfg, p, x, y, positions, attention, to_attn, to_linear, total):
         h = h + o @ p["%d.wo" % layer]
         a, b = (rmsnorm(h, p["%d.norm2" % layer]) @ p["%d.w13" % layer]).chunk(2, -1)
         h = h + (torch.nn.functional.silu(a) * b) @ p["%d.w2" % layer]
-    return (rmsnorm(h, p["norm_f"]) * y).sum() / total
+    terms = rmsnorm(h, p["norm_f"]) * y
+    return terms.sum() / total, float(terms.detach().abs().sum()) / total
+
+
+def node_groups(comm):
+    """The ranks of each node, by node, each in rank order; None unless
+    every node has as many ranks."""
+    groups = {}
+    for r in range(comm.size):
+        groups.setdefault(comm.rank_node(r), []).append(r)
+    nodes = [groups[m] for m in sorted(groups)]
+    return nodes if len({len(g) for g in nodes}) == 1 else None
+
+
+def _exchange(comm, send, sends, recvs, count):
+    """One zc_remap_alltoallv over every rank: `count` elements from
+    send[i * count:] to each peer sends[i], and from each peer recvs[j]
+    into row j of the result [len(recvs), count]; no other rank hears
+    from this one."""
+    import zcomm.torch as zt
+    n = comm.size
+    scounts, sdispls, rcounts, rdispls = [0] * n, [0] * n, [0] * n, [0] * n
+    for i, peer in enumerate(sends):
+        scounts[peer], sdispls[peer] = count, i * count
+    for j, peer in enumerate(recvs):
+        rcounts[peer], rdispls[peer] = count, j * count
+    got = send.new_empty(len(recvs) * count)
+    zt._alltoallv_rows(comm, send.view(-1, 1), scounts, got.view(-1, 1), rcounts, sdispls,
+                       rdispls)
+    return got.view(len(recvs), count)
 
 
 def all_reduce(flat, comm, dtype=None):
-    """Sum over the ranks: reduce-scatter then all-gather (zc_remap_alltoallv)
-    of `flat` sent as `dtype` (bf16 gradients as Megatron reduces them by
-    default), each rank summing its slice in fp32 in rank order: the same
-    bits on every rank.  Returns flat's dtype."""
-    import zcomm.torch as zt
+    """Sum over the ranks, `flat` sent as `dtype` (default: flat's; the
+    step sends fp32 gradients, as Megatron-LM all-reduces a bf16 model's),
+    the same bits on every rank; returns flat's dtype.  Hierarchical where
+    every node has as many ranks: a reduce-scatter inside each node, a
+    reduce-scatter and an all-gather between the ranks of the same local
+    index on every node, an all-gather inside each node, so that a node
+    sends 2 P (nodes - 1) / nodes elements to the others whatever its ranks
+    (_calibrate.allreduce_s; NCCL's ring, the paper's, sends about twice
+    that).  Each element is summed by one rank, in fp32, in rank order
+    within a node, then in node order."""
     n = comm.size
     if n == 1:
         return flat
     wire = dtype or flat.dtype
+    nodes = node_groups(comm) or [[r] for r in range(n)]  # uneven nodes: one rank each
+    per, m = len(nodes[0]), len(nodes)
+    me_node = next(i for i, g in enumerate(nodes) if comm.rank in g)
+    me = nodes[me_node].index(comm.rank)
+    local = nodes[me_node]
+    peers = [g[me] for g in nodes]           # my local index on every node
     c = -(-flat.numel() // n)
-    buf = flat.new_zeros(n * c, dtype=wire)
+    buf = flat.new_zeros(n * c, dtype=wire)  # [local index][node][c]
     buf[:flat.numel()] = flat
-    got = buf.new_empty(n * c)
-    zt._alltoallv_rows(comm, buf.view(n, c), [1] * n, got.view(n, c), [1] * n)
-    mine = got.view(n, c).to(flat.dtype).sum(0).to(wire)
-    out = buf.new_empty(n * c)
-    zt._alltoallv_rows(comm, mine.expand(n, c).contiguous(), [1] * n, out.view(n, c), [1] * n)
-    return out[:flat.numel()].to(flat.dtype)
+    part = _exchange(comm, buf, local, local, m * c).to(flat.dtype).sum(0)
+    mine = _exchange(comm, part.to(wire), peers, peers, c).to(flat.dtype).sum(0).to(wire)
+    row = _exchange(comm, mine.repeat(m), peers, peers, c)
+    out = _exchange(comm, row.flatten().repeat(per), local, local, m * c)
+    return out.flatten()[:flat.numel()].to(flat.dtype)
 
 
 def adam(cfg, p, grads, state):
@@ -263,11 +305,11 @@ class Method:
         def attn(q, k, v):
             return _Attn.apply(q.contiguous(), k.contiguous(), v.contiguous(), plan, self.mode,
                                timer)
-        loss = forward(cfg, p, self.x, self.y, self.positions, attn, to_attn, to_linear,
-                       self.total)
+        loss, self.loss_size = forward(cfg, p, self.x, self.y, self.positions, attn, to_attn,
+                                       to_linear, self.total)
         loss.backward()
         t1 = time.perf_counter()
-        total = all_reduce(flat_grads(loss, p, names), comm, cfg.attn_dtype)
+        total = all_reduce(flat_grads(loss, p, names), comm)  # fp32, as Megatron-LM
         t2 = time.perf_counter()
         adam(cfg, {k: t.detach() for k, t in p.items()}, split_grads(total, p, names), {})
         t3 = time.perf_counter()
@@ -299,35 +341,205 @@ def gather(comm, values):
 
 def reference(cfg, cu, x, y, params):
     """The same iteration in one process (a one-rank communicator: the
-    whole batch local): flat [loss, gradients]."""
+    whole batch local): flat [loss, gradients], and the loss's size
+    (forward)."""
     import zcomm
     with zcomm.Communicator(zcomm.get_unique_id(), 0, 1) as one:
         m = Method(cfg, "zeppelin", one, cu, x, y)
         out = m.step(cfg, params, Timer())
         m.close()
-    return out
+    return out, m.loss_size
 
 
 def wrong(cfg, got, ref, params):
-    """Tensors (the loss, then each gradient) off the reference by more than
-    tolerance x max|ref|; and the worst relative error."""
+    """Tensors (the loss, then each gradient) off the reference (flat, the
+    loss's size) by more than tolerance x the largest |value| (the loss:
+    x its size); and the worst relative error."""
     bad, worst, at = 0, 0.0, 0
+    ref, loss_size = ref
     spans = [("loss", 1)] + [(k, t.numel()) for k, t in params.items()]
     for name, n in spans:
         a, b = got[at:at + n], ref[at:at + n]
         at += n
-        err = float((a - b).abs().max() / max(float(b.abs().max()), 1e-30))
+        scale = loss_size if name == "loss" else float(b.abs().max())
+        err = float((a - b).abs().max() / max(scale, 1e-30))
         worst = max(worst, err)
         if not err <= cfg.tolerance:
             bad += 1
     return bad, worst
 
 
+def measure(cfg, comm, params, reps=1):
+    """(attention forward FLOP/s, backward FLOP/s, seconds of the linear
+    layers' forward and backward) of a rank at its share of the batch,
+    cfg.tokens / ranks, measured on every rank at once so that the ranks
+    load the cores as a step does: one causal sequence of that many tokens
+    through libzcomm's attention on a one-rank communicator, and the
+    model's forward and backward with attention left out, alternating,
+    `reps` rounds after one to warm up.  The median round of each rank,
+    then the median over the ranks."""
+    import zcomm
+    import zcomm.torch as zt
+    t = cfg.tokens // comm.size
+    g = torch.Generator().manual_seed(cfg.seed + 7)
+    q, k, v = (torch.randn(t, h, cfg.head_dim, generator=g).to(cfg.attn_dtype)
+               .requires_grad_() for h in (cfg.heads, cfg.kv_heads, cfg.kv_heads))
+    x, y = batch_data(cfg, t, cfg.seed + 7)
+    positions = torch.arange(t)
+    rounds = []
+    with zcomm.Communicator(zcomm.get_unique_id(), 0, 1) as one:
+        plan = zt.VarlenPlan([0, t], one)
+        gather(comm, [0.0])  # start together
+        for rep in range(reps + 1):
+            timer = Timer()
+            _Attn.apply(q, k, v, plan, "zeppelin", timer).float().sum().backward()
+            p = {name: w.clone().requires_grad_() for name, w in params.items()}
+            t0 = time.perf_counter()
+            forward(cfg, p, x, y, positions, lambda q, k, v: q, lambda a: a, lambda a: a,
+                    t)[0].backward()
+            if rep:
+                rounds.append((timer.t["attn_fwd"], timer.t["attn_bwd"],
+                               time.perf_counter() - t0))
+        plan.close()
+    mine = [sorted(col)[len(col) // 2] for col in zip(*rounds)]
+    ranks = gather(comm, mine)
+    fwd_s, bwd_s, linear_s = (float(ranks[:, i].median()) for i in range(3))
+    f = cal.attn_fwd_flop(t, cfg.heads, cfg.head_dim)
+    return f / fwd_s, 2.5 * f / bwd_s, linear_s
+
+
+def set_nic_rate(comm, kbit):
+    """Every NIC of every node at `kbit` kbit/s, set by the node's first
+    rank; a failure anywhere fails every rank."""
+    err = ""
+    if comm.local_rank == 0:
+        err = cal.set_nic_rate(cal.nic_devices(), kbit)
+        if err:
+            print("# rank %d: %s" % (comm.rank, err), file=sys.stderr, flush=True)
+    if float(gather(comm, [1.0 if err else 0.0]).sum()):
+        raise RuntimeError("--nic-rate: setting the emulated NICs' rate failed (above)")
+
+
+def calibrate(cfg, comm, params, lengths, te_cp=None, over=cal.RATIOS):
+    """Before a batch: the ranks' rates (measure) and the NIC rate
+    _calibrate.choose_rate finds for them, or --nic-rate's, set.  With
+    te_cp (its Method) and --nic-rate auto, one TE CP step at that rate,
+    whose measured ratios correct it (_calibrate.correct, centring those
+    named in `over`) and say how the linear layers should scale.  The
+    record that the table and the JSON show, and the Step."""
+    fwd, bwd, linear_s = measure(cfg, comm, params)
+    elt = torch.tensor([], dtype=cfg.attn_dtype).element_size()
+    step = cal.Step(lengths, comm.size, comm.node_count, max(1, comm.rail_count), cfg.layers,
+                    cfg.heads, cfg.kv_heads, cfg.head_dim, elt,
+                    1 + sum(w.numel() for w in params.values()), 4, fwd, bwd, linear_s)
+    paper = cal.paper_ratios(comm.size)
+    kbit = cal.choose_rate(step, paper) if cfg.nic_rate == "auto" else cfg.nic_rate
+    rec = {"attn_fwd_flops": fwd, "attn_bwd_flops": bwd, "linear_s": linear_s,
+           "paper": paper, "modeled": cal.model(step, kbit * 125.0), "modeled_kbit": kbit,
+           "linear_factor": 1.0}
+    set_nic_rate(comm, kbit)
+    if te_cp is not None and cfg.nic_rate == "auto":
+        _, allv = one_step(cfg, comm, te_cp, params)
+        rec["probe"] = achieved(step, kbit, parts_of(allv))
+        kbit, rec["linear_factor"] = cal.correct(kbit, rec["probe"], paper, over)
+        set_nic_rate(comm, kbit)
+    rec["kbit"] = kbit
+    return rec, step
+
+
+def follow(comm, rec, step, allv, kbit):
+    """After a TE CP step at `kbit`: the rate for the next iteration, half
+    way (geometrically) to the one that centres the step's three ratios on
+    the paper's (_calibrate.correct; the FFN width is fixed by then), so
+    that the calibration follows a load that drifts without chasing one
+    step's noise; set on the NICs when it changed."""
+    new, _ = cal.correct(kbit, achieved(step, kbit, parts_of(allv)), rec["paper"],
+                         cal.RATIOS)
+    new = max(1, round(math.sqrt(new * kbit)))
+    if new != kbit:
+        set_nic_rate(comm, new)
+    return new
+
+
+def achieved(step, kbit, t):
+    """The three ratios as TE CP's parts `t` (ms, parts_of) measured them:
+    the attention rate from its compute time (the engine's wait taken out)
+    per NIC byte, its attention time and the all-reduce's own time (the
+    last rank's to enter it: the others wait for it there too) per linear
+    time."""
+    wait = t["exposed"] - t["allreduce"] - t["remap_fwd"] - t["remap_inv"]
+    compute = (t["attn_fwd"] + t["attn_bwd"] - wait) / 1e3
+    flop = step.layers * 3.5 * sum(cal.attn_fwd_flop(n, step.heads, step.head_dim)
+                                   for n in step.lengths) / step.ranks
+    out = {"attn_per_linear": (t["attn_fwd"] + t["attn_bwd"]) / t["linear"],
+           "allreduce_per_linear": t["allreduce_last"] / t["linear"]}
+    if compute > 0:
+        out["flop_per_byte"] = flop / compute / (kbit * 125.0)
+    return out
+
+
+def linear_ffn(cfg, factor):
+    """The FFN width that makes the linear layers' FLOPs per token
+    `factor` times cfg's (multiples of 8, at least 8)."""
+    h, d = cfg.hidden, cfg.head_dim
+    fixed = h * (cfg.heads + 2 * cfg.kv_heads) * d + cfg.heads * d * h
+    ffn = (factor * (fixed + 3 * h * cfg.ffn) - fixed) / (3 * h)
+    return max(8, int(round(ffn / 8)) * 8)
+
+
+def one_step(cfg, comm, m, params):
+    """One iteration of method m on every rank: this rank's flat
+    gradients, and every rank's step and parts in seconds [size][...]."""
+    timer = Timer()
+    gather(comm, [0.0])  # line the ranks up
+    got = m.step(cfg, params, timer)
+    return got, gather(comm, finish(timer))
+
+
+def parts_of(allv):
+    """One iteration's parts in ms, the mean over the ranks, with the
+    all-reduce of the last rank to enter it (allreduce_last)."""
+    parts = dict(zip(PARTS, [v * 1e3 for v in allv.mean(0).tolist()[1:]]))
+    parts["allreduce_last"] = float(allv[:, 1 + PARTS.index("allreduce")].min()) * 1e3
+    return parts
+
+
+def batch_of(cfg, di, dataset):
+    """The dataset's exactly-full batch: lengths, cu_seqlens, inputs, targets."""
+    lengths = sample_lengths(dataset, cfg.tokens, cfg.scale, cfg.seed * 1000 + di)
+    cu = [0]
+    for n in lengths:
+        cu.append(cu[-1] + n)
+    x, y = batch_data(cfg, cu[-1], cfg.seed * 1000 + di)
+    return lengths, cu, x, y
+
+
+def fit_ffn(cfg, comm, params, say):
+    """--nic-rate auto without --ffn: calibrate on the first batch, then
+    widen or narrow the FFN so that TE CP's attention per linear time
+    comes out as the paper's where the NIC rate balances the other two
+    ratios (_calibrate.correct); new parameters for the new width."""
+    lengths, cu, x, y = batch_of(cfg, 0, cfg.datasets[0])
+    te = Method(cfg, "te_cp", comm, cu, x, y)
+    rec, _ = calibrate(cfg, comm, params, lengths, te, cal.WIRE)
+    te.close()
+    old, cfg.ffn = cfg.ffn, linear_ffn(cfg, rec["linear_factor"])
+    say("# calibration: FFN %d -> %d (linear time x %.2f: TE CP attention per linear time "
+        "%.3g at %.2f Mbit/s, paper %.3g)" % (
+            old, cfg.ffn, rec["linear_factor"], rec["probe"]["attn_per_linear"],
+            rec["modeled_kbit"] / 1e3, rec["paper"]["attn_per_linear"]))
+    return init_params(cfg)
+
+
 def run(cfg, comm):
     rank0 = comm.rank == 0
-    out = [] if rank0 else None
-    rows, plans, fails = [], {}, []
+    if cfg.tokens is None:
+        cfg.tokens = cfg.tokens_per_rank * comm.size
+    rows, fails, calibration = [], [], {}
     say = (lambda *a: print(*a, flush=True)) if rank0 and not cfg.tap else (lambda *a: None)
+    params = init_params(cfg)
+    if cfg.fit_ffn:
+        params = fit_ffn(cfg, comm, params, say)
     say("# zc_train_perf: %d ranks on %d nodes, %d layer(s), hidden %d, heads %d/%d x %d, "
         "ffn %d, %s attention, %d tokens per batch (lengths / %d), capacity %.2f x tokens/rank, "
         "%d+%d iterations" % (comm.size, comm.node_count, cfg.layers, cfg.hidden, cfg.heads,
@@ -341,13 +553,8 @@ def run(cfg, comm):
     say("# %-11s %6s %4s %-16s %9s %9s %8s %8s %8s %8s %8s %8s %8s %8s %6s %5s" % (
         "dataset", "tokens", "seqs", "method", "step(ms)", "tokens/s", "attnF", "attnB",
         "linear", "remapF", "remapI", "allred", "optim", "exposed", "#wrong", "vs_te"))
-    params = init_params(cfg)
     for di, dataset in enumerate(cfg.datasets):
-        lengths = sample_lengths(dataset, cfg.tokens, cfg.scale, cfg.seed * 1000 + di)
-        cu = [0]
-        for n in lengths:
-            cu.append(cu[-1] + n)
-        x, y = batch_data(cfg, cu[-1], cfg.seed * 1000 + di)
+        lengths, cu, x, y = batch_of(cfg, di, dataset)
         ref = reference(cfg, cu, x, y, params) if rank0 and cfg.check else None
         methods = [Method(cfg, name, comm, cu, x, y) for name in cfg.methods]
         if "zeppelin" in cfg.methods or "zeppelin_noremap" in cfg.methods:
@@ -357,45 +564,70 @@ def run(cfg, comm):
                 "lengths " + " ".join(
                 str(n) for n in lengths) if len(lengths) <= 24 else
                 "%d sequences, longest %d" % (len(lengths), max(lengths))))
+        rec = cstep = None
+        if cfg.nic_rate != "off":
+            te = [m for m in methods if m.name == "te_cp"]
+            rec, cstep = calibrate(cfg, comm, params, lengths, te[0] if te else None)
+            calibration[dataset] = rec
+            say("#   calibration: attention %.2f / %.2f GFLOP/s (forward / backward), linear "
+                "%.0f ms per rank (median of %d ranks); NIC rate %.2f Mbit/s%s" % (
+                    rec["attn_fwd_flops"] / 1e9, rec["attn_bwd_flops"] / 1e9,
+                    rec["linear_s"] * 1e3, comm.size, rec["kbit"] / 1e3,
+                    " (--nic-rate)" if cfg.nic_rate != "auto" else
+                    " (%.2f modeled, corrected by a TE CP step; then after each)" % (
+                        rec["modeled_kbit"] / 1e3) if "probe" in rec else
+                    " (modeled; then after each TE CP step)"))
         times = {m.name: [] for m in methods}
         bad = {m.name: (0, 0.0) for m in methods}
+        kbits, kbit = [], rec["kbit"] if rec else None
         for it in range(cfg.warmup + cfg.iters):
+            nxt = kbit
             for m in methods:
-                timer = Timer()
-                gather(comm, [0.0])  # line the ranks up
-                got = m.step(cfg, params, timer)
-                vals = finish(timer)
-                allv = gather(comm, vals)
+                got, allv = one_step(cfg, comm, m, params)
                 if it >= cfg.warmup:
                     times[m.name].append(allv)
                 if rank0 and ref is not None and it == 0:
                     bad[m.name] = wrong(cfg, got, ref, params)
+                if m.name == "te_cp" and cfg.nic_rate == "auto":
+                    nxt = follow(comm, rec, cstep, allv, kbit)
+            if it >= cfg.warmup:
+                kbits.append(kbit)
+            kbit = nxt
         base = None
         for m in methods:
             runs = times[m.name]
             # the iteration's time is its slowest rank's; parts are the mean over ranks
             steps = sorted(range(len(runs)), key=lambda i: float(runs[i][:, 0].max()))
             med = runs[steps[len(steps) // 2]]
+            nic = kbits[steps[len(steps) // 2]] if kbits else None
             step = float(med[:, 0].max())
-            parts = med.mean(0).tolist()[1:]
+            parts = parts_of(med)
             if m.name == "te_cp":
                 base = step
             row = {"dataset": dataset, "tokens": cu[-1], "seqs": len(lengths),
                    "method": m.name, "step_ms": step * 1e3, "tokens_per_s": cu[-1] / step,
-                   "parts_ms": dict(zip(PARTS, [v * 1e3 for v in parts])),
+                   "parts_ms": parts,
                    "wrong": bad[m.name][0], "worst_rel_err": bad[m.name][1],
                    "checked": ref is not None, "plan_ms": m.plan_seconds * 1e3,
-                   "remap": m.remap, "remap_moves": m.remap_moves,
+                   "remap": m.remap, "remap_moves": m.remap_moves, "kbit": nic,
                    "vs_te": (base / step) if base else None}
             rows.append(row)
             say("  %-11s %6d %4d %-16s %9.1f %9.0f %s %6s %5s" % (
                 dataset, cu[-1], len(lengths), m.name, step * 1e3, cu[-1] / step,
-                " ".join("%8.1f" % (v * 1e3) for v in parts),
+                " ".join("%8.1f" % parts[k] for k in PARTS),
                 bad[m.name][0] if ref is not None else "-",
                 "%.2f" % row["vs_te"] if row["vs_te"] else "-"))
             if rank0 and ref is not None and bad[m.name][0]:
                 fails.append("%s %s: %d tensors off (worst relative %.3g)" % (
                     dataset, m.name, bad[m.name][0], bad[m.name][1]))
+        te_row = [r for r in rows if r["dataset"] == dataset and r["method"] == "te_cp"]
+        if rec and te_row:
+            rec["kbits"] = kbits
+            rec["achieved"] = achieved(cstep, te_row[0]["kbit"], te_row[0]["parts_ms"])
+            for line in cal.table(rec["paper"], rec["modeled"], rec["achieved"]):
+                say(line)
+            say("#   NIC rate of the timed iterations: %s Mbit/s" % ", ".join(
+                "%.2f" % (k / 1e3) for k in kbits))
         for m in methods:
             m.close()
     if not rank0:
@@ -407,6 +639,9 @@ def run(cfg, comm):
             summary[name] = sum(ratios) / len(ratios)
     say("# Avg speedup over te_cp: " + " ".join("%s %.2fx" % (k, v) for k, v in summary.items()
                                                  if k != "te_cp"))
+    if "te_cp" in cfg.methods and len(cfg.methods) > 1:
+        say("# paper (Cluster A): zeppelin 2.80x te_cp (mean of its 7B runs), routing about "
+            "1.6x (Fig. 10)")
     by = {(r["dataset"], r["method"]): r for r in rows}
     for ds in cfg.datasets:
         a, b = by.get((ds, "zeppelin_noremap")), by.get((ds, "zeppelin"))
@@ -415,14 +650,14 @@ def run(cfg, comm):
                 ds, a["vs_te"] or 0, b["vs_te"] or 0, 100 * (a["step_ms"] / b["step_ms"] - 1)))
     if cfg.check:
         say("# #wrong: loss and %d gradient tensors against one process, tolerance %g x "
-            "max|ref|; worst relative error %.3g" % (len(params), cfg.tolerance,
-                                                    max(r["worst_rel_err"] for r in rows)))
+            "max|ref| (the loss: x its terms' sum of magnitudes); worst relative error %.3g" % (
+                len(params), cfg.tolerance, max(r["worst_rel_err"] for r in rows)))
     if cfg.json:
         with open(cfg.json, "w") as f:
             json.dump({"config": {k: v for k, v in vars(cfg).items() if k != "attn_dtype"},
                        "ranks": comm.size, "nodes": comm.node_count,
                        "loadavg": list(os.getloadavg()), "rows": rows,
-                       "avg_speedup": summary}, f, indent=1)
+                       "avg_speedup": summary, "calibration": calibration}, f, indent=1)
     if cfg.tap:
         n = 0
         for r in rows:
@@ -441,8 +676,9 @@ def run(cfg, comm):
 
 
 PRESETS = {
-    # calibrated (BENCHMARKS.md, "Training step (end to end)")
-    "default": dict(tokens=8192, scale=8, layers=1, heads=4, kv_heads=2, head_dim=64,
+    # the paper's 4K tokens per GPU, lengths / 8; under zc_cluster the NIC
+    # rate and the FFN width are fitted at run time (_calibrate.py)
+    "default": dict(tokens_per_rank=4096, scale=8, layers=1, heads=4, kv_heads=2, head_dim=64,
                     ffn=320),
     # the CI correctness run: seconds on one core
     "tiny": dict(tokens=768, scale=64, layers=2, heads=4, kv_heads=2, head_dim=8, ffn=64,
@@ -455,7 +691,8 @@ def parse(argv):
     ap.add_argument("--preset", choices=sorted(PRESETS), default="default")
     ap.add_argument("--datasets", default="arxiv,github,prolong64k")
     ap.add_argument("--methods", default=",".join(METHODS))
-    ap.add_argument("--tokens", type=int, help="tokens per global batch (exactly full)")
+    ap.add_argument("--tokens", type=int,
+                    help="tokens per global batch, exactly full (default 4096 per rank)")
     ap.add_argument("--scale", type=int, help="divide every sampled length by this")
     ap.add_argument("--capacity", type=float,
                     help="zeppelin's capacity per rank, x tokens/ranks (default 1.0: exactly "
@@ -473,17 +710,34 @@ def parse(argv):
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--tolerance", type=float,
                     help="per tensor, x max|reference| (default 2e-2 bf16, 1e-4 fp32)")
+    ap.add_argument("--nic-rate", type=cal.parse_rate,
+                    help="auto: before each batch, measure the ranks' rates and set the emulated "
+                    "NICs to the rate that matches the paper's Cluster A (root, under "
+                    "zc_cluster; the default there); a rate such as 20mbit: set that; off: "
+                    "leave the NICs alone (the default without ZC_NIC_NETDEV or with --fork)")
     ap.add_argument("--no-check", dest="check", action="store_false",
                     help="skip the single-process reference (#wrong '-')")
     ap.add_argument("--tap", action="store_true", help="print TAP (rank 0) instead of the table")
     ap.add_argument("--json", help="write the results as JSON (rank 0)")
     add_fork_arguments(ap)
     cfg = ap.parse_args(argv)
-    preset = dict(warmup=1, iters=3, dtype="bfloat16", tolerance=None, capacity=1.0)
+    ffn_given = cfg.ffn is not None
+    preset = dict(warmup=1, iters=3, dtype="bfloat16", tolerance=None, capacity=1.0,
+                  tokens_per_rank=None)
     preset.update(PRESETS[cfg.preset])
     for k, v in preset.items():
         if getattr(cfg, k, None) is None:
             setattr(cfg, k, v)
+    if cfg.nic_rate is None:
+        cfg.nic_rate = "auto" if os.environ.get("ZC_NIC_NETDEV") and not cfg.fork else "off"
+    cfg.fit_ffn = cfg.nic_rate == "auto" and not ffn_given and "te_cp" in cfg.methods
+    try:
+        devices = cal.nic_devices()
+    except ValueError as e:
+        ap.error(str(e))
+    if cfg.nic_rate != "off" and (cfg.fork or not devices):
+        ap.error("--nic-rate: the emulated cluster's NICs are not here (ZC_NIC_NETDEV unset, "
+                 "or --fork): run under tests/cluster/zc_cluster as root, or --nic-rate off")
     if cfg.tolerance is None:
         cfg.tolerance = 2e-2 if cfg.dtype == "bfloat16" else 1e-4
     cfg.datasets = [d for d in cfg.datasets.split(",") if d]
