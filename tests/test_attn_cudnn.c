@@ -8,12 +8,18 @@
  * cuDNN's engine heuristics asked, without a GPU, whether an engine takes
  * the graph on an H100 (tests/fixtures/cudnn/h100-sxm.json, with the CUDA
  * toolkit's stub driver where there is no driver): every direction, dtype,
- * GQA or not, head dim 64 and 128 and mask (full, top-left, bottom-right).
- * With a CUDA device and cuDNN built in, the forward and backward also run
- * against the CPU kernels (bf16, GQA, full, diagonal and bottom-right
- * blocks, segments without keys, varlen), and blocks cuDNN cannot express
- * are checked to fall back untouched; without them those cases SKIP with
- * the reason. */
+ * GQA or not, head dim 64 and 128 and mask (full, top-left, bottom-right),
+ * and the window bands (a sliding window top-left and bottom-right, a local
+ * window, a window of 1, a left or a right bound alone), forward and
+ * backward.  Windows route as causal does (by alignment), and fall back
+ * where a row would see no key.  With a CUDA device and cuDNN built in, the
+ * forward and backward also run against the CPU kernels (bf16, GQA, full,
+ * diagonal and bottom-right blocks, segments without keys, varlen,
+ * windows), and blocks cuDNN cannot express are checked to fall back
+ * untouched; without them those cases SKIP with the reason.  The engine
+ * checks see a graph's pattern, not its values: building the left bound
+ * with >= instead of >, or applying it before the right bound, still finds
+ * an engine (tried); the values are the GPU cases' to check. */
 #include "config.h"
 
 #include <math.h>
@@ -813,7 +819,7 @@ static void gpu_case(const shape_t *shape, const char *name, int on_cudnn)
     a.dout = h + qn;
     a.k = h + 2 * qn;
     a.v = h + 2 * qn + kn;
-    a.flags = 0;
+    a.flags = shape->a.flags & ZC_ATTN_WINDOW;
     a.out = out;
     a.lse = lse;
     a.out_dtype = ZC_FLOAT32;
@@ -880,7 +886,7 @@ static void gpu_case(const shape_t *shape, const char *name, int on_cudnn)
     a.dq = d_dq;
     a.dk = d_dk;
     a.dv = d_dv;
-    a.flags = ZC_ATTN_ACCUMULATE;
+    a.flags = ZC_ATTN_ACCUMULATE | (shape->a.flags & ZC_ATTN_WINDOW);
     st = zc_cudnn_attn_launch(ZC_CUDNN_BWD, &a, NULL, &route);
     cudaDeviceSynchronize();
     cudaMemcpy(g_dq, d_dq, qn * 4, cudaMemcpyDeviceToHost);
@@ -925,7 +931,7 @@ static void gpu_case(const shape_t *shape, const char *name, int on_cudnn)
 }
 #endif
 
-#define GPU_CASES 16
+#define GPU_CASES 22
 
 static void test_gpu(void)
 {
@@ -972,6 +978,19 @@ static void test_gpu(void)
     s.cu_kv[3] = 200;
     s.q_start[2] = s.kv_start[2] = 9000;
     gpu_case(&s, "100 queries without keys between two diagonal segments", 1);
+    shape_init(&s);
+    set_window(&s, 63, 0);
+    gpu_case(&s, "a sliding window of 64 on diagonal blocks", 1);
+    shape_init(&s);
+    set_window(&s, 20, 20);
+    gpu_case(&s, "a local window (20, 20) on diagonal blocks", 1);
+    shape_init(&s);
+    s.cu_q[1] = 60;
+    s.cu_q[2] = 160;
+    s.q_start[0] = 40;
+    s.q_start[1] = 4096 + 28;
+    set_window(&s, 50, 0);
+    gpu_case(&s, "bottom-right aligned segments under a window of 51", 1);
     zc_cudnn_attn_release();
 #else
     tap_skip(GPU_CASES, "libzcomm built without cuDNN");

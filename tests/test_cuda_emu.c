@@ -7,7 +7,13 @@
  * fill/add and the zigzag range copy) runs on test_gpu's shapes and on
  * adversarial ones: head dims 1, 33, 129 and 200, empty segments, rows
  * that see no key, GQA groups of 4 and 8, ragged segments that end
- * mid-block, masks that cross tiles top-left and bottom-right.  Each call
+ * mid-block, masks that cross tiles top-left and bottom-right, and windows
+ * (flash-attention's window_size): of 1, of exactly a tile of either
+ * kernel family, wider than the sequence, local (both sides), a left or a
+ * right bound alone, the full mask given as (-1, -1), over length-1 and
+ * empty segments and rows the window leaves without keys.  The reference
+ * decides visibility from the positions alone, not the kernels' ranges.
+ * Each call
  * runs on the kernels zc_attn_fwd/bwd_stream pick (attn_gpu.c: the
  * tensor-core ones for bf16 and fp16 at head dims that are multiples of 8,
  * here 40 to 256, the scalar ones for fp32 and odd head dims) with their
@@ -54,6 +60,11 @@
  *  - a wrong swizzle: tiles written unswizzled and read swizzled, 50; no
  *    swizzle at all (consistent, so the values are right), 1: the bank
  *    conflict check, 19332096 conflicts.
+ * Under windows: dropping the left side of the tensor-core forward's
+ * per-element mask (keys left of a row's band kept), 15 (out and lse of
+ * every window case with a left bound that crosses a tile); counting a
+ * block's work as the keys before its band's end (the causal prefix), the
+ * launch order's window check.
  * Issuing the forward's next V copy above the barrier before the V tile
  * changes nothing, rightly: the barrier before the K tile of the same
  * iteration already follows every read of that buffer.
