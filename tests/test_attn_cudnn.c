@@ -93,6 +93,17 @@ static void shape_init(shape_t *s)
     s->a.dq = s->a.dk = s->a.dv = dummy;
 }
 
+/* The shape as LLaMA CP's blocks: bottom-right aligned, queries 0..59 of
+ * keys 0..99 at offset 40, queries 0..99 of 128 keys at offset 28. */
+static void shape_bottom_right(shape_t *s)
+{
+    shape_init(s);
+    s->cu_q[1] = 60;
+    s->cu_q[2] = 160;
+    s->q_start[0] = 40;
+    s->q_start[1] = 4096 + 28;
+}
+
 static zc_attn_route_t decide(int pass, const shape_t *s, zc_cudnn_key_t *key, char *reason)
 {
     return zc_cudnn_attn_route(pass, &s->a, key, reason, 256);
@@ -218,13 +229,7 @@ static void test_decide(void)
     s.q_start[0] = s.kv_start[0] = 300;
     if (cudnn(ZC_CUDNN_FWD, &s, &key, "diagonal blocks elsewhere in their sequences"))
         ok(key.mask == ZC_CUDNN_MASK_CAUSAL, "  ... a top-left causal graph");
-    /* bottom-right: queries 0..59 of keys 0..99 at offset 40, queries
-     * 0..99 of 128 keys at offset 28 (LLaMA CP's blocks) */
-    shape_init(&s);
-    s.cu_q[1] = 60;
-    s.cu_q[2] = 160;
-    s.q_start[0] = 40;
-    s.q_start[1] = 4096 + 28;
+    shape_bottom_right(&s);
     if (cudnn(ZC_CUDNN_FWD, &s, &key, "bottom-right aligned segments (offsets 40 and 28)"))
         ok(key.mask == ZC_CUDNN_MASK_BOTTOM_RIGHT && key.segments == 2,
            "  ... a bottom-right causal graph");
@@ -363,11 +368,7 @@ static void test_decide_window(void)
         ok(key.mask == ZC_CUDNN_MASK_CAUSAL && key.left == -1 && key.right == 5,
            "  ... a top-left band (-1, 5)");
     /* bottom-right: LLaMA CP's blocks under a window */
-    shape_init(&s);
-    s.cu_q[1] = 60;
-    s.cu_q[2] = 160;
-    s.q_start[0] = 40;
-    s.q_start[1] = 4096 + 28;
+    shape_bottom_right(&s);
     set_window(&s, 50, 0);
     if (cudnn(ZC_CUDNN_FWD, &s, &key, "bottom-right blocks under a window of 51"))
         ok(key.mask == ZC_CUDNN_MASK_BOTTOM_RIGHT && key.left == 50 && key.right == 0,
@@ -964,11 +965,7 @@ static void test_gpu(void)
     shape_init(&s);
     s.q_start[0] = s.kv_start[0] = 300;
     gpu_case(&s, "causal diagonal blocks elsewhere in their sequences", 1);
-    shape_init(&s);
-    s.cu_q[1] = 60;
-    s.cu_q[2] = 160;
-    s.q_start[0] = 40;
-    s.q_start[1] = 4096 + 28;
+    shape_bottom_right(&s);
     gpu_case(&s, "bottom-right aligned segments (60 of 100 keys, 100 of 128)", 1);
     shape_init(&s);
     s.a.batch = 3;
@@ -984,11 +981,7 @@ static void test_gpu(void)
     shape_init(&s);
     set_window(&s, 20, 20);
     gpu_case(&s, "a local window (20, 20) on diagonal blocks", 1);
-    shape_init(&s);
-    s.cu_q[1] = 60;
-    s.cu_q[2] = 160;
-    s.q_start[0] = 40;
-    s.q_start[1] = 4096 + 28;
+    shape_bottom_right(&s);
     set_window(&s, 50, 0);
     gpu_case(&s, "bottom-right aligned segments under a window of 51", 1);
     zc_cudnn_attn_release();
