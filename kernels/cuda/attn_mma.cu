@@ -384,12 +384,11 @@ __global__ void __launch_bounds__(ZK_THREADS) zm_bwd(zc_attn_cuda_t a)
         const uint16_t *tq = sq + buf * BM * DP, *tdo = sdo + buf * BM * DP;
         const float *tlse = slse + buf * BM, *tdelta = sdelta + buf * BM;
         /* every key of the block is seen by every row of the step: the
-         * step's last row sees the block's first key, its first row the
-         * last */
-        int64_t first_lo, first_hi, last_lo, last_hi;
-        zk_keys(a, s, i, &first_lo, &first_hi);
-        zk_keys(a, s, i + BM - 1, &last_lo, &last_hi);
-        const bool whole = last_lo <= j0 && first_hi >= j0 + BK;
+         * step's last row sees the block's first key and its first row the
+         * last (the mask's bounds grow with the row) */
+        const bool whole = j0 + BK <= s.lk &&
+                           zc_attn_mask_sees(a.mask, s.qs + i + BM - 1, s.kvs + j0) &&
+                           zc_attn_mask_sees(a.mask, s.qs + i, s.kvs + j0 + BK - 1);
         float st[MT][4], dpt[MT][4];
 
         /* this step's rows are here for every thread; every warp is done
@@ -427,12 +426,9 @@ __global__ void __launch_bounds__(ZK_THREADS) zm_bwd(zc_attn_cuda_t a)
             for (int e = 0; e < 4; e++) {
                 const int c = n * 8 + 2 * t + (e & 1);
                 const int64_t key = key0 + 8 * (e >> 1);
-                bool seen = whole;
-                if (!seen) {
-                    int64_t lo, hi;
-                    zk_keys(a, s, i + c, &lo, &hi);
-                    seen = key >= lo && key < hi;
-                }
+                /* rows past the segment have P = 0 from their lse */
+                const bool seen = whole || (key < s.lk && zc_attn_mask_sees(a.mask, s.qs + i + c,
+                                                                            s.kvs + key));
                 const float p = seen ? exp2f(st[n][e] * a.scale2 - tlse[c]) : 0.0f;
                 st[n][e] = p;
                 dpt[n][e] = p * (dpt[n][e] - tdelta[c]) * a.scale;
