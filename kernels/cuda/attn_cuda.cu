@@ -10,10 +10,10 @@
  * alignment).
  *
  * Forward: a block of 4 warps owns 16 query rows of one head (4 rows per
- * warp) and walks the keys some of them see (the band of a window, from its
- * first row's first key to its last row's last) in tiles of 32, one key per lane for
- * the scores, the output rows spread over the lanes (head dim / 32 values
- * per lane) for P V.  Backward: a block owns 32 keys of one kv head and
+ * warp) and walks the keys some of them see (a window's band: from its
+ * first row's first key to its last row's last) in tiles of 32, one key
+ * per lane for the scores, the output rows spread over the lanes (head
+ * dim / 32 values per lane) for P V.  Backward: a block owns 32 keys of one kv head and
  * walks the query rows of the heads of its group that see them, four
  * rows at a time (one per warp): each warp makes its row's P and dS (one
  * key per lane) and its dQ partial (added with atomics into fp32), then the

@@ -12,8 +12,8 @@
  *    different bank slots: conflict-free reads, which the emulation counts;
  *  - forward: a block of 4 warps owns 64 query rows of one head, each warp
  *    16 of them; it walks the keys some of the rows see (a window's band:
- *    from the first row's first key to the last row's last) in tiles of BN (64, or 32 at
- *    DP 256), K and V double-buffered (the next tile's copy is issued as soon
+ *    from the first row's first key to the last row's last) in tiles of BN
+ *    (64, or 32 at DP 256), K and V double-buffered (the next tile's copy is issued as soon
  *    as the barrier that ends the previous tile's reads is passed); S = Q K^T
  *    on tensor cores, the online softmax in base 2 on S in registers (the
  *    scale times log2(e) multiplied into the scores, exp2 per element, row
@@ -25,8 +25,8 @@
  *    own kernel first (attn_cuda.cu); a block owns BK keys (64, or 32 at DP
  *    256) of one kv head, K and V loaded once, and walks the query rows of
  *    the heads of its group that see them (the first key's first row to the
- *    last key's last), BM (64, or 32 above DP 64) rows
- *    a step, Q, dO, lse and delta double-buffered.  Each warp owns 16 keys
+ *    last key's last), BM (64, or 32 above DP 64) rows a step, Q, dO, lse
+ *    and delta double-buffered.  Each warp owns 16 keys
  *    (at DP 256 two warps share them, each with half the head dim) and makes
  *    S^T = K Q^T and dP^T = V dO^T, P^T from the lse, dS^T = P^T (dP^T -
  *    delta) scale, then dV += P^T dO and dK += dS^T Q from registers: dK and

@@ -457,9 +457,9 @@ static zc_status_t zc_cudnn_run(int pass, const zc_attn_args_t *a, const zc_cudn
     ZC_CUDNN_BIND(ZC_CD_SCALE, &scale);
     ZC_CUDNN_BIND(ZC_CD_NEG, &neg);
     ZC_CUDNN_BIND(ZC_CD_ONE, &one);
-    if (key->mask != ZC_CUDNN_MASK_FULL && key->right > 0)
+    if (zc_cudnn_key_right_bound(key))
         ZC_CUDNN_BIND(ZC_CD_RIGHT, &right);
-    if (key->mask != ZC_CUDNN_MASK_FULL && key->left >= 0)
+    if (zc_cudnn_key_left_bound(key))
         ZC_CUDNN_BIND(ZC_CD_LEFT, &left_plus_1);
     ZC_CUDNN_BIND(ZC_CD_RAG_Q, dints);
     ZC_CUDNN_BIND(ZC_CD_RAG_KV, dints + n1);

@@ -99,6 +99,18 @@ typedef struct {
                         diagonal a query sees, -1 unbounded (causal: -1, 0); FULL: -1, -1 */
 } zc_cudnn_key_t;
 
+/* Whether key's graph bounds its band right of the diagonal (right > 0),
+ * and on the left: each bound is a by-value int32 of the graph. */
+static inline int zc_cudnn_key_right_bound(const zc_cudnn_key_t *key)
+{
+    return key->mask != ZC_CUDNN_MASK_FULL && key->right > 0;
+}
+
+static inline int zc_cudnn_key_left_bound(const zc_cudnn_key_t *key)
+{
+    return key->mask != ZC_CUDNN_MASK_FULL && key->left >= 0;
+}
+
 /* The dtype of the graph's dK and dV: fp32 without GQA; with GQA the
  * io type, which cuDNN's fused backward wants for the sum over a group. */
 static inline int zc_cudnn_kv_grad_fp32(const zc_cudnn_key_t *key)
@@ -131,8 +143,9 @@ const char *zc_attn_route_name(zc_attn_route_t route);
  * without queries or without keys are left out of the graph; the others
  * of a call whose mask is not full must all be top-left aligned (queries
  * and keys start together) or all bottom-right aligned (q_start - kv_start
- * = kv length - q length), or all see every key.  Pure: reads only args and the host
- * arrays it points to; args must have passed the kernels' checks. */
+ * = kv length - q length), or all see every key, and have no row that sees
+ * no key.  Pure: reads only args and the host arrays it points to; args
+ * must have passed the kernels' checks. */
 zc_attn_route_t zc_cudnn_attn_route(int pass, const zc_attn_args_t *args, zc_cudnn_key_t *key,
                                     char *reason, size_t len);
 

@@ -325,10 +325,10 @@ static zc_status_t zc_cd_common(zc_cd_graph_t *g, const zc_cudnn_key_t *key, zc_
     ZC_CHECK(zc_cd_tensor(g, ZC_CD_SCALE, CUDNN_DATA_FLOAT, &one, ZC_CD_BYVAL, NULL, &c->scale));
     ZC_CHECK(zc_cd_tensor(g, ZC_CD_ONE, CUDNN_DATA_FLOAT, &one, ZC_CD_BYVAL, NULL, &c->one));
     c->right = c->left = NULL;
-    if (key->mask != ZC_CUDNN_MASK_FULL && key->right > 0)
+    if (zc_cudnn_key_right_bound(key))
         ZC_CHECK(zc_cd_tensor(g, ZC_CD_RIGHT, CUDNN_DATA_INT32, &one, ZC_CD_BYVAL, NULL,
                               &c->right));
-    if (key->mask != ZC_CUDNN_MASK_FULL && key->left >= 0)
+    if (zc_cudnn_key_left_bound(key))
         ZC_CHECK(zc_cd_tensor(g, ZC_CD_LEFT, CUDNN_DATA_INT32, &one, ZC_CD_BYVAL, NULL,
                               &c->left));
     return zc_cd_tensor(g, ZC_CD_NEG, CUDNN_DATA_FLOAT, &one, ZC_CD_BYVAL, NULL, &c->neg);
