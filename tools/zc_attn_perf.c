@@ -256,6 +256,16 @@ static int check_rows(const opts_t *o, const zc_attn_args_t *a, int64_t len)
     return wrong;
 }
 
+/* A table's mask column: causal, full, or the window ("c4095,0" with
+ * causal, "w20,20" without). */
+static void mask_label(int causal, int window, int left, int right, char *buf, size_t len)
+{
+    if (window)
+        snprintf(buf, len, "%s%d,%d", causal ? "c" : "w", left, right);
+    else
+        snprintf(buf, len, "%s", causal ? "causal" : "full");
+}
+
 /* The keys [*lo, *hi) of its sequence that query i sees, for the FLOP
  * count: causal and the window as zcomm.h documents them together (causal
  * hides the keys right of the query). */
@@ -345,11 +355,7 @@ static int run_len(const opts_t *o, int64_t len, double *fwd_rate, double *bwd_r
     t_bwd /= o->iters;
     *fwd_rate = o->run_fwd ? flops / t_fwd * 1e-9 : 0;
     *bwd_rate = o->run_bwd ? 2.5 * flops / t_bwd * 1e-9 : 0;
-    if (o->window)
-        snprintf(mask, sizeof(mask), "%s%d,%d", o->causal ? "c" : "w", o->window_left,
-                 o->window_right);
-    else
-        snprintf(mask, sizeof(mask), "%s", o->causal ? "causal" : "full");
+    mask_label(o->causal, o->window, o->window_left, o->window_right, mask, sizeof(mask));
     printf("%8d %5d %5d %8lld %5d %9s %11s %10.2f %9.1f %10.2f %9.1f ", o->batch, o->heads,
            o->kv_heads, (long long)len, o->dim, zc_datatype_name(o->dtype), mask,
            o->run_fwd ? t_fwd * 1e3 : 0.0, *fwd_rate,
@@ -409,11 +415,8 @@ static void gpu_print(const opts_t *o, const char *name, const int32_t *cu, int 
         for (int w = 0; w < ZAB_NWAYS; w++) {
             const double ms = r->ms[pass][w], err = r->err[pass][w];
 
-            if (c->window)
-                snprintf(mask, sizeof(mask), "%s%d,%d", c->causal ? "c" : "w", c->window_left,
-                         c->window_right);
-            else
-                snprintf(mask, sizeof(mask), "%s", c->causal ? "causal" : "full");
+            mask_label(c->causal, c->window, c->window_left, c->window_right, mask,
+                       sizeof(mask));
             printf("  %-11s %5d %6d %4d/%-3d %4d %-11s %-4s %-6s", name, batch, cu[batch], c->hq,
                    c->hkv, c->d, mask, pass ? "bwd" : "fwd", zab_way_name[w]);
             if (ms > 0) {
