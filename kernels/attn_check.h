@@ -117,23 +117,16 @@ static inline zc_status_t zc_attn_check_call(const zc_attn_args_t *args, int64_t
     return zc_attn_check_seqlens(args->cu_seqlens_kv, args->batch, "cu_seqlens_kv", tk);
 }
 
-/* zc_attn_check_call for the kernels that read `causal` and no window (the
- * GPU paths): a mask other than the one `causal` alone gives is
- * ZC_ERR_UNSUPPORTED, so that no call runs with a mask it would not
- * compute. */
-static inline zc_status_t zc_attn_check_shape(const zc_attn_args_t *args, int64_t *tq,
-                                              int64_t *tk)
+/* The mask of args that zc_attn_check_call accepted (the kernels' block
+ * maps and launches read it again, after the checks). */
+static inline zc_attn_mask_t zc_attn_args_mask(const zc_attn_args_t *args)
 {
-    zc_attn_mask_t mask = zc_attn_mask_make(-1, 0);
+    zc_attn_mask_t mask = zc_attn_mask_make(-1, args->causal ? 0 : -1);
 
-    ZC_CHECK(zc_attn_check_call(args, tq, tk, &mask));
-    if (mask.left != -1)
-        return zc_error(ZC_ERR_UNSUPPORTED, "window_left: %lld, these kernels compute no window "
-                        "(the CPU kernels, zc_attn_fwd, do)", (long long)mask.left);
-    if (mask.right != (args->causal ? 0 : -1))
-        return zc_error(ZC_ERR_UNSUPPORTED, "window_right: %lld with causal %d, these kernels "
-                        "take the mask from causal alone", (long long)mask.right, args->causal);
-    return ZC_OK;
+    (void)zc_attn_mask_resolve(args->causal, (args->flags & ZC_ATTN_WINDOW) != 0,
+                               args->window_left, args->window_right, "", "ZC_ATTN_WINDOW",
+                               &mask);
+    return mask;
 }
 
 #endif

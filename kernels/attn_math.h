@@ -234,26 +234,4 @@ ZC_HOST_DEVICE static inline void zc_attn_mask_rows(zc_attn_mask_t m, int64_t j,
     zc_attn_mask_keys(zc_attn_mask_make(m.right, m.left), j, kv_start, q_start, lq, lo, hi);
 }
 
-/* The causal mask's ranges (the kernels that know only causal or full
- * call these): the keys row i sees are [0, limit) of the segment's lk
- * keys ... */
-ZC_HOST_DEVICE static inline int64_t zc_attn_causal_limit(int64_t i, int64_t q_start,
-                                                          int64_t kv_start, int64_t lk)
-{
-    int64_t lo, hi;
-
-    zc_attn_mask_keys(zc_attn_mask_make(-1, 0), i, q_start, kv_start, lk, &lo, &hi);
-    return hi;
-}
-
-/* ... and the rows that see key j are [first, lq) of its lq rows. */
-ZC_HOST_DEVICE static inline int64_t zc_attn_causal_first_row(int64_t j, int64_t q_start,
-                                                              int64_t kv_start, int64_t lq)
-{
-    int64_t lo, hi;
-
-    zc_attn_mask_rows(zc_attn_mask_make(-1, 0), j, q_start, kv_start, lq, &lo, &hi);
-    return lo;
-}
-
 #endif /* ZC_KERNELS_ATTN_MATH_H */

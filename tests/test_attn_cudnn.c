@@ -8,12 +8,18 @@
  * cuDNN's engine heuristics asked, without a GPU, whether an engine takes
  * the graph on an H100 (tests/fixtures/cudnn/h100-sxm.json, with the CUDA
  * toolkit's stub driver where there is no driver): every direction, dtype,
- * GQA or not, head dim 64 and 128 and mask (full, top-left, bottom-right).
- * With a CUDA device and cuDNN built in, the forward and backward also run
- * against the CPU kernels (bf16, GQA, full, diagonal and bottom-right
- * blocks, segments without keys, varlen), and blocks cuDNN cannot express
- * are checked to fall back untouched; without them those cases SKIP with
- * the reason. */
+ * GQA or not, head dim 64 and 128 and mask (full, top-left, bottom-right),
+ * and the window bands (a sliding window top-left and bottom-right, a local
+ * window, a window of 1, a left or a right bound alone), forward and
+ * backward.  Windows route as causal does (by alignment), and fall back
+ * where a row would see no key.  With a CUDA device and cuDNN built in, the
+ * forward and backward also run against the CPU kernels (bf16, GQA, full,
+ * diagonal and bottom-right blocks, segments without keys, varlen,
+ * windows), and blocks cuDNN cannot express are checked to fall back
+ * untouched; without them those cases SKIP with the reason.  The engine
+ * checks see a graph's pattern, not its values: building the left bound
+ * with >= instead of >, or applying it before the right bound, still finds
+ * an engine (tried); the values are the GPU cases' to check. */
 #include "config.h"
 
 #include <math.h>
@@ -85,6 +91,17 @@ static void shape_init(shape_t *s)
     s->a.dout = dummy;
     s->a.delta = &s->delta_dummy;
     s->a.dq = s->a.dk = s->a.dv = dummy;
+}
+
+/* The shape as LLaMA CP's blocks: bottom-right aligned, queries 0..59 of
+ * keys 0..99 at offset 40, queries 0..99 of 128 keys at offset 28. */
+static void shape_bottom_right(shape_t *s)
+{
+    shape_init(s);
+    s->cu_q[1] = 60;
+    s->cu_q[2] = 160;
+    s->q_start[0] = 40;
+    s->q_start[1] = 4096 + 28;
 }
 
 static zc_attn_route_t decide(int pass, const shape_t *s, zc_cudnn_key_t *key, char *reason)
@@ -212,13 +229,7 @@ static void test_decide(void)
     s.q_start[0] = s.kv_start[0] = 300;
     if (cudnn(ZC_CUDNN_FWD, &s, &key, "diagonal blocks elsewhere in their sequences"))
         ok(key.mask == ZC_CUDNN_MASK_CAUSAL, "  ... a top-left causal graph");
-    /* bottom-right: queries 0..59 of keys 0..99 at offset 40, queries
-     * 0..99 of 128 keys at offset 28 (LLaMA CP's blocks) */
-    shape_init(&s);
-    s.cu_q[1] = 60;
-    s.cu_q[2] = 160;
-    s.q_start[0] = 40;
-    s.q_start[1] = 4096 + 28;
+    shape_bottom_right(&s);
     if (cudnn(ZC_CUDNN_FWD, &s, &key, "bottom-right aligned segments (offsets 40 and 28)"))
         ok(key.mask == ZC_CUDNN_MASK_BOTTOM_RIGHT && key.segments == 2,
            "  ... a bottom-right causal graph");
@@ -314,6 +325,81 @@ static void test_decide(void)
     cudnn(ZC_CUDNN_BWD, &s, &key, "bf16 gradients, not accumulating");
     shape_init(&s);
     native(ZC_CUDNN_DELTA, &s, ZC_ATTN_NATIVE_SHAPE, "pass 2", "the delta pass");
+}
+
+/* A window on the shape (zc_attn_args_t's fields, causal off). */
+static void set_window(shape_t *s, int left, int right)
+{
+    s->a.causal = 0;
+    s->a.flags |= ZC_ATTN_WINDOW;
+    s->a.window_left = left;
+    s->a.window_right = right;
+}
+
+/* Windows (flash-attention's window_size) as cuDNN bands, by the same
+ * alignments as causal. */
+static void test_decide_window(void)
+{
+    shape_t s;
+    zc_cudnn_key_t key;
+
+    shape_init(&s);
+    set_window(&s, 63, 0);
+    if (cudnn(ZC_CUDNN_FWD, &s, &key, "sliding window of 64 on diagonal blocks"))
+        ok(key.mask == ZC_CUDNN_MASK_CAUSAL && key.left == 63 && key.right == 0,
+           "  ... a top-left band (63, 0)");
+    s.a.out_dtype = ZC_BFLOAT16;
+    if (cudnn(ZC_CUDNN_BWD, &s, &key, "  ... its backward"))
+        ok(key.direction == ZC_CUDNN_BWD && key.left == 63 && key.right == 0,
+           "  ... the same band backward");
+    shape_init(&s);
+    set_window(&s, 20, 20);
+    if (cudnn(ZC_CUDNN_FWD, &s, &key, "local window (20, 20)"))
+        ok(key.mask == ZC_CUDNN_MASK_CAUSAL && key.left == 20 && key.right == 20,
+           "  ... a top-left band (20, 20)");
+    shape_init(&s);
+    set_window(&s, 0, 0);
+    if (cudnn(ZC_CUDNN_FWD, &s, &key, "window of 1 (0, 0)"))
+        ok(key.mask == ZC_CUDNN_MASK_CAUSAL && key.left == 0 && key.right == 0,
+           "  ... the diagonal alone");
+    shape_init(&s);
+    set_window(&s, -1, 5);
+    if (cudnn(ZC_CUDNN_FWD, &s, &key, "a right bound alone (-1, 5)"))
+        ok(key.mask == ZC_CUDNN_MASK_CAUSAL && key.left == -1 && key.right == 5,
+           "  ... a top-left band (-1, 5)");
+    /* bottom-right: LLaMA CP's blocks under a window */
+    shape_bottom_right(&s);
+    set_window(&s, 50, 0);
+    if (cudnn(ZC_CUDNN_FWD, &s, &key, "bottom-right blocks under a window of 51"))
+        ok(key.mask == ZC_CUDNN_MASK_BOTTOM_RIGHT && key.left == 50 && key.right == 0,
+           "  ... a bottom-right band (50, 0)");
+    /* full, as a window */
+    shape_init(&s);
+    set_window(&s, -1, -1);
+    if (cudnn(ZC_CUDNN_FWD, &s, &key, "the full mask as a window (-1, -1)"))
+        ok(key.mask == ZC_CUDNN_MASK_FULL && key.left == -1 && key.right == -1,
+           "  ... a full graph");
+    shape_init(&s);
+    set_window(&s, 500, 500);
+    if (cudnn(ZC_CUDNN_FWD, &s, &key, "a window wider than every segment"))
+        ok(key.mask == ZC_CUDNN_MASK_FULL && key.left == -1 && key.right == -1,
+           "  ... a full graph");
+    /* what no graph expresses */
+    shape_init(&s);
+    set_window(&s, 10, 0);
+    s.cu_kv[1] = 50; /* segment 0: 100 queries of 50 keys, rows 60.. see none */
+    s.cu_kv[2] = 178;
+    native(ZC_CUDNN_FWD, &s, ZC_ATTN_NATIVE_SHAPE, "rows that see no key",
+           "a window whose last rows see no key");
+    shape_init(&s);
+    set_window(&s, 10, 10);
+    s.q_start[1] += 5;
+    native(ZC_CUDNN_FWD, &s, ZC_ATTN_NATIVE_SHAPE, "segment 1",
+           "a window on a block at offset 5");
+    shape_init(&s);
+    set_window(&s, 10, 0);
+    s.q_start[0] = 200; /* segment 0 past its keys: every row sees none */
+    native(ZC_CUDNN_FWD, &s, ZC_ATTN_NATIVE_SHAPE, "segment 0", "a segment the window hides");
 }
 
 /* ---- the graph cache ----------------------------------------------------- */
@@ -482,18 +568,50 @@ static const char *read_text(const char *path)
 
 /* Graph shape i of GRAPH_CASES: every direction, dtype, GQA (hq over hq
  * / 4) or not, head dim 64 and 128, and mask (full, top-left,
- * bottom-right), at the given segments and buckets. */
+ * bottom-right; the bands causal), at the given segments and buckets. */
 static zc_cudnn_key_t graph_case(int i, int hq, int segments, int max_q, int max_kv)
 {
+    const int mask = (i >> 4) % 3;
+
     return (zc_cudnn_key_t){.direction = i & 1 ? ZC_CUDNN_BWD : ZC_CUDNN_FWD,
                             .dtype = i & 2 ? ZC_FLOAT16 : ZC_BFLOAT16,
                             .heads_q = hq,
                             .heads_kv = i & 4 ? hq : hq / 4,
                             .head_dim = i & 8 ? 128 : 64,
-                            .mask = (i >> 4) % 3,
+                            .mask = mask,
                             .segments = segments,
                             .max_q = max_q,
-                            .max_kv = max_kv};
+                            .max_kv = max_kv,
+                            .left = -1,
+                            .right = mask == ZC_CUDNN_MASK_FULL ? -1 : 0};
+}
+
+/* The window graphs: each band, top-left or bottom-right, forward (even
+ * i) and backward, bf16 with GQA at head dim 128, fp16 without at 64. */
+static const struct {
+    int mask, left, right;
+} window_bands[] = {
+    {ZC_CUDNN_MASK_CAUSAL, 4095, 0},       /* Mistral's sliding window */
+    {ZC_CUDNN_MASK_BOTTOM_RIGHT, 4095, 0}, /* ... on LLaMA CP's blocks */
+    {ZC_CUDNN_MASK_CAUSAL, 128, 128},      /* a local window */
+    {ZC_CUDNN_MASK_BOTTOM_RIGHT, 0, 0},    /* a window of 1 */
+    {ZC_CUDNN_MASK_CAUSAL, 511, -1},       /* a left bound alone */
+    {ZC_CUDNN_MASK_CAUSAL, -1, 64},        /* a right bound alone */
+};
+#define WINDOW_CASES (2 * (int)(sizeof(window_bands) / sizeof(window_bands[0])))
+
+static zc_cudnn_key_t window_case(int i, int hq, int segments, int max_q, int max_kv)
+{
+    zc_cudnn_key_t k = graph_case(i & 1 ? 1 : 0, hq, segments, max_q, max_kv);
+    const int band = i / 2;
+
+    k.dtype = band % 2 ? ZC_FLOAT16 : ZC_BFLOAT16;
+    k.heads_kv = band % 2 ? hq : hq / 4;
+    k.head_dim = band % 2 ? 64 : 128;
+    k.mask = window_bands[band].mask;
+    k.left = window_bands[band].left;
+    k.right = window_bands[band].right;
+    return k;
 }
 
 static void test_graphs(void)
@@ -505,9 +623,12 @@ static void test_graphs(void)
 
     /* every direction, mask, dtype, GQA or not, two head dims, odd
      * segment counts and buckets: cuDNN's descriptors take the graph */
-    for (int i = 0; i < GRAPH_CASES; i++) {
+    for (int i = 0; i < GRAPH_CASES + WINDOW_CASES; i++) {
         /* small, odd segment counts and buckets */
-        zc_cudnn_key_t k = graph_case(i, 8, 1 + i % 3, 64 << (i % 2), 64 << (i % 3));
+        zc_cudnn_key_t k = i < GRAPH_CASES
+                               ? graph_case(i, 8, 1 + i % 3, 64 << (i % 2), 64 << (i % 3))
+                               : window_case(i - GRAPH_CASES, 8, 1 + i % 3, 64 << (i % 2),
+                                             64 << (i % 3));
         char buf[160];
         int nops = 0;
         zc_status_t st = zc_cudnn_ops_check(&k, &nops);
@@ -521,15 +642,16 @@ static void test_graphs(void)
     device = read_text(path);
     driver = load_driver(stub, sizeof(stub));
     if (!device || !driver || zc_cudnn_version() < 90800) {
-        tap_skip(GRAPH_CASES, !device ? "no tests/fixtures/cudnn/h100-sxm.json (ZC_TEST_SRCDIR)"
+        tap_skip(GRAPH_CASES + WINDOW_CASES, !device ? "no tests/fixtures/cudnn/h100-sxm.json (ZC_TEST_SRCDIR)"
                               : !driver ? "neither libcuda.so.1 nor the toolkit's stub driver"
                                         : "cuDNN before 9.8 has no device descriptions");
         return;
     }
     diag("engine checks on an H100's description, driver: %s", driver);
-    for (int i = 0; i < GRAPH_CASES; i++) {
+    for (int i = 0; i < GRAPH_CASES + WINDOW_CASES; i++) {
         /* a ring's sizes: 4 segments of up to 4k queries and 8k keys */
-        zc_cudnn_key_t k = graph_case(i, 16, 4, 4096, 8192);
+        zc_cudnn_key_t k = i < GRAPH_CASES ? graph_case(i, 16, 4, 4096, 8192)
+                                           : window_case(i - GRAPH_CASES, 16, 4, 4096, 8192);
         char buf[160];
         int engines = 0;
         zc_status_t st = zc_cudnn_engine_check(&k, device, &engines);
@@ -545,7 +667,7 @@ static void test_graphs(void)
     ok(zc_cudnn_ops_check(&k, NULL) == ZC_ERR_UNSUPPORTED &&
            zc_cudnn_engine_check(&k, "{}", &engines) == ZC_ERR_UNSUPPORTED,
        "no graphs without cuDNN");
-    tap_skip(2 * GRAPH_CASES - 1, "libzcomm built without cuDNN");
+    tap_skip(2 * (GRAPH_CASES + WINDOW_CASES) - 1, "libzcomm built without cuDNN");
 #endif
 }
 
@@ -698,7 +820,7 @@ static void gpu_case(const shape_t *shape, const char *name, int on_cudnn)
     a.dout = h + qn;
     a.k = h + 2 * qn;
     a.v = h + 2 * qn + kn;
-    a.flags = 0;
+    a.flags = shape->a.flags & ZC_ATTN_WINDOW;
     a.out = out;
     a.lse = lse;
     a.out_dtype = ZC_FLOAT32;
@@ -765,7 +887,7 @@ static void gpu_case(const shape_t *shape, const char *name, int on_cudnn)
     a.dq = d_dq;
     a.dk = d_dk;
     a.dv = d_dv;
-    a.flags = ZC_ATTN_ACCUMULATE;
+    a.flags = ZC_ATTN_ACCUMULATE | (shape->a.flags & ZC_ATTN_WINDOW);
     st = zc_cudnn_attn_launch(ZC_CUDNN_BWD, &a, NULL, &route);
     cudaDeviceSynchronize();
     cudaMemcpy(g_dq, d_dq, qn * 4, cudaMemcpyDeviceToHost);
@@ -810,7 +932,7 @@ static void gpu_case(const shape_t *shape, const char *name, int on_cudnn)
 }
 #endif
 
-#define GPU_CASES 16
+#define GPU_CASES 22
 
 static void test_gpu(void)
 {
@@ -843,11 +965,7 @@ static void test_gpu(void)
     shape_init(&s);
     s.q_start[0] = s.kv_start[0] = 300;
     gpu_case(&s, "causal diagonal blocks elsewhere in their sequences", 1);
-    shape_init(&s);
-    s.cu_q[1] = 60;
-    s.cu_q[2] = 160;
-    s.q_start[0] = 40;
-    s.q_start[1] = 4096 + 28;
+    shape_bottom_right(&s);
     gpu_case(&s, "bottom-right aligned segments (60 of 100 keys, 100 of 128)", 1);
     shape_init(&s);
     s.a.batch = 3;
@@ -857,6 +975,15 @@ static void test_gpu(void)
     s.cu_kv[3] = 200;
     s.q_start[2] = s.kv_start[2] = 9000;
     gpu_case(&s, "100 queries without keys between two diagonal segments", 1);
+    shape_init(&s);
+    set_window(&s, 63, 0);
+    gpu_case(&s, "a sliding window of 64 on diagonal blocks", 1);
+    shape_init(&s);
+    set_window(&s, 20, 20);
+    gpu_case(&s, "a local window (20, 20) on diagonal blocks", 1);
+    shape_bottom_right(&s);
+    set_window(&s, 50, 0);
+    gpu_case(&s, "bottom-right aligned segments under a window of 51", 1);
     zc_cudnn_attn_release();
 #else
     tap_skip(GPU_CASES, "libzcomm built without cuDNN");
@@ -980,7 +1107,8 @@ static void test_lookup(void)
     lk.slow = lk.other = (zc_cudnn_key_t){.direction = ZC_CUDNN_FWD, .dtype = ZC_BFLOAT16,
                                           .heads_q = 8, .heads_kv = 2, .head_dim = 64,
                                           .mask = ZC_CUDNN_MASK_CAUSAL, .segments = 2,
-                                          .max_q = 128, .max_kv = 128};
+                                          .max_q = 128, .max_kv = 128, .left = -1,
+                                          .right = 0};
     lk.slow.head_dim = 128;
     lk_lookup(1, &lk.other);
     ok(lk.st[1] == ZC_OK && lk.got[1] && lk.got[1]->state == 1 && lk.builds == 1,
@@ -1031,6 +1159,7 @@ int main(void)
 {
     test_switch();
     test_decide();
+    test_decide_window();
     test_keys();
     test_lookup();
     test_graphs();

@@ -886,26 +886,36 @@ static void expect_invalid(zc_status_t st, const char *name, const char *what)
     expect_status(st, ZC_ERR_INVALID_ARG, name, what);
 }
 
-/* The entry points whose kernels read `causal` and no window (the GPU
- * paths) check through zc_attn_check_shape: it refuses every mask
- * `causal` alone does not give. */
-static void test_mask_refused_by_causal_kernels(const zc_attn_args_t *a)
+/* The mask the kernels' launches read back from accepted args
+ * (zc_attn_args_mask, after zc_attn_check_call): causal with a window
+ * hides the keys right of the query; without ZC_ATTN_WINDOW causal alone
+ * decides. */
+static int args_mask_is(const zc_attn_args_t *a, int causal, unsigned flags, int left, int right,
+                        int64_t want_left, int64_t want_right)
 {
-    zc_attn_args_t x;
+    zc_attn_args_t x = *a;
+    zc_attn_mask_t m, checked;
     int64_t tq, tk;
 
-    x = *a, x.causal = 1, x.flags = ZC_ATTN_WINDOW, x.window_left = 7, x.window_right = 0;
-    expect_status(zc_attn_check_shape(&x, &tq, &tk), ZC_ERR_UNSUPPORTED, "window_left",
-                  "a window where only causal is computed");
-    x = *a, x.causal = 0, x.flags = ZC_ATTN_WINDOW, x.window_left = -1, x.window_right = 0;
-    expect_status(zc_attn_check_shape(&x, &tq, &tk), ZC_ERR_UNSUPPORTED, "window_right",
-                  "causal as a window with causal 0, where causal alone decides");
-    x = *a, x.causal = 1, x.flags = ZC_ATTN_WINDOW, x.window_left = -1, x.window_right = -1;
-    ok(zc_attn_check_shape(&x, &tq, &tk) == ZC_OK,
-       "causal with an unbounded window is causal: accepted where only causal is computed");
-    x = *a, x.causal = 0, x.flags = ZC_ATTN_WINDOW, x.window_left = -1, x.window_right = -1;
-    ok(zc_attn_check_shape(&x, &tq, &tk) == ZC_OK,
-       "full as a window with causal 0: accepted where only causal is computed");
+    x.causal = causal, x.flags = flags, x.window_left = left, x.window_right = right;
+    m = zc_attn_args_mask(&x);
+    return zc_attn_check_call(&x, &tq, &tk, &checked) == ZC_OK && m.left == checked.left &&
+           m.right == checked.right && m.left == want_left && m.right == want_right;
+}
+
+static void test_args_mask(const zc_attn_args_t *a)
+{
+    ok(args_mask_is(a, 1, ZC_ATTN_WINDOW, 7, 0, 7, 0) &&
+           args_mask_is(a, 1, ZC_ATTN_WINDOW, 7, -1, 7, 0),
+       "args mask: causal with a window of 8 is (7, 0), whatever the right side");
+    ok(args_mask_is(a, 0, ZC_ATTN_WINDOW, -1, 0, -1, 0) &&
+           args_mask_is(a, 0, ZC_ATTN_WINDOW, 3, 5, 3, 5),
+       "args mask: without causal the window alone, (-1, 0) and (3, 5)");
+    ok(args_mask_is(a, 0, ZC_ATTN_WINDOW, -1, -1, -1, -1) &&
+           args_mask_is(a, 1, ZC_ATTN_WINDOW, -1, -1, -1, 0),
+       "args mask: (-1, -1) is full alone, causal with causal set");
+    ok(args_mask_is(a, 1, 0, 0, 0, -1, 0) && args_mask_is(a, 0, 0, 0, 0, -1, -1),
+       "args mask: without ZC_ATTN_WINDOW, causal (-1, 0) or full (-1, -1)");
 }
 
 static void test_bad_args(void)
@@ -994,7 +1004,7 @@ static void test_bad_args(void)
     ok(untouched, "failed calls leave out, lse, dq, dk and dv untouched");
     x = a, x.batch = 0, x.q = NULL, x.cu_seqlens_q = NULL, x.cu_seqlens_kv = NULL;
     ok(zc_attn_fwd(&x) == ZC_OK && zc_attn_bwd(&x) == ZC_OK, "batch 0 is a no-op");
-    test_mask_refused_by_causal_kernels(&a);
+    test_args_mask(&a);
     result_free(&r);
     case_free(&c);
 }

@@ -154,30 +154,39 @@ typedef struct {
     int32_t lq[3], lk[3], q_start[3], kv_start[3];
     int hq, hk, d;
     int causal;
+    int window, left, right; /* ZC_ATTN_WINDOW and its bounds (-1: unbounded) */
 } shape_t;
 
 static const shape_t shapes[] = {
-    {3, {1, 37, 200}, {1, 50, 200}, {0, 13, 0}, {0, 0, 0}, 4, 2, 64, 1},
-    {2, {64, 129}, {64, 129}, {0, 0}, {0, 0}, 4, 4, 128, 1},
-    {2, {96, 33}, {160, 33}, {160, 0}, {0, 33}, 8, 1, 40, 1},
-    {1, {150}, {150}, {0}, {0}, 2, 1, 256, 1},
-    {2, {70, 5}, {90, 300}, {0}, {0}, 2, 2, 96, 0},
+    {3, {1, 37, 200}, {1, 50, 200}, {0, 13, 0}, {0, 0, 0}, 4, 2, 64, 1, 0, 0, 0},
+    {2, {64, 129}, {64, 129}, {0, 0}, {0, 0}, 4, 4, 128, 1, 0, 0, 0},
+    {2, {96, 33}, {160, 33}, {160, 0}, {0, 33}, 8, 1, 40, 1, 0, 0, 0},
+    {1, {150}, {150}, {0}, {0}, 2, 1, 256, 1, 0, 0, 0},
+    {2, {70, 5}, {90, 300}, {0}, {0}, 2, 2, 96, 0, 0, 0, 0},
     /* tests/test_attn_kernels' fixed shapes: its long sequences ... */
-    {1, {2048}, {2048}, {0}, {0}, 2, 1, 128, 1},
-    {1, {3000}, {3000}, {0}, {0}, 1, 1, 64, 1},
-    {2, {1500, 1}, {1500, 1}, {0}, {0}, 4, 4, 64, 0},
+    {1, {2048}, {2048}, {0}, {0}, 2, 1, 128, 1, 0, 0, 0},
+    {1, {3000}, {3000}, {0}, {0}, 1, 1, 64, 1, 0, 0, 0},
+    {2, {1500, 1}, {1500, 1}, {0}, {0}, 4, 4, 64, 0, 0, 0, 0},
     /* ... and the causal geometry of ring steps: kv block before, on and
      * after the q block, partial overlap, q inside the kv span */
-    {1, {192}, {128}, {1000}, {800}, 4, 2, 128, 1},
-    {1, {200}, {200}, {512}, {512}, 4, 2, 128, 1},
-    {1, {100}, {150}, {0}, {100}, 4, 2, 128, 1},
-    {1, {130}, {300}, {70}, {0}, 4, 2, 128, 1},
-    {1, {64}, {256}, {128}, {0}, 4, 2, 128, 1},
+    {1, {192}, {128}, {1000}, {800}, 4, 2, 128, 1, 0, 0, 0},
+    {1, {200}, {200}, {512}, {512}, 4, 2, 128, 1, 0, 0, 0},
+    {1, {100}, {150}, {0}, {100}, 4, 2, 128, 1, 0, 0, 0},
+    {1, {130}, {300}, {70}, {0}, 4, 2, 128, 1, 0, 0, 0},
+    {1, {64}, {256}, {128}, {0}, 4, 2, 128, 1, 0, 0, 0},
     /* the tensor-core kernels (bf16, fp16): a head dim that is a multiple
      * of 8 but not 16, GQA, a bottom-right mask crossing tile edges, a
      * segment with keys only; head dim 256 over many tiles */
-    {3, {300, 0, 77}, {520, 40, 77}, {220, 0, 0}, {0, 0, 0}, 8, 2, 72, 1},
-    {1, {700}, {700}, {0}, {0}, 2, 1, 256, 1},
+    {3, {300, 0, 77}, {520, 40, 77}, {220, 0, 0}, {0, 0, 0}, 8, 2, 72, 1, 0, 0, 0},
+    {1, {700}, {700}, {0}, {0}, 2, 1, 256, 1, 0, 0, 0},
+    /* windows (flash-attention's window_size): a causal sliding window of
+     * 1024 over many tiles, a local window on bottom-right aligned blocks,
+     * a window of 2, one wider than the sequence, the full mask as (-1, -1) */
+    {1, {2048}, {2048}, {0}, {0}, 4, 2, 128, 1, 1, 1023, 0},
+    {2, {300, 130}, {300, 200}, {0, 70}, {0, 0}, 4, 1, 64, 0, 1, 40, 40},
+    {1, {500}, {500}, {0}, {0}, 2, 2, 256, 0, 1, 1, 0},
+    {1, {150}, {150}, {0}, {0}, 2, 1, 64, 0, 1, 1000, 1000},
+    {2, {70, 5}, {90, 300}, {0}, {0}, 2, 2, 96, 0, 1, -1, -1},
 };
 
 static int total(const int32_t *len, int batch, int32_t *cu)
@@ -202,8 +211,11 @@ static void test_attention(const shape_t *s, zc_datatype_t dtype)
     zc_attn_args_t a = {.size = sizeof(zc_attn_args_t), .batch = s->batch, .num_heads_q = s->hq, .num_heads_kv = s->hk,
                         .head_dim = s->d, .cu_seqlens_q = cuq, .cu_seqlens_kv = cuk,
                         .q_start = s->q_start, .kv_start = s->kv_start, .causal = s->causal,
-                        .scale = 1.0f / sqrtf((float)s->d), .dtype = ZC_FLOAT32,
-                        .out_dtype = ZC_FLOAT32, .grad_dtype = ZC_FLOAT32};
+                        .scale = 1.0f / sqrtf((float)s->d),
+                        .flags = s->window ? ZC_ATTN_WINDOW : 0u, .dtype = ZC_FLOAT32,
+                        .out_dtype = ZC_FLOAT32, .grad_dtype = ZC_FLOAT32,
+                        .window_left = s->window ? s->left : 0,
+                        .window_right = s->window ? s->right : 0};
     zc_attn_args_t g = a;
     void *gq, *gk, *gv, *gdo, *gout, *gdq, *gdk, *gdv;
     float *gl;
@@ -227,8 +239,9 @@ static void test_attention(const shape_t *s, zc_datatype_t dtype)
     g.dtype = g.out_dtype = g.grad_dtype = dtype;
     g.q = gq, g.k = gk, g.v = gv, g.out = gout, g.lse = gl;
     ok(zc_attn_fwd_stream(&g, NULL) == ZC_OK && cudaDeviceSynchronize() == cudaSuccess,
-       "fwd runs d=%d hq=%d hk=%d %s on the %s kernels (%s)", s->d, s->hq, s->hk, tn,
-       zc_attn_gpu_mma(&g, 0) ? "tensor-core" : "scalar", zc_get_last_error());
+       "fwd runs d=%d hq=%d hk=%d %s%s on the %s kernels (%s)", s->d, s->hq, s->hk, tn,
+       s->window ? " window" : "", zc_attn_gpu_mma(&g, 0) ? "tensor-core" : "scalar",
+       zc_get_last_error());
     e = download_f32(got, gout, nq, dtype) ? rel_err(got, out, nq) : INFINITY;
     ok(e <= tolerance(dtype), "fwd out matches the cpu within %g (%.3g)", tolerance(dtype), e);
     e = download(glse, gl, nl * 4) ? rel_err(glse, lse, nl) : INFINITY;

@@ -273,6 +273,22 @@ static void test_kernels_stream(void)
     b = a, b.flags = ZC_ATTN_ACCUMULATE, b.grad_dtype = ZC_FLOAT16;
     bad_arg(zc_attn_bwd_stream(&b, NULL), "grad_dtype", "zc_attn_bwd_stream accumulate fp16");
     bad_arg(zc_attn_bwd_delta_stream(NULL, NULL), "args", "zc_attn_bwd_delta_stream(NULL)");
+    /* masks: the window's checks are the CPU calls'; a window or the full
+     * mask passes them and gets as far as the device */
+    b = a, b.flags = ZC_ATTN_WINDOW, b.window_left = -2;
+    bad_arg(zc_attn_fwd_stream(&b, NULL), "window_left", "zc_attn_fwd_stream window_left -2");
+    b = a, b.flags = ZC_ATTN_WINDOW, b.window_right = 3;
+    bad_arg(zc_attn_bwd_stream(&b, NULL), "window_right",
+            "zc_attn_bwd_stream window_right 3 with causal");
+    b = a, b.window_left = 3;
+    bad_arg(zc_attn_fwd_stream(&b, NULL), "window_left",
+            "zc_attn_fwd_stream window_left without ZC_ATTN_WINDOW");
+    b = a, b.flags = ZC_ATTN_WINDOW, b.window_left = 3, b.window_right = 0;
+    refused_device(zc_attn_fwd_stream(&b, NULL), "zc_attn_fwd_stream, a causal window of 4");
+    b = a, b.causal = 0, b.flags = ZC_ATTN_WINDOW, b.window_left = 2, b.window_right = 2;
+    refused_device(zc_attn_bwd_stream(&b, NULL), "zc_attn_bwd_stream, a local window (2, 2)");
+    b = a, b.causal = 0, b.flags = ZC_ATTN_WINDOW, b.window_left = b.window_right = -1;
+    refused_device(zc_attn_fwd_stream(&b, NULL), "zc_attn_fwd_stream, the full mask (-1, -1)");
     refused_device(zc_attn_fwd_stream(&a, NULL), "zc_attn_fwd_stream");
     refused_device(zc_attn_bwd_stream(&a, NULL), "zc_attn_bwd_stream");
     b = a, b.delta = host;

@@ -84,6 +84,10 @@ if [ $gpu -eq 0 ]; then
     rc=$?
     [ $rc -eq 0 ] && [ "$out" = "zc_attn_perf -G: no CUDA device: skipped" ]
     result $? "zc_attn_perf -G with every option of -G, no device: skipped, exit 0 ($rc: $out)"
+    out=$(./tools/zc_attn_perf -G -W 1023,0 -C 1 -S 4k,arxiv -n 2 2>&1)
+    rc=$?
+    [ $rc -eq 0 ] && [ "$out" = "zc_attn_perf -G: no CUDA device: skipped" ]
+    result $? "zc_attn_perf -G -W as validate.sh runs it (windows on the GPU), no device: skipped, exit 0 ($rc: $out)"
     ZC_RANK=0 ZC_SIZE=1 ZC_LOCAL_RANK=0 ZC_MASTER_ADDR=127.0.0.1 ZC_MASTER_PORT=$((29500 + $$ % 1000)) \
         timeout 60 ./tools/zc_ring_attn_perf -G -d bfloat16 -H 16 -K 4 -A 128 -s 4 -b 16K -e 16K \
         -n 3 -w 1 >"$tmp/ring" 2>&1
@@ -97,6 +101,7 @@ if [ $gpu -eq 0 ]; then
     [ $rc -eq 2 ] && grep -q "no CUDA device" "$tmp/ring"
     result $? "zc_ring_attn_perf -G with validate.sh's per-call options, one rank, no device: says so, exit 2 ($rc)"
 else
+    skip "a GPU is here: zc_attn_perf -G would run"
     skip "a GPU is here: zc_attn_perf -G would run"
     skip "a GPU is here: zc_attn_perf -G would run"
     skip "a GPU is here: zc_ring_attn_perf -G would run"

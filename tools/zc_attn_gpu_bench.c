@@ -6,22 +6,34 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "kernels/attn_math.h"
 #include "src/common/status.h"
 #include "zc_attn_gpu_bench.h"
 #include "zc_attn_ref.h"
 
 const char *const zab_way_name[ZAB_NWAYS] = {"sdpa", "cudnn", "mma", "scalar"};
 
-double zab_flops(const int32_t *cu, int batch, int hq, int d, int causal)
+double zab_flops(const int32_t *cu, int batch, const zab_case_t *c)
 {
+    const zc_attn_mask_t mask = zc_attn_mask_make(c->window ? c->window_left : -1,
+                                                  c->causal ? 0 : c->window ? c->window_right
+                                                                            : -1);
     double f = 0;
 
     for (int b = 0; b < batch; b++) {
-        const double s = cu[b + 1] - cu[b];
+        const int64_t s = cu[b + 1] - cu[b];
 
-        f += 4.0 * s * s * d * hq;
+        if (!c->window) {
+            f += 4.0 * (double)s * (double)s * c->d * c->hq;
+            continue;
+        }
+        for (int64_t i = 0; i < s; i++) {
+            int64_t lo, hi;
+            zc_attn_mask_keys(mask, i, 0, 0, s, &lo, &hi);
+            f += 4.0 * (double)(hi - lo) * c->d * c->hq;
+        }
     }
-    return causal ? f / 2 : f;
+    return c->causal && !c->window ? f / 2 : f;
 }
 
 #ifdef HAVE_CUDA
@@ -356,7 +368,9 @@ out:
 static void zab_ref_fwd(const zab_batch_t *b, const zab_case_t *c, zab_run_t *o)
 {
     o->ref = (zar_call_t){.cu = b->cu, .batch = b->batch, .hq = c->hq, .hkv = c->hkv, .d = c->d,
-                          .causal = c->causal, .scale = 1.0f / sqrtf((float)c->d), .q = b->host_q,
+                          .causal = c->causal, .window = c->window,
+                          .window_left = c->window_left, .window_right = c->window_right,
+                          .scale = 1.0f / sqrtf((float)c->d), .q = b->host_q,
                           .k = b->host_k, .v = b->host_v, .dout = b->host_dout};
     for (int i = 0; i < ZAB_SAMPLES; i++) {
         zar_sample(b->tokens, c->hq, ZAB_SAMPLES, i, &o->qtok[i], &o->qh[i]);
@@ -424,7 +438,9 @@ zc_status_t zab_time(zab_batch_t *b, const zab_case_t *c, zab_result_t *r)
     a.cu_seqlens_q = a.cu_seqlens_kv = b->cu;
     a.causal = c->causal;
     a.scale = 1.0f / sqrtf((float)c->d);
-    a.flags = ZC_ATTN_ACCUMULATE;
+    a.flags = ZC_ATTN_ACCUMULATE | (c->window ? ZC_ATTN_WINDOW : 0u);
+    a.window_left = c->window ? c->window_left : 0;
+    a.window_right = c->window ? c->window_right : 0;
     a.dtype = b->dtype;
     a.out_dtype = a.grad_dtype = ZC_FLOAT32;
     a.q = b->q, a.k = b->k, a.v = b->v, a.out = o.out, a.lse = o.lse;

@@ -32,6 +32,7 @@ typedef struct zab_batch zab_batch_t;
 /* One call's shape on a batch, and what to do with it. */
 typedef struct {
     int hq, hkv, d, causal;
+    int window, window_left, window_right; /* ZC_ATTN_WINDOW and its bounds (zc_attn_args_t) */
     int warmup, iters;
     unsigned ways;      /* 1u << ZAB_* */
     int fwd, bwd;       /* the passes to time */
@@ -65,9 +66,10 @@ zc_status_t zab_open(const int32_t *cu, int batch, int width_q, int width_kv,
 zc_status_t zab_time(zab_batch_t *b, const zab_case_t *c, zab_result_t *r);
 void zab_close(zab_batch_t *b);
 
-/* Attention FLOPs of the batch's forward, as BENCHMARKS.md counts them:
- * 4 s^2 d h per sequence, halved when causal; the backward counts 2.5
- * times that. */
-double zab_flops(const int32_t *cu, int batch, int hq, int d, int causal);
+/* Attention FLOPs of case c's forward over the batch, as BENCHMARKS.md
+ * counts them: 4 s^2 d h per sequence, halved when causal; under a window
+ * 4 d h per (query, key) pair it sees; the backward counts 2.5 times
+ * that. */
+double zab_flops(const int32_t *cu, int batch, const zab_case_t *c);
 
 #endif

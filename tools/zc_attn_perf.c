@@ -39,7 +39,7 @@ typedef struct {
     int64_t min_len, max_len;
     double factor;
     int batch, heads, kv_heads, dim, causal, iters, warmup, check;
-    int window, window_left, window_right;  /* -W: ZC_ATTN_WINDOW (CPU only) */
+    int window, window_left, window_right;  /* -W: ZC_ATTN_WINDOW */
     zc_datatype_t dtype;
     int run_fwd, run_bwd;
     int gpu;                 /* -G */
@@ -61,7 +61,7 @@ static void usage(const char *prog)
            "  -D dim      head dimension (default 128; -G: 64 and 128)\n"
            "  -d type     float or bfloat16 (default float); -G: bfloat16 (default) or float16\n"
            "  -C 0|1      causal (default 1; -G: both)\n"
-           "  -W L,R      window (CPU only): keys left and right a query sees, -1 for all\n"
+           "  -W L,R      window: keys left and right a query sees, -1 for all\n"
            "              (4095,0: a sliding window of 4096; -1,-1 with -C 0: full)\n"
            "  -m mode     fwd, bwd or both (default both)\n"
            "  -n iters    timed iterations (default 5; -G: 3)\n"
@@ -163,8 +163,6 @@ static int parse(int argc, char **argv, opts_t *o)
         return -1;
     if (!o->gpu && (o->datasets[0] || o->shapes[0]))
         return -1;
-    if (o->gpu && o->window) /* the GPU kernels refuse windows (zc_attn_fwd_stream(3)) */
-        return -1;
     if (o->gpu && o->batch * o->max_len > INT32_MAX)
         return -1;
     /* the GPU's heads follow the head dim unless -H says: checked per dim */
@@ -258,6 +256,16 @@ static int check_rows(const opts_t *o, const zc_attn_args_t *a, int64_t len)
     return wrong;
 }
 
+/* A table's mask column: causal, full, or the window ("c4095,0" with
+ * causal, "w20,20" without). */
+static void mask_label(int causal, int window, int left, int right, char *buf, size_t len)
+{
+    if (window)
+        snprintf(buf, len, "%s%d,%d", causal ? "c" : "w", left, right);
+    else
+        snprintf(buf, len, "%s", causal ? "causal" : "full");
+}
+
 /* The keys [*lo, *hi) of its sequence that query i sees, for the FLOP
  * count: causal and the window as zcomm.h documents them together (causal
  * hides the keys right of the query). */
@@ -347,11 +355,7 @@ static int run_len(const opts_t *o, int64_t len, double *fwd_rate, double *bwd_r
     t_bwd /= o->iters;
     *fwd_rate = o->run_fwd ? flops / t_fwd * 1e-9 : 0;
     *bwd_rate = o->run_bwd ? 2.5 * flops / t_bwd * 1e-9 : 0;
-    if (o->window)
-        snprintf(mask, sizeof(mask), "%s%d,%d", o->causal ? "c" : "w", o->window_left,
-                 o->window_right);
-    else
-        snprintf(mask, sizeof(mask), "%s", o->causal ? "causal" : "full");
+    mask_label(o->causal, o->window, o->window_left, o->window_right, mask, sizeof(mask));
     printf("%8d %5d %5d %8lld %5d %9s %11s %10.2f %9.1f %10.2f %9.1f ", o->batch, o->heads,
            o->kv_heads, (long long)len, o->dim, zc_datatype_name(o->dtype), mask,
            o->run_fwd ? t_fwd * 1e3 : 0.0, *fwd_rate,
@@ -399,7 +403,8 @@ static int gpu_dims(const opts_t *o, int *dims)
 static void gpu_print(const opts_t *o, const char *name, const int32_t *cu, int batch,
                       const zab_case_t *c, const zab_result_t *r, gpu_tally_t *t)
 {
-    const double flops = zab_flops(cu, batch, c->hq, c->d, c->causal);
+    const double flops = zab_flops(cu, batch, c);
+    char mask[32];
     const double tol = o->dtype == ZC_BFLOAT16 ? 3e-2 : 1e-2;
 
     for (int pass = 0; pass < 2; pass++) {
@@ -410,8 +415,10 @@ static void gpu_print(const opts_t *o, const char *name, const int32_t *cu, int 
         for (int w = 0; w < ZAB_NWAYS; w++) {
             const double ms = r->ms[pass][w], err = r->err[pass][w];
 
-            printf("  %-11s %5d %6d %4d/%-3d %4d %-6s %-4s %-6s", name, batch, cu[batch], c->hq,
-                   c->hkv, c->d, c->causal ? "yes" : "no", pass ? "bwd" : "fwd", zab_way_name[w]);
+            mask_label(c->causal, c->window, c->window_left, c->window_right, mask,
+                       sizeof(mask));
+            printf("  %-11s %5d %6d %4d/%-3d %4d %-11s %-4s %-6s", name, batch, cu[batch], c->hq,
+                   c->hkv, c->d, mask, pass ? "bwd" : "fwd", zab_way_name[w]);
             if (ms > 0) {
                 printf(" %9.3f %8.1f", ms, (pass ? 2.5 : 1.0) * flops / (ms * 1e-3) * 1e-12);
                 if (base > 0)
@@ -462,13 +469,17 @@ static void gpu_row(const opts_t *o, const char *name, const int32_t *cu, int ba
     }
     for (int i = 0; i < nd; i++)
         for (int causal = 1; causal >= 0; causal--) {
+            /* with -W, one case: the window, causal only if -C 1 says */
+            const int once = o->window && !(o->given & GIVEN_C);
             zab_case_t c = {.hq = gpu_heads(o, dims[i]), .hkv = gpu_kv_heads(o, dims[i]),
-                            .d = dims[i], .causal = causal, .warmup = o->warmup,
+                            .d = dims[i], .causal = once ? 0 : causal, .window = o->window,
+                            .window_left = o->window_left, .window_right = o->window_right,
+                            .warmup = o->warmup,
                             .iters = o->iters, .ways = (1u << ZAB_NWAYS) - 1,
                             .fwd = o->run_fwd, .bwd = o->run_bwd, .check = o->check};
             zab_result_t r;
 
-            if ((o->given & GIVEN_C) && causal != o->causal)
+            if (((o->given & GIVEN_C) && causal != o->causal) || (once && causal))
                 continue;
             if ((st = zab_time(b, &c, &r)) != ZC_OK) {
                 printf("# %s d=%d: FAILED: %s: %s\n", name, c.d, zc_strerror(st),
@@ -503,11 +514,12 @@ static int gpu_main(const opts_t *o)
     printf("# ways: sdpa = one cuDNN SDPA call over the batch (the baseline); cudnn = libzcomm's "
            "cuDNN backend, as a ring block (fp32 out/lse merged, fp32 gradients added); mma = "
            "its tensor-core kernels; scalar = its scalar kernels, the same arguments\n"
-           "# TFLOP/s: forward 4 s^2 d h per sequence, causal half, backward 2.5x; x: the "
+           "# TFLOP/s: forward 4 s^2 d h per sequence, causal half, a window 4 d h per visible "
+           "(query, key) pair, backward 2.5x; x: the "
            "baseline's time / the way's; err: max |x - ref| / max |ref| over %s sampled rows "
            "(fwd: out, lse; bwd: dq, dk, dv) against float64\n", o->check ? "32" : "no");
-    printf("# %-11s %5s %6s %8s %4s %-6s %-4s %-6s %9s %8s %7s %8s\n", "shape", "seqs", "tokens",
-           "heads", "dim", "causal", "pass", "way", "ms", "TFLOP/s", "x", "err");
+    printf("# %-11s %5s %6s %8s %4s %-11s %-4s %-6s %9s %8s %7s %8s\n", "shape", "seqs",
+           "tokens", "heads", "dim", "mask", "pass", "way", "ms", "TFLOP/s", "x", "err");
     for (double len = (double)o->min_len; len <= (double)o->max_len; len *= o->factor) {
         const int64_t l = (int64_t)len, n = tokens / l;
         int32_t *cu = malloc(sizeof(int32_t) * (size_t)(n + 1));

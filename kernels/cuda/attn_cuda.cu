@@ -5,14 +5,16 @@
  *
  * The per-row math is kernels/attn_math.h, the same functions the CPU
  * kernels run: online-softmax rescale, row lse, the stable merge, bf16
- * rounding and the causal limits, so both paths share one definition of
- * every edge case (empty rows, -inf, NaN).
+ * rounding and the mask's key and row ranges, so both paths share one
+ * definition of every edge case (empty rows, -inf, NaN, the window's
+ * alignment).
  *
  * Forward: a block of 4 warps owns 16 query rows of one head (4 rows per
- * warp) and walks the segment's keys in tiles of 32, one key per lane for
- * the scores, the output rows spread over the lanes (head dim / 32 values
- * per lane) for P V.  Backward: a block owns 32 keys of one kv head and
- * walks every query row of the heads of its group that sees them, four
+ * warp) and walks the keys some of them see (a window's band: from its
+ * first row's first key to its last row's last) in tiles of 32, one key
+ * per lane for the scores, the output rows spread over the lanes (head
+ * dim / 32 values per lane) for P V.  Backward: a block owns 32 keys of one kv head and
+ * walks the query rows of the heads of its group that see them, four
  * rows at a time (one per warp): each warp makes its row's P and dS (one
  * key per lane) and its dQ partial (added with atomics into fp32), then the
  * whole block adds the four rows into dK and dV, which stay in shared
@@ -49,12 +51,16 @@ __device__ __forceinline__ float zk_warp_sum(float x)
     return x;
 }
 
-/* Visible keys of the tile [j0, j0 + nc) for a row whose limit is `lim`. */
-__device__ __forceinline__ int zk_tile_count(int64_t lim, int64_t j0, int nc)
+/* The keys [lo, hi) of a row within the tile [j0, j0 + nc), as tile
+ * indices [*ta, *tb) (empty: *ta == *tb). */
+__device__ __forceinline__ void zk_tile_range(int64_t lo, int64_t hi, int64_t j0, int nc, int *ta,
+                                              int *tb)
 {
-    int64_t c = lim - j0;
+    int64_t x, y;
 
-    return c < 0 ? 0 : c > nc ? nc : (int)c;
+    zc_attn_mask_clamp(lo - j0, hi - j0, nc, &x, &y);
+    *ta = (int)x;
+    *tb = (int)y;
 }
 
 __device__ __forceinline__ float zk_dot(const float *x, const float *y, int d)
@@ -99,12 +105,15 @@ __global__ void __launch_bounds__(ZK_THREADS) zk_fwd(zc_attn_cuda_t a)
     const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
     const int h = blockIdx.y, hk = h / (a.hq / a.hk);
     const zk_seg_t seg = zk_segment(a, blockIdx.x);
-    const int64_t q0 = seg.q0, lq = seg.lq, k0 = seg.k0, lk = seg.lk, qs = seg.qs, kvs = seg.kvs;
+    const int64_t q0 = seg.q0, lq = seg.lq, k0 = seg.k0, lk = seg.lk;
     const int64_t i0 = (int64_t)seg.block * ZC_ATTN_CUDA_BQ;
     const int nr = lq - i0 < ZC_ATTN_CUDA_BQ ? (int)(lq - i0) : ZC_ATTN_CUDA_BQ;
-    const int64_t key_end = zk_limit(a, i0 + nr - 1, qs, kvs, lk);
+    int64_t key_lo, key_hi, unused;
     float o[ZK_ROWS][DE], m[ZK_ROWS], l[ZK_ROWS];
 
+    /* the keys some of the rows see: the first row's first to the last's last */
+    zk_keys(a, seg, i0, &key_lo, &unused);
+    zk_keys(a, seg, i0 + nr - 1, &unused, &key_hi);
     for (int idx = threadIdx.x; idx < nr * d; idx += ZK_THREADS) {
         int r = idx / d, e = idx - r * d;
         sq[idx] = zk_load(a.q, a.dtype, ((q0 + i0 + r) * a.hq + h) * (int64_t)d + e);
@@ -117,10 +126,10 @@ __global__ void __launch_bounds__(ZK_THREADS) zk_fwd(zc_attn_cuda_t a)
         for (int e = 0; e < DE; e++)
             o[r][e] = 0.0f;
     }
-    for (int64_t j0 = 0; j0 < key_end; j0 += ZK_BK) {
+    for (int64_t j0 = key_lo; j0 < key_hi; j0 += ZK_BK) {
         const int nc = lk - j0 < ZK_BK ? (int)(lk - j0) : ZK_BK;
         float p[ZK_ROWS];
-        int cnt[ZK_ROWS], jmax = 0;
+        int ta[ZK_ROWS], tb[ZK_ROWS], jmin = nc, jmax = 0;
 
         __syncthreads(); /* the previous tile is consumed (and Q is loaded) */
         zk_load_kv(a, k0, j0, nc, hk, sk, sv);
@@ -130,25 +139,32 @@ __global__ void __launch_bounds__(ZK_THREADS) zk_fwd(zc_attn_cuda_t a)
         for (int r = 0; r < ZK_ROWS; r++) {
             const int row = warp * ZK_ROWS + r;
             float s = -INFINITY, m_new, alpha;
+            int64_t lo, hi;
 
             p[r] = 0.0f;
-            cnt[r] = row < nr ? zk_tile_count(zk_limit(a, i0 + row, qs, kvs, lk), j0, nc) : 0;
-            if (cnt[r] == 0)
+            ta[r] = tb[r] = 0;
+            if (row < nr) {
+                zk_keys(a, seg, i0 + row, &lo, &hi);
+                zk_tile_range(lo, hi, j0, nc, &ta[r], &tb[r]);
+            }
+            if (ta[r] == tb[r])
                 continue;
-            if (lane < cnt[r])
+            const bool sees = lane >= ta[r] && lane < tb[r];
+            if (sees)
                 s = zk_dot(sq + row * d, sk + lane * ks, d) * a.scale2;
             m_new = fmaxf(m[r], zk_warp_max(s));
             alpha = zc_attn_rescale(m[r], m_new);
-            p[r] = lane < cnt[r] ? exp2f(s - m_new) : 0.0f;
+            p[r] = sees ? exp2f(s - m_new) : 0.0f;
             l[r] = l[r] * alpha + zk_warp_sum(p[r]);
             m[r] = m_new;
 #pragma unroll
             for (int e = 0; e < DE; e++)
                 o[r][e] *= alpha;
-            jmax = cnt[r] > jmax ? cnt[r] : jmax;
+            jmin = ta[r] < jmin ? ta[r] : jmin;
+            jmax = tb[r] > jmax ? tb[r] : jmax;
         }
         /* O += P V over the keys each row sees. */
-        for (int j = 0; j < jmax; j++) {
+        for (int j = jmin; j < jmax; j++) {
             float vj[DE];
 #pragma unroll
             for (int e = 0; e < DE; e++)
@@ -156,7 +172,7 @@ __global__ void __launch_bounds__(ZK_THREADS) zk_fwd(zc_attn_cuda_t a)
 #pragma unroll
             for (int r = 0; r < ZK_ROWS; r++) {
                 float pj = __shfl_sync(ZK_FULL, p[r], j);
-                if (j < cnt[r])
+                if (j >= ta[r] && j < tb[r])
 #pragma unroll
                     for (int e = 0; e < DE; e++)
                         o[r][e] = fmaf(pj, vj[e], o[r][e]);
@@ -212,30 +228,36 @@ __global__ void __launch_bounds__(ZK_THREADS) zk_bwd(zc_attn_cuda_t a)
     float *sdo = sq + ZK_WARPS * d;      /* [WARPS][d] */
     float *sp = sdo + ZK_WARPS * d;      /* [WARPS][BK] */
     float *sds = sp + ZK_WARPS * ZK_BK;  /* [WARPS][BK] */
-    int *scnt = (int *)(sds + ZK_WARPS * ZK_BK); /* [WARPS]: keys each warp's row sees */
+    int *srange = (int *)(sds + ZK_WARPS * ZK_BK); /* [WARPS][2]: the keys its row sees */
     const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
     const int hk = blockIdx.y, group = a.hq / a.hk;
     const zk_seg_t seg = zk_segment(a, blockIdx.x);
-    const int64_t q0 = seg.q0, lq = seg.lq, k0 = seg.k0, lk = seg.lk, qs = seg.qs, kvs = seg.kvs;
+    const int64_t q0 = seg.q0, k0 = seg.k0, lk = seg.lk;
     const int64_t j0 = (int64_t)seg.block * ZK_BK;
     const int nc = lk - j0 < ZK_BK ? (int)(lk - j0) : ZK_BK;
-    const int64_t i_first = a.causal ? zc_attn_causal_first_row(j0, qs, kvs, lq) : 0;
+    int64_t i_first, i_end, unused;
 
+    /* the rows that see some of these keys */
+    zk_rows(a, seg, j0, &i_first, &unused);
+    zk_rows(a, seg, j0 + nc - 1, &unused, &i_end);
     zk_load_kv(a, k0, j0, nc, hk, sk, sv);
     for (int idx = threadIdx.x; idx < nc * d; idx += ZK_THREADS) {
         sdk[idx] = 0.0f;
         sdv[idx] = 0.0f;
     }
     for (int h = hk * group; h < (hk + 1) * group; h++) {
-        for (int64_t ib = i_first; ib < lq; ib += ZK_WARPS) {
+        for (int64_t ib = i_first; ib < i_end; ib += ZK_WARPS) {
             const int64_t i = ib + warp;
             const int64_t row = (q0 + i) * a.hq + h;
-            int cnt = 0;
+            int ta = 0, tb = 0;
 
             __syncthreads(); /* K/V are loaded, the previous rows are added */
-            if (i < lq && a.lse[row] != -INFINITY) /* -inf: the row saw no key */
-                cnt = zk_tile_count(zk_limit(a, i, qs, kvs, lk), j0, nc);
-            if (cnt > 0) {
+            if (i < i_end && a.lse[row] != -INFINITY) { /* -inf: the row saw no key */
+                int64_t lo, hi;
+                zk_keys(a, seg, i, &lo, &hi);
+                zk_tile_range(lo, hi, j0, nc, &ta, &tb);
+            }
+            if (ta < tb) {
                 const float lse2 = a.lse[row] * ZC_ATTN_LOG2E, delta = a.delta[row];
                 float p = 0.0f, ds = 0.0f, acc[DE];
 
@@ -244,7 +266,7 @@ __global__ void __launch_bounds__(ZK_THREADS) zk_bwd(zc_attn_cuda_t a)
                     sdo[warp * d + x] = zk_load(a.dout, a.dtype, row * d + x);
                 }
                 __syncwarp();
-                if (lane < cnt) {
+                if (lane >= ta && lane < tb) {
                     float s = zk_dot(sq + warp * d, sk + lane * ks, d);
                     float dp = zk_dot(sdo + warp * d, sv + lane * ks, d);
                     p = exp2f(s * a.scale2 - lse2);
@@ -256,7 +278,7 @@ __global__ void __launch_bounds__(ZK_THREADS) zk_bwd(zc_attn_cuda_t a)
 #pragma unroll
                 for (int e = 0; e < DE; e++)
                     acc[e] = 0.0f;
-                for (int j = 0; j < cnt; j++) {
+                for (int j = ta; j < tb; j++) {
                     float dsj = __shfl_sync(ZK_FULL, ds, j);
 #pragma unroll
                     for (int e = 0; e < DE; e++)
@@ -268,8 +290,10 @@ __global__ void __launch_bounds__(ZK_THREADS) zk_bwd(zc_attn_cuda_t a)
                     if (lane + 32 * e < d)
                         atomicAdd(&a.dq[row * d + lane + 32 * e], acc[e]);
             }
-            if (lane == 0)
-                scnt[warp] = cnt;
+            if (lane == 0) {
+                srange[2 * warp] = ta;
+                srange[2 * warp + 1] = tb;
+            }
             __syncthreads();
             /* dV += P^T dO and dK += dS^T Q over the rows that see each key */
             for (int idx = threadIdx.x; idx < nc * d; idx += ZK_THREADS) {
@@ -277,7 +301,7 @@ __global__ void __launch_bounds__(ZK_THREADS) zk_bwd(zc_attn_cuda_t a)
                 float dv = sdv[idx], dk = sdk[idx];
 #pragma unroll
                 for (int w = 0; w < ZK_WARPS; w++) {
-                    if (j < scnt[w]) {
+                    if (j >= srange[2 * w] && j < srange[2 * w + 1]) {
                         dv = fmaf(sp[w * ZK_BK + j], sdo[w * d + x], dv);
                         dk = fmaf(sds[w * ZK_BK + j], sq[w * d + x], dk);
                     }
@@ -401,7 +425,7 @@ extern "C" size_t zc_attn_cuda_smem(int backward, int d)
 
     if (backward)
         floats = 2 * ZK_BK * ks + 2 * ZK_BK * (size_t)d + 2 * ZK_WARPS * (size_t)d +
-                 2 * ZK_WARPS * ZK_BK + ZK_WARPS /* scnt */;
+                 2 * ZK_WARPS * ZK_BK + 2 * ZK_WARPS /* srange */;
     else
         floats = ZC_ATTN_CUDA_BQ * (size_t)d + 2 * ZK_BK * ks;
     return floats * sizeof(float);

@@ -9,6 +9,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "kernels/attn_math.h"
+
 #ifdef __cplusplus
 extern "C" {
 #endif
@@ -30,7 +32,8 @@ extern "C" {
  * (segment, block index in the segment) of the forward query blocks or the
  * backward key blocks, of the rows of the kernel family that runs. */
 typedef struct {
-    int hq, hk, d, causal;
+    int hq, hk, d;
+    zc_attn_mask_t mask;         /* the call's (zc_attn_check_call), kernels/attn_math.h */
     float scale, scale2;         /* scale2 = scale * log2(e) */
     unsigned flags;              /* ZC_ATTN_ACCUMULATE */
     int dtype, out_dtype, grad_dtype;

@@ -92,6 +92,7 @@ zc_status_t zc_attn_gpu_order(const zc_attn_args_t *args, int backward, int rows
                               int32_t *blocks, int64_t n)
 {
     zc_gpu_block_t *w = malloc(sizeof(*w) * (size_t)(n > 0 ? n : 1));
+    const zc_attn_mask_t mask = zc_attn_args_mask(args);
 
     if (!w)
         return zc_error(ZC_ERR_NO_MEMORY, "the block order of %lld blocks", (long long)n);
@@ -102,14 +103,20 @@ zc_status_t zc_attn_gpu_order(const zc_attn_args_t *args, int backward, int rows
         const int64_t qs = args->q_start ? args->q_start[b] : 0;
         const int64_t kvs = args->kv_start ? args->kv_start[b] : 0;
         const int64_t first = (int64_t)blocks[2 * i + 1] * rows;
-        int64_t work;
+        int64_t lo, hi, unused;
 
+        /* the rows that see some key of a backward block, the keys some
+         * row of a forward block sees (attn_math.h's bounds are monotone) */
         if (backward) {
-            work = lq - (args->causal ? zc_attn_causal_first_row(first, qs, kvs, lq) : 0);
+            const int64_t last = (first + rows < lk ? first + rows : lk) - 1;
+            zc_attn_mask_rows(mask, first, qs, kvs, lq, &lo, &unused);
+            zc_attn_mask_rows(mask, last, qs, kvs, lq, &unused, &hi);
         } else {
             const int64_t last = (first + rows < lq ? first + rows : lq) - 1;
-            work = args->causal ? zc_attn_causal_limit(last, qs, kvs, lk) : lk;
+            zc_attn_mask_keys(mask, first, qs, kvs, lk, &lo, &unused);
+            zc_attn_mask_keys(mask, last, qs, kvs, lk, &unused, &hi);
         }
+        const int64_t work = hi > lo ? hi - lo : 0;
         w[i] = (zc_gpu_block_t){work, i, blocks[2 * i], blocks[2 * i + 1]};
     }
     qsort(w, (size_t)n, sizeof(*w), zc_gpu_block_cmp);
@@ -183,7 +190,9 @@ static zc_status_t zc_gpu_check(const zc_attn_args_t *args, zc_gpu_pass_t pass, 
     const int acc = args && (args->flags & ZC_ATTN_ACCUMULATE);
     const int needs_out = pass != ZC_GPU_BWD || (args && !args->delta);
 
-    ZC_CHECK(zc_attn_check_shape(args, tq, tk));
+    zc_attn_mask_t mask;
+
+    ZC_CHECK(zc_attn_check_call(args, tq, tk, &mask));
     /* The forward's grid has one row of blocks per query head (the
      * backward one per kv head, never more). */
     if (args->num_heads_q > ZC_ATTN_CUDA_MAX_HEADS)
@@ -272,7 +281,7 @@ static zc_status_t zc_gpu_begin(const zc_attn_args_t *args, int backward, int mm
     dev = zc_cuda_staging_dev(call->geometry);
     call->k = (zc_attn_cuda_t){
         .hq = args->num_heads_q, .hk = args->num_heads_kv, .d = args->head_dim,
-        .causal = args->causal != 0, .scale = args->scale,
+        .mask = zc_attn_args_mask(args), .scale = args->scale,
         .scale2 = args->scale * ZC_ATTN_LOG2E, .flags = args->flags, .dtype = args->dtype,
         .out_dtype = args->out_dtype, .grad_dtype = args->grad_dtype,
         .cu_q = dev, .cu_kv = dev + batch + 1, .q_start = dev + 2 * (batch + 1),

@@ -29,8 +29,9 @@ int zc_attn_gpu_block_rows(int backward, int mma, int d);
 
 /* Reorder the n blocks of blocks[2 * n] (zc_attn_gpu_blocks' map of the
  * call's query blocks, or key blocks when backward) so the longest start
- * first: forward blocks by the keys their last row sees, backward blocks
- * by the query rows that see their first key; ties keep their order.
+ * first: forward blocks by the keys some of their rows see, backward
+ * blocks by the query rows that see some of their keys, under the call's
+ * mask; ties keep their order.
  * ZC_ERR_NO_MEMORY (blocks unchanged) when its scratch cannot be had. */
 zc_status_t zc_attn_gpu_order(const zc_attn_args_t *args, int backward, int rows,
                               int32_t *blocks, int64_t n);

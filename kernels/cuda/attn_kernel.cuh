@@ -1,5 +1,6 @@
 /* What the scalar (attn_cuda.cu) and the tensor-core (attn_mma.cu)
- * attention kernels share: the segment of a block, the causal limit, and the launch through
+ * attention kernels share: the segment of a block, the mask's ranges, and
+ * the launch through
  * cudaLaunchKernelEx. */
 #ifndef ZC_KERNELS_CUDA_ATTN_KERNEL_CUH
 #define ZC_KERNELS_CUDA_ATTN_KERNEL_CUH
@@ -38,11 +39,29 @@ __device__ __forceinline__ zk_seg_t zk_segment(const zc_attn_cuda_t &a, int64_t 
     return s;
 }
 
-/* Keys of the segment row i sees: [0, limit). */
-__device__ __forceinline__ int64_t zk_limit(const zc_attn_cuda_t &a, int64_t i, int64_t qs,
-                                            int64_t kvs, int64_t lk)
+/* Keys [*lo, *hi) of the segment that its row i sees, and rows [*lo, *hi)
+ * that see its key j: attn_math.h's ranges, non-decreasing in i and j. */
+__device__ __forceinline__ void zk_keys(const zc_attn_cuda_t &a, const zk_seg_t &s, int64_t i,
+                                        int64_t *lo, int64_t *hi)
 {
-    return a.causal ? zc_attn_causal_limit(i, qs, kvs, lk) : lk;
+    zc_attn_mask_keys(a.mask, i, s.qs, s.kvs, s.lk, lo, hi);
+}
+
+__device__ __forceinline__ void zk_rows(const zc_attn_cuda_t &a, const zk_seg_t &s, int64_t j,
+                                        int64_t *lo, int64_t *hi)
+{
+    zc_attn_mask_rows(a.mask, j, s.qs, s.kvs, s.lq, lo, hi);
+}
+
+/* The keys some row of [i0, i1] sees, [*lo, *hi) (empty when lo >= hi),
+ * and those every one of them sees, [*all_lo, *all_hi): the band's tiles
+ * and the ones inside it that need no mask. */
+__device__ __forceinline__ void zk_band_keys(const zc_attn_cuda_t &a, const zk_seg_t &s,
+                                             int64_t i0, int64_t i1, int64_t *lo, int64_t *hi,
+                                             int64_t *all_lo, int64_t *all_hi)
+{
+    zk_keys(a, s, i0, lo, all_hi);
+    zk_keys(a, s, i1, all_lo, hi);
 }
 
 /* Every launch goes through cudaLaunchKernelEx, not <<<...>>>: the same

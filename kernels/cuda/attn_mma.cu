@@ -11,8 +11,9 @@
  *    row (zm_swz), so the 8 rows of every ldmatrix matrix fall in 8
  *    different bank slots: conflict-free reads, which the emulation counts;
  *  - forward: a block of 4 warps owns 64 query rows of one head, each warp
- *    16 of them; it walks the keys the rows see in tiles of BN (64, or 32 at
- *    DP 256), K and V double-buffered (the next tile's copy is issued as soon
+ *    16 of them; it walks the keys some of the rows see (a window's band:
+ *    from the first row's first key to the last row's last) in tiles of BN
+ *    (64, or 32 at DP 256), K and V double-buffered (the next tile's copy is issued as soon
  *    as the barrier that ends the previous tile's reads is passed); S = Q K^T
  *    on tensor cores, the online softmax in base 2 on S in registers (the
  *    scale times log2(e) multiplied into the scores, exp2 per element, row
@@ -22,18 +23,20 @@
  *    row sum divides once at the end;
  *  - backward, in FlashAttention-2's order: the delta (rowsum dO * O) is its
  *    own kernel first (attn_cuda.cu); a block owns BK keys (64, or 32 at DP
- *    256) of one kv head, K and V loaded once, and walks every query row of
- *    the heads of its group that sees them, BM (64, or 32 above DP 64) rows
- *    a step, Q, dO, lse and delta double-buffered.  Each warp owns 16 keys
+ *    256) of one kv head, K and V loaded once, and walks the query rows of
+ *    the heads of its group that see them (the first key's first row to the
+ *    last key's last), BM (64, or 32 above DP 64) rows a step, Q, dO, lse
+ *    and delta double-buffered.  Each warp owns 16 keys
  *    (at DP 256 two warps share them, each with half the head dim) and makes
  *    S^T = K Q^T and dP^T = V dO^T, P^T from the lse, dS^T = P^T (dP^T -
  *    delta) scale, then dV += P^T dO and dK += dS^T Q from registers: dK and
  *    dV stay in registers to the end.  dS^T goes through shared memory for
  *    dQ = dS K, split over the warps and added with atomics into fp32.
  *
- * Masks come from kernels/attn_math.h's causal limits, as in the scalar
- * kernels, and only where a tile crosses one: tiles every row sees whole
- * run unmasked, tiles no row sees are never loaded.  Rows that see no key
+ * Masks (causal, full, windows) come from kernels/attn_math.h's key and
+ * row ranges, as in the scalar kernels, and only where a tile crosses a
+ * bound: tiles every row sees whole run unmasked, tiles no row sees are
+ * never loaded, on either side of a window's band.  Rows that see no key
  * give out = 0 and lse = -inf exactly; keys no row sees give dk = dv = 0.
  * Unlike the scalar kernels, a NaN or Inf in K or V behind the mask of a
  * tile that is partly visible reaches that tile's rows (0 * NaN in the
@@ -164,17 +167,16 @@ __global__ void __launch_bounds__(ZK_THREADS) zm_fwd(zc_attn_cuda_t a)
     const zk_seg_t s = zk_segment(a, blockIdx.x / (unsigned)a.hq);
     const int64_t i0 = (int64_t)s.block * BQ;
     const int nr = s.lq - i0 < BQ ? (int)(s.lq - i0) : BQ;
-    /* keys the last row sees bound the tiles; those the first row sees
-     * need no mask */
-    const int64_t key_end = zk_limit(a, i0 + nr - 1, s.qs, s.kvs, s.lk);
-    const int64_t key_all = zk_limit(a, i0, s.qs, s.kvs, s.lk);
-    const int ntiles = (int)((key_end + BN - 1) / BN);
     const int row0 = warp * 16 + g; /* this lane's rows: row0 and row0 + 8 */
-    int64_t lim[2];
+    /* the keys some row sees bound the tiles, [key_lo, key_hi); those every
+     * row sees, [all_lo, all_hi), need no mask */
+    int64_t key_lo, key_hi, all_lo, all_hi, lo[2], hi[2];
+    zk_band_keys(a, s, i0, i0 + nr - 1, &key_lo, &key_hi, &all_lo, &all_hi);
+    const int ntiles = key_hi > key_lo ? (int)((key_hi - key_lo + BN - 1) / BN) : 0;
     float o[DT][4], m[2], l[2];
 
     for (int r = 0; r < 2; r++) {
-        lim[r] = zk_limit(a, i0 + row0 + 8 * r, s.qs, s.kvs, s.lk);
+        zk_keys(a, s, i0 + row0 + 8 * r, &lo[r], &hi[r]);
         m[r] = -INFINITY;
         l[r] = 0.0f;
     }
@@ -183,13 +185,15 @@ __global__ void __launch_bounds__(ZK_THREADS) zm_fwd(zc_attn_cuda_t a)
         o[n][0] = o[n][1] = o[n][2] = o[n][3] = 0.0f;
     if (ntiles > 0) {
         zm_load_tile<BQ, DP>(sq, a.q, s.q0 + i0, nr, a.hq, h, a.d);
-        zm_load_tile<BN, DP>(sk, a.k, s.k0, (int)(s.lk < BN ? s.lk : BN), a.hk, hk, a.d);
+        const int first = (int)(s.lk - key_lo < BN ? s.lk - key_lo : BN);
+        zm_load_tile<BN, DP>(sk, a.k, s.k0 + key_lo, first, a.hk, hk, a.d);
         zk_cp_async_commit();
-        zm_load_tile<BN, DP>(sv, a.v, s.k0, (int)(s.lk < BN ? s.lk : BN), a.hk, hk, a.d);
+        zm_load_tile<BN, DP>(sv, a.v, s.k0 + key_lo, first, a.hk, hk, a.d);
         zk_cp_async_commit();
     }
     for (int tile = 0; tile < ntiles; tile++) {
-        const int64_t j0 = (int64_t)tile * BN, jn = j0 + BN;
+        const int64_t j0 = key_lo + (int64_t)tile * BN, jn = j0 + BN;
+        const bool whole = j0 >= all_lo && jn <= all_hi;
         const int next = (int)(s.lk - jn < BN ? s.lk - jn : BN);
         const uint16_t *tk = sk + (tile & 1) * BN * DP, *tv = sv + (tile & 1) * BN * DP;
         float sc[NT][4];
@@ -213,13 +217,14 @@ __global__ void __launch_bounds__(ZK_THREADS) zm_fwd(zc_attn_cuda_t a)
                 zm_load_b<C>(b, tk, np * 16, kk);
             });
         }
-        /* base-2 scores, masked where the tile crosses a limit */
+        /* base-2 scores, masked where the tile crosses a bound */
 #pragma unroll
         for (int n = 0; n < NT; n++)
 #pragma unroll
             for (int e = 0; e < 4; e++) {
                 const int64_t j = j0 + n * 8 + 2 * t + (e & 1);
-                sc[n][e] = jn > key_all && j >= lim[e >> 1] ? -INFINITY : sc[n][e] * a.scale2;
+                const bool seen = whole || (j >= lo[e >> 1] && j < hi[e >> 1]);
+                sc[n][e] = seen ? sc[n][e] * a.scale2 : -INFINITY;
             }
         /* the online softmax, row by row (r = 0: row0, r = 1: row0 + 8) */
 #pragma unroll
@@ -355,9 +360,11 @@ __global__ void __launch_bounds__(ZK_THREADS) zm_bwd(zc_attn_cuda_t a)
     const zk_seg_t s = zk_segment(a, blockIdx.x / (unsigned)a.hk);
     const int64_t j0 = (int64_t)s.block * BK;
     const int nc = s.lk - j0 < BK ? (int)(s.lk - j0) : BK;
-    /* rows before i_first see none of these keys */
-    const int64_t i_first = a.causal ? zc_attn_causal_first_row(j0, s.qs, s.kvs, s.lq) : 0;
-    const int per_head = (int)((s.lq - i_first + BM - 1) / BM);
+    /* the rows that see some of these keys, [i_first, i_end) */
+    int64_t i_first, i_end, unused;
+    zk_rows(a, s, j0, &i_first, &unused);
+    zk_rows(a, s, j0 + nc - 1, &unused, &i_end);
+    const int per_head = i_end > i_first ? (int)((i_end - i_first + BM - 1) / BM) : 0;
     const int steps = group * per_head;
     const int64_t key0 = j0 + kw * 16 + g; /* this lane's keys: key0 and key0 + 8 */
     float dv[DTW][4], dk[DTW][4];
@@ -376,8 +383,12 @@ __global__ void __launch_bounds__(ZK_THREADS) zm_bwd(zc_attn_cuda_t a)
         const int64_t i = i_first + (int64_t)(step % per_head) * BM;
         const uint16_t *tq = sq + buf * BM * DP, *tdo = sdo + buf * BM * DP;
         const float *tlse = slse + buf * BM, *tdelta = sdelta + buf * BM;
-        /* every key of the block is seen by every row of the step */
-        const bool whole = zk_limit(a, i, s.qs, s.kvs, s.lk) >= j0 + BK;
+        /* every key of the block is seen by every row of the step: the
+         * step's last row sees the block's first key and its first row the
+         * last (the mask's bounds grow with the row) */
+        const bool whole = j0 + BK <= s.lk &&
+                           zc_attn_mask_sees(a.mask, s.qs + i + BM - 1, s.kvs + j0) &&
+                           zc_attn_mask_sees(a.mask, s.qs + i, s.kvs + j0 + BK - 1);
         float st[MT][4], dpt[MT][4];
 
         /* this step's rows are here for every thread; every warp is done
@@ -414,8 +425,10 @@ __global__ void __launch_bounds__(ZK_THREADS) zm_bwd(zc_attn_cuda_t a)
 #pragma unroll
             for (int e = 0; e < 4; e++) {
                 const int c = n * 8 + 2 * t + (e & 1);
-                const bool seen = whole || key0 + 8 * (e >> 1) <
-                                               zk_limit(a, i + c, s.qs, s.kvs, s.lk);
+                const int64_t key = key0 + 8 * (e >> 1);
+                /* rows past the segment have P = 0 from their lse */
+                const bool seen = whole || (key < s.lk && zc_attn_mask_sees(a.mask, s.qs + i + c,
+                                                                            s.kvs + key));
                 const float p = seen ? exp2f(st[n][e] * a.scale2 - tlse[c]) : 0.0f;
                 st[n][e] = p;
                 dpt[n][e] = p * (dpt[n][e] - tdelta[c]) * a.scale;

@@ -430,6 +430,7 @@ static zc_status_t zc_cudnn_run(int pass, const zc_attn_args_t *a, const zc_cudn
     int64_t tq = a->cu_seqlens_q[a->batch], tk = a->cu_seqlens_kv[a->batch];
     size_t n1 = (size_t)key->segments + 1, nint = 5 * n1;
     float scale = a->scale, neg = -INFINITY, one = 1.0f;
+    int32_t right = key->right, left_plus_1 = key->left + 1; /* the graph's band bounds */
     zc_cuda_staging_slot_t *slot;
     zc_cudnn_layout_t l;
     int64_t uids[24];
@@ -456,6 +457,10 @@ static zc_status_t zc_cudnn_run(int pass, const zc_attn_args_t *a, const zc_cudn
     ZC_CUDNN_BIND(ZC_CD_SCALE, &scale);
     ZC_CUDNN_BIND(ZC_CD_NEG, &neg);
     ZC_CUDNN_BIND(ZC_CD_ONE, &one);
+    if (zc_cudnn_key_right_bound(key))
+        ZC_CUDNN_BIND(ZC_CD_RIGHT, &right);
+    if (zc_cudnn_key_left_bound(key))
+        ZC_CUDNN_BIND(ZC_CD_LEFT, &left_plus_1);
     ZC_CUDNN_BIND(ZC_CD_RAG_Q, dints);
     ZC_CUDNN_BIND(ZC_CD_RAG_KV, dints + n1);
     ZC_CUDNN_BIND(ZC_CD_RAG_STATS, dints + 2 * n1);
@@ -485,6 +490,19 @@ static const char *zc_cudnn_version_gap(const zc_cudnn_key_t *key)
         return "cuDNN before 9.0";
     if (key->mask == ZC_CUDNN_MASK_BOTTOM_RIGHT && v < 90600)
         return "a bottom-right causal mask with packed segments needs cuDNN 9.6";
+    if (key->mask != ZC_CUDNN_MASK_FULL) {
+        const int causal = key->right == 0; /* the band's right side is the diagonal */
+
+        if (key->left >= 0 && v < 90200)
+            return "a sliding window (a left bound) needs cuDNN 9.2";
+        if (key->right > 0 && v < 90600)
+            return "a window right of the diagonal needs cuDNN 9.6";
+        if (!causal && v < 91002)
+            return "a band that is not causal needs cuDNN 9.10.2";
+        if (!causal && key->left >= 0 && key->max_kv > 1024 && v == 91400)
+            return "cuDNN 9.14.0 has a known bug with non-causal sliding windows over more than "
+                   "1024 keys";
+    }
     if (key->direction == ZC_CUDNN_BWD && v >= 91000 && v < 91002)
         return "cuDNN 9.10.0 and 9.10.1 have a known backward bug";
     return NULL;

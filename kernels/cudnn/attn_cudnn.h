@@ -11,12 +11,17 @@
  *   - bfloat16 and float16 q, k, v (float32 runs natively);
  *   - head dims that are multiples of 8 up to 128;
  *   - GQA/MQA (num_heads_kv divides num_heads_q);
- *   - one mask per call: full (no mask, or causal with every key of every
- *     segment at or before its first query), top-left causal (every
- *     segment's queries and keys start together) or bottom-right causal
- *     (every segment's q_start - kv_start equals its key length minus its
- *     query length, LLaMA CP's blocks); the ring engine issues only such
- *     calls (src/coll/ring_attn/compute.c);
+ *   - one mask per call: full (no mask, or a mask under which every query
+ *     of every segment sees every key), or a band about the diagonal,
+ *     top-left aligned (every segment's queries and keys start together) or
+ *     bottom-right aligned (every segment's q_start - kv_start equals its
+ *     key length minus its query length, LLaMA CP's blocks): causal is the
+ *     band (-1, 0), a sliding window (left, 0), a local window (left,
+ *     right), flash-attention's window_size, as cudnn-frontend's SDPA
+ *     expresses them (a right bound, then a left bound, each a pointwise
+ *     comparison of row and column indices and a select of -inf), where
+ *     the cuDNN at run time takes them (zc_cudnn_version_gap); the ring
+ *     engine issues only such calls (src/coll/ring_attn/compute.c);
  *   - variable lengths: one graph call over every segment with queries and
  *     keys, packed as they are (THD), through ragged offsets (first token
  *     times heads times head dim) and per-segment lengths, under maximum
@@ -70,8 +75,8 @@ const char *zc_attn_backend_name(zc_attn_backend_t backend);
 
 /* zc_cudnn_key_t.mask */
 #define ZC_CUDNN_MASK_FULL 0
-#define ZC_CUDNN_MASK_CAUSAL 1       /* top-left: query i sees keys 0..i */
-#define ZC_CUDNN_MASK_BOTTOM_RIGHT 2 /* query i sees keys 0..i + seq_len_kv - seq_len_q */
+#define ZC_CUDNN_MASK_CAUSAL 1       /* top-left band: query i's diagonal is key i */
+#define ZC_CUDNN_MASK_BOTTOM_RIGHT 2 /* its diagonal is key i + seq_len_kv - seq_len_q */
 
 /* Largest head dim, and its granularity, cuDNN's SDPA takes here. */
 #define ZC_CUDNN_MAX_HEAD_DIM 128
@@ -90,7 +95,21 @@ typedef struct {
     int segments;    /* segments with queries: the graph's batch */
     int max_q;       /* bucketed maximum query length of a segment */
     int max_kv;      /* bucketed maximum key length */
+    int left, right; /* the band of a CAUSAL or BOTTOM_RIGHT mask: keys before and after the
+                        diagonal a query sees, -1 unbounded (causal: -1, 0); FULL: -1, -1 */
 } zc_cudnn_key_t;
+
+/* Whether key's graph bounds its band right of the diagonal (right > 0),
+ * and on the left: each bound is a by-value int32 of the graph. */
+static inline int zc_cudnn_key_right_bound(const zc_cudnn_key_t *key)
+{
+    return key->mask != ZC_CUDNN_MASK_FULL && key->right > 0;
+}
+
+static inline int zc_cudnn_key_left_bound(const zc_cudnn_key_t *key)
+{
+    return key->mask != ZC_CUDNN_MASK_FULL && key->left >= 0;
+}
 
 /* The dtype of the graph's dK and dV: fp32 without GQA; with GQA the
  * io type, which cuDNN's fused backward wants for the sum over a group. */
@@ -122,10 +141,11 @@ const char *zc_attn_route_name(zc_attn_route_t route);
  * graph's shape) or why not (`reason`, when not NULL, gets the detail,
  * e.g. "head_dim 200: cuDNN takes multiples of 8 up to 128").  Segments
  * without queries or without keys are left out of the graph; the others
- * of a causal call must all be top-left aligned (queries and keys start
- * together) or all bottom-right aligned (q_start - kv_start = kv length -
- * q length), or all see every key.  Pure: reads only args and the host
- * arrays it points to; args must have passed the kernels' checks. */
+ * of a call whose mask is not full must all be top-left aligned (queries
+ * and keys start together) or all bottom-right aligned (q_start - kv_start
+ * = kv length - q length), or all see every key, and have no row that sees
+ * no key.  Pure: reads only args and the host arrays it points to; args
+ * must have passed the kernels' checks. */
 zc_attn_route_t zc_cudnn_attn_route(int pass, const zc_attn_args_t *args, zc_cudnn_key_t *key,
                                     char *reason, size_t len);
 

@@ -1,9 +1,8 @@
 /* The operation graphs of the cuDNN backend: see attn_cudnn_graph.h.
  *
  *   forward:  S = (Q K^T) scale; padding mask (row < seq_len_q and
- *             col < seq_len_kv, else -inf); causal mask (top-left:
- *             row >= col; bottom-right: row + seq_len_kv - seq_len_q >=
- *             col); m = max S; E = exp(S - m); l = sum E;
+ *             col < seq_len_kv, else -inf); the band (below); m = max S;
+ *             E = exp(S - m); l = sum E;
  *             stats = m + log l; O = (E / l) V
  *   backward: softmax_sum = rowsum(dO * O) * 1 (fp32 workspace); S and the
  *             padding mask as above; P = exp(mask(S - stats)) (fp32);
@@ -11,8 +10,13 @@
  *             dK = dS^T Q; dQ_accum = dS K (fp32 workspace, K a reshape of
  *             the one K^T input); dQ = identity(dQ_accum); with GQA, dK and
  *             dV per query head in the io type, summed over each group.
- * The causal mask comes after the stats subtraction in the backward, as in
- * the frontend: the fused backward engines look for it there. */
+ * The band, as cudnn-frontend's SDPA builds it (its diagonal band mask
+ * nodes): with r the row index, plus seq_len_kv - seq_len_q when
+ * bottom-right aligned, a right bound keeps r + right >= col (causal:
+ * right 0, and no addition), then a left bound keeps col + left + 1 >
+ * r, each a select of -inf.  It comes after the stats subtraction in the
+ * backward, as in the frontend: the fused backward engines look for it
+ * there. */
 #include "config.h"
 
 #include <math.h>
@@ -149,6 +153,7 @@ typedef struct {
     int64_t b, hq, hk, sq, sk, d;
     cudnnDataType_t io;
     cudnnBackendDescriptor_t rag_q, rag_kv, rag_stats, seq_q, seq_kv, scale, neg, one;
+    cudnnBackendDescriptor_t right, left; /* the band's by-value bounds, where it has them */
 } zc_cd_common_t;
 
 static zc_status_t zc_cd_scores_like(zc_cd_graph_t *g, const zc_cd_common_t *c,
@@ -319,6 +324,13 @@ static zc_status_t zc_cd_common(zc_cd_graph_t *g, const zc_cudnn_key_t *key, zc_
     ZC_CHECK(zc_cd_tensor(g, ZC_CD_SEQ_KV, CUDNN_DATA_INT32, &seq, 0, NULL, &c->seq_kv));
     ZC_CHECK(zc_cd_tensor(g, ZC_CD_SCALE, CUDNN_DATA_FLOAT, &one, ZC_CD_BYVAL, NULL, &c->scale));
     ZC_CHECK(zc_cd_tensor(g, ZC_CD_ONE, CUDNN_DATA_FLOAT, &one, ZC_CD_BYVAL, NULL, &c->one));
+    c->right = c->left = NULL;
+    if (zc_cudnn_key_right_bound(key))
+        ZC_CHECK(zc_cd_tensor(g, ZC_CD_RIGHT, CUDNN_DATA_INT32, &one, ZC_CD_BYVAL, NULL,
+                              &c->right));
+    if (zc_cudnn_key_left_bound(key))
+        ZC_CHECK(zc_cd_tensor(g, ZC_CD_LEFT, CUDNN_DATA_INT32, &one, ZC_CD_BYVAL, NULL,
+                              &c->left));
     return zc_cd_tensor(g, ZC_CD_NEG, CUDNN_DATA_FLOAT, &one, ZC_CD_BYVAL, NULL, &c->neg);
 }
 
@@ -343,27 +355,61 @@ static zc_status_t zc_cd_scores(zc_cd_graph_t *g, const zc_cd_common_t *c,
     return zc_cd_pw_scores(g, c, CUDNN_POINTWISE_BINARY_SELECT, f, f, -1, s2, c->neg, pm, scores);
 }
 
-/* The causal mask of `mask` on x: top-left keeps row >= col; bottom-right
- * keeps row + seq_len_kv - seq_len_q >= col, the lengths those of the
- * padding mask and the matmuls (the only per-segment offset cuDNN's fused
- * engines express).  A full graph returns x. */
-static zc_status_t zc_cd_causal(zc_cd_graph_t *g, const zc_cd_common_t *c, int mask,
-                                cudnnBackendDescriptor_t x, cudnnBackendDescriptor_t *y)
+/* One side of key's band on x, into *y (zc_cudnn_key_t.left, .right; the
+ * by-value bound tensors hold right and left + 1): the right side keeps
+ * r + right >= col, the left side col + left + 1 > r, with r the row
+ * index, plus seq_len_kv - seq_len_q when bottom-right aligned: the
+ * lengths those of the padding mask and the matmuls (the only per-segment
+ * offset cuDNN's fused engines express).  Each side makes its own indices
+ * from its input, as the frontend's nodes do. */
+static zc_status_t zc_cd_bound(zc_cd_graph_t *g, const zc_cd_common_t *c,
+                               const zc_cudnn_key_t *key, int left, cudnnBackendDescriptor_t x,
+                               cudnnBackendDescriptor_t *y)
 {
     const cudnnDataType_t f = CUDNN_DATA_FLOAT, i32 = CUDNN_DATA_INT32, b = CUDNN_DATA_BOOLEAN;
+    const int br = key->mask == ZC_CUDNN_MASK_BOTTOM_RIGHT;
     cudnnBackendDescriptor_t ri, ci, keep;
 
-    *y = x;
-    if (mask == ZC_CUDNN_MASK_FULL)
-        return ZC_OK;
     ZC_CHECK(zc_cd_pw_scores(g, c, CUDNN_POINTWISE_GEN_INDEX, i32, f, 2, x, NULL, NULL, &ri));
     ZC_CHECK(zc_cd_pw_scores(g, c, CUDNN_POINTWISE_GEN_INDEX, i32, f, 3, x, NULL, NULL, &ci));
-    if (mask == ZC_CUDNN_MASK_BOTTOM_RIGHT) {
-        ZC_CHECK(zc_cd_pw_scores(g, c, CUDNN_POINTWISE_ADD, i32, i32, 3, ri, c->seq_kv, NULL, &ri));
-        ZC_CHECK(zc_cd_pw_scores(g, c, CUDNN_POINTWISE_SUB, i32, i32, 3, ri, c->seq_q, NULL, &ri));
+    if (!left) {
+        if (br) {
+            ZC_CHECK(zc_cd_pw_scores(g, c, CUDNN_POINTWISE_ADD, i32, i32, 3, ri, c->seq_kv, NULL,
+                                     &ri));
+            ZC_CHECK(zc_cd_pw_scores(g, c, CUDNN_POINTWISE_SUB, i32, i32, 3, ri, c->seq_q, NULL,
+                                     &ri));
+        }
+        if (c->right)
+            ZC_CHECK(zc_cd_pw_scores(g, c, CUDNN_POINTWISE_ADD, i32, i32, 3, ri, c->right, NULL,
+                                     &ri));
+        ZC_CHECK(zc_cd_pw_scores(g, c, CUDNN_POINTWISE_CMP_GE, b, b, -1, ri, ci, NULL, &keep));
+    } else {
+        ZC_CHECK(zc_cd_pw_scores(g, c, CUDNN_POINTWISE_ADD, i32, i32, 3, ci, c->left, NULL, &ci));
+        if (br) {
+            ZC_CHECK(zc_cd_pw_scores(g, c, CUDNN_POINTWISE_SUB, i32, i32, 3, ci, c->seq_kv, NULL,
+                                     &ci));
+            ZC_CHECK(zc_cd_pw_scores(g, c, CUDNN_POINTWISE_ADD, i32, i32, 3, ci, c->seq_q, NULL,
+                                     &ci));
+        }
+        ZC_CHECK(zc_cd_pw_scores(g, c, CUDNN_POINTWISE_CMP_GT, b, b, -1, ci, ri, NULL, &keep));
     }
-    ZC_CHECK(zc_cd_pw_scores(g, c, CUDNN_POINTWISE_CMP_GE, b, b, -1, ri, ci, NULL, &keep));
     return zc_cd_pw_scores(g, c, CUDNN_POINTWISE_BINARY_SELECT, f, f, -1, x, c->neg, keep, y);
+}
+
+/* key's band on x: its right side, then its left, as the frontend orders
+ * them.  A full graph returns x. */
+static zc_status_t zc_cd_band(zc_cd_graph_t *g, const zc_cd_common_t *c,
+                              const zc_cudnn_key_t *key, cudnnBackendDescriptor_t x,
+                              cudnnBackendDescriptor_t *y)
+{
+    *y = x;
+    if (key->mask == ZC_CUDNN_MASK_FULL)
+        return ZC_OK;
+    if (key->right >= 0)
+        ZC_CHECK(zc_cd_bound(g, c, key, 0, *y, y));
+    if (key->left >= 0)
+        ZC_CHECK(zc_cd_bound(g, c, key, 1, *y, y));
+    return ZC_OK;
 }
 
 /* ---- forward -------------------------------------------------------------- */
@@ -381,7 +427,7 @@ static zc_status_t zc_cd_forward(zc_cd_graph_t *g, const zc_cudnn_key_t *key)
     ZC_CHECK(zc_cd_rows_tensor(g, &c, f, ZC_CD_O, c.hq, c.sq, 0, c.rag_q, &o));
     ZC_CHECK(zc_cd_lse_rows(g, &c, ZC_CD_STATS, &stats));
     ZC_CHECK(zc_cd_scores(g, &c, q, kt, &s));
-    ZC_CHECK(zc_cd_causal(g, &c, key->mask, s, &sm));
+    ZC_CHECK(zc_cd_band(g, &c, key, s, &sm));
     /* softmax, and its stats m + log l */
     ZC_CHECK(zc_cd_row_virtual(g, &c, &mx));
     ZC_CHECK(zc_cd_reduction(g, CUDNN_REDUCE_TENSOR_MAX, sm, mx));
@@ -461,7 +507,7 @@ static zc_status_t zc_cd_backward(zc_cd_graph_t *g, const zc_cudnn_key_t *key)
     /* P = exp(mask(S - stats)), fp32 */
     ZC_CHECK(zc_cd_scores(g, &c, q, kt, &s));
     ZC_CHECK(zc_cd_pw_scores(g, &c, CUDNN_POINTWISE_SUB, f, f, -1, s, stats, NULL, &sub));
-    ZC_CHECK(zc_cd_causal(g, &c, key->mask, sub, &sm));
+    ZC_CHECK(zc_cd_band(g, &c, key, sub, &sm));
     ZC_CHECK(zc_cd_pw_scores(g, &c, CUDNN_POINTWISE_EXP, f, f, -1, sm, NULL, NULL, &p));
     /* dV = P^T dO */
     ZC_CHECK(zc_cd_transpose_scores(g, &c, p, &pt));

@@ -92,15 +92,25 @@ const char *zc_attn_route_name(zc_attn_route_t route)
     return route >= 0 && route < ZC_ATTN_NROUTES ? names[route] : "?";
 }
 
-/* The masks that give segment (qs, lq) x (ks, lk) of a causal call its
- * visibility: bit 0 top-left (queries and keys start together: query i
- * sees keys 0..i), bit 1 bottom-right (the last query sees the last key:
- * query i sees 0..i + lk - lq), bit 2 none (every key at or before every
- * query).  A single query of a single key is all three. */
-static int zc_cudnn_masks(int64_t qs, int64_t lq, int64_t ks, int64_t lk)
+/* The graph masks that give segment (qs, lq) x (ks, lk) its visibility
+ * under `mask`: bit 0 the top-left band (queries and keys start together:
+ * query i's diagonal is key i), bit 1 the bottom-right band (the last
+ * query's diagonal is the last key: query i's is i + lk - lq), bit 2 none
+ * (every query sees every key: the first row's keys end at lk, the last
+ * row's start at 0).  A single query of a single key it sees is all
+ * three.  0 also where a row sees no key (the first or the last: the rows
+ * without keys of a band are a prefix and a suffix): cuDNN's fused softmax
+ * does not promise them out = 0 and stats -inf. */
+static int zc_cudnn_masks(zc_attn_mask_t mask, int64_t qs, int64_t lq, int64_t ks, int64_t lk)
 {
+    int64_t first_lo, first_hi, last_lo, last_hi;
+
+    zc_attn_mask_keys(mask, 0, qs, ks, lk, &first_lo, &first_hi);
+    zc_attn_mask_keys(mask, lq - 1, qs, ks, lk, &last_lo, &last_hi);
+    if (first_lo >= first_hi || last_lo >= last_hi)
+        return 0;
     return (qs == ks ? 1 : 0) | (qs >= ks && qs - ks == lk - lq ? 2 : 0) |
-           (ks + lk - 1 <= qs ? 4 : 0);
+           (last_lo == 0 && first_hi == lk ? 4 : 0);
 }
 
 /* The segment count a graph is built for: the next power of two, so that
@@ -120,7 +130,9 @@ zc_attn_route_t zc_cudnn_attn_route(int pass, const zc_attn_args_t *a, zc_cudnn_
 {
     int backward = pass == ZC_CUDNN_BWD;
     int acc = (a->flags & ZC_ATTN_ACCUMULATE) != 0;
-    int segments = 0, masks = a->causal ? 7 : 4, full_seg = -1, causal_seg = -1;
+    const zc_attn_mask_t mask = zc_attn_args_mask(a);
+    const int banded = mask.left >= 0 || mask.right >= 0;
+    int segments = 0, masks = banded ? 7 : 4, full_seg = -1, causal_seg = -1;
     int64_t max_q = 0, max_kv = 0;
 
     if (reason && len)
@@ -168,15 +180,15 @@ zc_attn_route_t zc_cudnn_attn_route(int pass, const zc_attn_args_t *a, zc_cudnn_
          * out of the graph (their stats stay -inf, their gradients 0) */
         if (lq == 0 || lk == 0)
             continue;
-        if (a->causal) {
-            int m = zc_cudnn_masks(qs, lq, ks, lk);
+        if (banded) {
+            int m = zc_cudnn_masks(mask, qs, lq, ks, lk);
 
             if (m == 0)
                 return zc_cudnn_native(ZC_ATTN_NATIVE_SHAPE, reason, len, "segment %d: %" PRId64
                                        " queries from position %" PRId64 ", %" PRId64 " keys "
                                        "from %" PRId64 ": neither top-left nor bottom-right "
-                                       "aligned (the ring engine splits such blocks)", b, lq, qs,
-                                       lk, ks);
+                                       "aligned, nor fully visible, or rows that see no key",
+                                       b, lq, qs, lk, ks);
             if (m == 4 && full_seg < 0)
                 full_seg = b;
             if (!(m & 4) && causal_seg < 0)
@@ -184,10 +196,10 @@ zc_attn_route_t zc_cudnn_attn_route(int pass, const zc_attn_args_t *a, zc_cudnn_
             if ((masks & m) == 0)
                 return full_seg >= 0 && causal_seg >= 0
                            ? zc_cudnn_native(ZC_ATTN_NATIVE_SHAPE, reason, len, "segment %d "
-                                             "sees every key and segment %d is causal: one "
+                                             "sees every key and segment %d a band: one "
                                              "call takes one mask", full_seg, causal_seg)
                            : zc_cudnn_native(ZC_ATTN_NATIVE_SHAPE, reason, len, "segment %d: "
-                                             "its causal alignment differs from the segments' "
+                                             "its band's alignment differs from the segments' "
                                              "before it (one top-left, one bottom-right)", b);
             masks &= m;
         }
@@ -216,6 +228,8 @@ zc_attn_route_t zc_cudnn_attn_route(int pass, const zc_attn_args_t *a, zc_cudnn_
     key->mask = masks & 4 ? ZC_CUDNN_MASK_FULL
                 : masks & 1 ? ZC_CUDNN_MASK_CAUSAL
                             : ZC_CUDNN_MASK_BOTTOM_RIGHT;
+    key->left = key->mask == ZC_CUDNN_MASK_FULL ? -1 : (int)mask.left;
+    key->right = key->mask == ZC_CUDNN_MASK_FULL ? -1 : (int)mask.right;
     key->segments = segments ? zc_cudnn_segments_bucket(segments) : 0;
     key->max_q = segments ? zc_cudnn_bucket(max_q) : 0;
     key->max_kv = segments ? zc_cudnn_bucket(max_kv) : 0;
@@ -231,7 +245,8 @@ uint64_t zc_cudnn_key_hash(const zc_cudnn_key_t *key)
 {
     const int fields[] = {key->direction, key->dtype,    key->heads_q,
                           key->heads_kv,  key->head_dim, key->mask,
-                          key->segments,  key->max_q,    key->max_kv};
+                          key->segments,  key->max_q,    key->max_kv,
+                          key->left,      key->right};
     uint64_t h = 1469598103934665603ull; /* FNV-1a over the fields */
 
     for (size_t i = 0; i < sizeof(fields) / sizeof(fields[0]); i++)
@@ -246,17 +261,21 @@ int zc_cudnn_key_equal(const zc_cudnn_key_t *a, const zc_cudnn_key_t *b)
 {
     return a->direction == b->direction && a->dtype == b->dtype && a->heads_q == b->heads_q &&
            a->heads_kv == b->heads_kv && a->head_dim == b->head_dim && a->mask == b->mask &&
-           a->segments == b->segments && a->max_q == b->max_q && a->max_kv == b->max_kv;
+           a->segments == b->segments && a->max_q == b->max_q && a->max_kv == b->max_kv &&
+           a->left == b->left && a->right == b->right;
 }
 
 const char *zc_cudnn_key_str(const zc_cudnn_key_t *key, char *buf, size_t len)
 {
     static const char *masks[] = {"full", "causal", "bottom-right"};
+    char band[48] = "";
 
-    snprintf(buf, len, "%s %s hq=%d hkv=%d d=%d %s seg=%d q<=%d kv<=%d",
+    if (key->mask != ZC_CUDNN_MASK_FULL && (key->left != -1 || key->right != 0))
+        snprintf(band, sizeof band, " window=(%d,%d)", key->left, key->right);
+    snprintf(buf, len, "%s %s hq=%d hkv=%d d=%d %s%s seg=%d q<=%d kv<=%d",
              key->direction == ZC_CUDNN_BWD ? "bwd" : "fwd",
              zc_datatype_name((zc_datatype_t)key->dtype), key->heads_q, key->heads_kv,
-             key->head_dim, key->mask >= 0 && key->mask <= 2 ? masks[key->mask] : "?",
+             key->head_dim, key->mask >= 0 && key->mask <= 2 ? masks[key->mask] : "?", band,
              key->segments, key->max_q, key->max_kv);
     return buf;
 }
@@ -440,10 +459,11 @@ zc_status_t zc_cudnn_cache_lookup(zc_cudnn_cache_t *cache, const zc_cudnn_cache_
 zc_status_t zc_cudnn_attn_check(int pass, const zc_attn_args_t *a)
 {
     int64_t tq = 0, tk = 0;
+    zc_attn_mask_t mask;
 
     ZC_ARG_CHECK(pass == ZC_CUDNN_FWD || pass == ZC_CUDNN_BWD,
                  "pass: %d, the cuDNN backend runs the forward (0) and the backward (1)", pass);
-    ZC_CHECK(zc_attn_check_shape(a, &tq, &tk));
+    ZC_CHECK(zc_attn_check_call(a, &tq, &tk, &mask));
     ZC_ARG_CHECK(a->dtype == ZC_FLOAT32 || a->dtype == ZC_BFLOAT16 || a->dtype == ZC_FLOAT16,
                  "dtype: %s, must be float32, bfloat16 or float16", zc_datatype_name(a->dtype));
     if (tq == 0 && tk == 0)

@@ -20,7 +20,9 @@
 #     tensor-core kernels and its scalar kernels, forward and backward,
 #     causal and full, head dims 64 and 128, 16k tokens a call as 4k and
 #     16k sequences and THD batches of the paper's three length
-#     distributions, each way's error against a float64 reference; then
+#     distributions, each way's error against a float64 reference; again
+#     under a causal sliding window of 1024 (4k and arxiv) and the full mask
+#     given as a window (-1, -1; 4k, d128); then
 #     tests/test_cuda_sass.sh on this build (the tensor-core kernels' HMMA,
 #     LDSM and LDGSTS, no spills); PyTorch's SDPA (flash and cuDNN
 #     backends) on the fixed lengths where a python3 has torch with CUDA;
@@ -163,6 +165,13 @@ perf_step() { # name command...: a benchmark; fails on a bad exit or a timeout
 }
 section "zc_attn_perf -G (sdpa, cudnn, mma, scalar; bf16, d64 and d128)"
 perf_step "zc_attn_perf -G" ./tools/zc_attn_perf -G
+# the masks beyond causal, each way against the float64 reference (exit 1
+# on an error out of bounds): a causal sliding window of 1024 (the band's
+# tiles), and the full mask given as the window (-1, -1)
+section "zc_attn_perf -G -W (windows: causal 1024, and full as (-1, -1))"
+perf_step "zc_attn_perf -G -W 1023,0 -C 1" ./tools/zc_attn_perf -G -W 1023,0 -C 1 -S 4k,arxiv \
+  -n 2
+perf_step "zc_attn_perf -G -W -1,-1" ./tools/zc_attn_perf -G -W -1,-1 -C 0 -D 128 -S 4k -n 2
 section "tests/test_cuda_sass.sh (the tensor-core kernels' machine code)"
 # its skip (77: no cuobjdump) is not a failure
 tap_step "tests/test_cuda_sass.sh" \
