@@ -1,7 +1,6 @@
 /* What the scalar (attn_cuda.cu) and the tensor-core (attn_mma.cu)
  * attention kernels share: the segment of a block, the mask's ranges, and
- * the launch through
- * cudaLaunchKernelEx. */
+ * the launch through cudaLaunchKernelEx. */
 #ifndef ZC_KERNELS_CUDA_ATTN_KERNEL_CUH
 #define ZC_KERNELS_CUDA_ATTN_KERNEL_CUH
 
