@@ -17,6 +17,18 @@
  * here: per group, forward KV into steps 1..G-1; backward KV into step s+1
  * then dK/dV after step s, in the order a member posts them.
  *
+ * Reach.  Under a mask other than causal (a window, or full), in the
+ * Zeppelin and routing rings, owner o's KV goes only as far as the last
+ * member of its chain o + 1, o + 2, ... whose queries see one of its keys
+ * (g->last[o], its reach); the hops past it carry nothing, and a routed
+ * call lists only the hops that carry.  Every rank derives the reaches
+ * from the plan and the call's mask, which the agreement covers, so both
+ * sides of a hop skip it alike.  A chain passes through a member that sees
+ * nothing of it only to reach one further that does (a zigzag ring, or a
+ * window open on both sides: the ring runs one way).  TE CP passes every
+ * block all the way round, masked, as TransformerEngine does; the causal
+ * mask keeps the whole ring too (every zigzag member sees every owner).
+ *
  * All of it is a layout (zc_ra_layout_t) derived from the plan, the rank,
  * the mode, the pass, the queue order and the K|V row size alone, so a
  * communicator keeps it across calls (src/coll/ring_attn/state.c); with it,
@@ -77,13 +89,15 @@ static zc_status_t zc_ra_zone_groups(const zc_ra_ctx_t *ctx, zc_ra_layout_t *lay
             g->routed = calloc((size_t)g->G, 1);
             g->kv_call = malloc((size_t)g->G * sizeof(*g->kv_call));
             g->dkv_call = malloc((size_t)g->G * sizeof(*g->dkv_call));
+            g->last = malloc((size_t)g->G * sizeof(*g->last));
             g->rings = lay->group_rings + lay->ngroup_rings;
-            if (!g->members || !g->routed || !g->kv_call || !g->dkv_call)
+            if (!g->members || !g->routed || !g->kv_call || !g->dkv_call || !g->last)
                 return zc_error(ZC_ERR_NO_MEMORY, "ring attention: cannot allocate a group of %d",
                                 g->G);
             for (int i = 0; i < g->G; i++) {
                 g->members[i].rank = ring.ranks[i];
                 g->kv_call[i] = g->dkv_call[i] = -1;
+                g->last[i] = g->G - 1;
             }
             g->pos = zc_ra_member_pos(g, ctx->comm->rank);
             if (zone == ZC_ZONE_INTER && ctx->args->mode == ZC_RING_ATTN_ZEPPELIN) {
@@ -142,6 +156,70 @@ static void zc_ra_member_pieces(const zc_ra_ctx_t *ctx, zc_ra_layout_t *lay,
     }
 }
 
+int zc_ra_pieces_see(const zc_plan_piece_t *qp, size_t nq, const zc_plan_piece_t *kp, size_t nk,
+                     zc_attn_mask_t m)
+{
+    for (size_t i = 0; i < nq; i++)
+        for (size_t j = 0; j < nk; j++) {
+            int64_t lq = qp[i].end - qp[i].begin, lk = kp[j].end - kp[j].begin;
+            int64_t first_lo, first_hi, last_lo, last_hi;
+
+            if (qp[i].ring != kp[j].ring || qp[i].seq != kp[j].seq || lq == 0 || lk == 0)
+                continue;
+            /* its rows see the keys [first row's lo, last row's hi) */
+            zc_attn_mask_keys(m, 0, qp[i].begin, kp[j].begin, lk, &first_lo, &first_hi);
+            zc_attn_mask_keys(m, lq - 1, qp[i].begin, kp[j].begin, lk, &last_lo, &last_hi);
+            if (first_lo < last_hi)
+                return 1;
+        }
+    return 0;
+}
+
+/* Each owner's reach in group g under the call's mask (see the top). */
+static void zc_ra_reach(const zc_ra_ctx_t *ctx, zc_ra_group_t *g)
+{
+    if (zc_attn_mask_is_causal(ctx->mask) || ctx->args->mode == ZC_RING_ATTN_TE_CP ||
+        ctx->args->mode == ZC_RING_ATTN_LLAMA_CP)
+        return; /* every owner all the way round */
+    for (int o = 0; o < g->G; o++) {
+        const zc_ra_member_t *own = &g->members[o];
+
+        g->last[o] = 0;
+        for (int s = g->G - 1; s > 0; s--) {
+            const zc_ra_member_t *q = &g->members[(o + s) % g->G];
+
+            if (zc_ra_pieces_see(q->pieces, q->npieces, own->pieces, own->npieces, ctx->mask)) {
+                g->last[o] = s;
+                break;
+            }
+        }
+    }
+}
+
+int zc_ra_owner_at(const zc_ra_group_t *g, int p, int s)
+{
+    return ((p - s) % g->G + g->G) % g->G;
+}
+
+int zc_ra_kv_hop(const zc_ra_group_t *g, int p, int s)
+{
+    return s <= g->last[zc_ra_owner_at(g, p, s - 1)];
+}
+
+int zc_ra_dkv_hop(const zc_ra_group_t *g, int p, int s)
+{
+    int last = g->last[zc_ra_owner_at(g, p, s)];
+
+    return s < last || (s == g->G - 1 && last == s);
+}
+
+int zc_ra_dkv_home(const zc_ra_group_t *g, int p, int s)
+{
+    int last = g->last[zc_ra_owner_at(g, p, s)];
+
+    return s == last && s > 0 && s < g->G - 1;
+}
+
 /* Append the routed call of group g carrying `kind` for step s; its
  * transfers are the group's routed hops with a non-zero payload.  Returns
  * its index, -1 when it moves nothing (then nobody calls it). */
@@ -166,7 +244,8 @@ static zc_status_t zc_ra_add_call(const zc_ra_ctx_t *ctx, zc_ra_layout_t *lay, i
                                              : zc_ra_dkv_bytes(ctx, tokens);
         zc_transfer_t *t = &c->transfers[c->ntransfers];
 
-        if (!g->routed[p] || bytes == 0)
+        if (!g->routed[p] || bytes == 0 ||
+            !(kind == ZC_RA_KIND_KV ? zc_ra_kv_hop(g, p, s) : zc_ra_dkv_hop(g, p, s)))
             continue;
         t->src = g->members[p].rank;
         t->dst = g->members[(p + 1) % g->G].rank;
@@ -291,6 +370,8 @@ static zc_status_t zc_ra_layout_fill(const zc_ra_ctx_t *ctx, zc_ra_layout_t *lay
     ZC_CHECK_GOTO(zc_ra_zone_groups(ctx, lay, ZC_ZONE_INTER, info.nrings, ring_group), st, out);
     ZC_CHECK_GOTO(zc_ra_zone_groups(ctx, lay, ZC_ZONE_INTRA, info.nrings, ring_group), st, out);
     zc_ra_member_pieces(ctx, lay, ring_group);
+    for (int gi = 0; gi < lay->ngroups; gi++)
+        zc_ra_reach(ctx, &lay->groups[gi]);
     if (ctx->reverse)
         zc_ra_groups_reverse(lay);
     ZC_CHECK_GOTO(zc_ra_routed_build(ctx, lay), st, out);
@@ -330,7 +411,8 @@ zc_ra_layout_key_t zc_ra_layout_key(const zc_ra_ctx_t *ctx)
 {
     return (zc_ra_layout_key_t){.plan = ctx->plan->serial, .row_kv = ctx->row_kv,
                                 .elem = ctx->elem, .mode = (int)ctx->args->mode,
-                                .backward = ctx->backward, .reverse = ctx->reverse};
+                                .backward = ctx->backward, .reverse = ctx->reverse,
+                                .mask_left = ctx->mask.left, .mask_right = ctx->mask.right};
 }
 
 void zc_ra_layout_free(zc_ra_layout_t *lay)
@@ -342,6 +424,7 @@ void zc_ra_layout_free(zc_ra_layout_t *lay)
         free(lay->groups[gi].routed);
         free(lay->groups[gi].kv_call);
         free(lay->groups[gi].dkv_call);
+        free(lay->groups[gi].last);
         if (lay->gathered)
             free(lay->gathered[gi].seqs);
     }
