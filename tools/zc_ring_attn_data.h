@@ -1,8 +1,8 @@
 /* Ring attention test data, shared by zc_ring_attn_perf(1) and the tests:
  * a batch's whole q, k, v and dout made from a seed (so that every rank can
  * build all of it), each rank's rows in a plan's attention layout, the
- * single-process reference (zc_attn_fwd/zc_attn_bwd on whole sequences)
- * and the comparison with it. */
+ * single-process reference under the batch's mask (zc_attn_fwd/zc_attn_bwd
+ * on whole sequences, or float64 row by row) and the comparison with it. */
 #ifndef ZC_RING_ATTN_DATA_H
 #define ZC_RING_ATTN_DATA_H
 
