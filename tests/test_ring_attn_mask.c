@@ -1,7 +1,10 @@
 /* zc_ring_attn_fwd/bwd under masks other than causal: the full mask and
  * sliding windows, every mode on 2 and 4 forked ranks over two emulated
  * nodes, forward and backward, against the float64 single-process
- * reference with the same mask (tools/zc_attn_ref.h, every row).
+ * reference with the same mask (tools/zc_attn_ref.h, every row), with
+ * libzcomm's kernels and through a kernel table of them
+ * (tools/zc_attn_table.h): the table gets every causal or full block,
+ * libzcomm's kernels exactly the banded ones (stats table_banded).
  *
  * The batch is adversarial: a sequence longer than a rank holds (a ring),
  * an empty sequence, a sequence of one token, one of 2G + 1 tokens, short
@@ -27,6 +30,7 @@
 #include "mp.h"
 #include "ring_attn_cases.h"
 #include "tap.h"
+#include "tools/zc_attn_table.h"
 #include "tools/zc_ring_attn_data.h"
 #include "zcomm.h"
 
@@ -73,15 +77,21 @@ static zc_status_t make_plan(int nranks, const int64_t *lengths, size_t n, int64
     return zc_plan_create(2, nranks / 2, capacity, lengths, n, &opts, plan);
 }
 
-/* Every mode on this rank: forward, backward, the comparison. */
+/* Every mode on this rank, without and with a kernel table: forward,
+ * backward, the comparison, where the blocks ran. */
 static int rank_masked(int rank, int nranks, void *arg)
 {
+    zc_own_table_t table;
     zc_comm_h comm;
 
     (void)arg;
     setenv("ZC_NUM_THREADS", "1", 1);
     MP_CHECK(comm_init(rank, nranks, &comm) == 0, "init: %s", zc_get_last_error());
-    for (int mi = 0; mi < NMODES; mi++) {
+    zc_own_table_init(&table, ZC_ATTN_KERNELS_BOTTOM_RIGHT | ZC_ATTN_KERNELS_FLOAT32_OUT);
+    for (int run = 0; run < 2 * NMODES; run++) {
+        int mi = run % NMODES, with_table = run >= NMODES;
+        zc_ring_attn_stats_t stats[2] = {ZC_RING_ATTN_STATS_INITIALIZER,
+                                         ZC_RING_ATTN_STATS_INITIALIZER};
         zc_ring_attn_args_t args = ZC_RING_ATTN_ARGS_INITIALIZER;
         const zc_plan_piece_t *pieces;
         zc_plan_rank_t mine;
@@ -99,12 +109,26 @@ static int rank_masked(int rank, int nranks, void *arg)
         MP_CHECK(rad_local_make(&cur.ref, pieces, n, mine.tokens, PAD_ROWS, &l) == 0, "memory");
         rad_local_args(&cur.ref, &l, &args);
         args.mode = modes[mi].mode;
+        args.kernels = with_table ? &table.kernels : NULL;
+        args.stats = &stats[0];
         st = zc_ring_attn_fwd(comm, plan, &args);
         MP_CHECK(st == ZC_OK, "rank %d, %s: forward: %s: %s", rank, modes[mi].name,
                  zc_strerror(st), zc_get_last_error());
+        args.stats = &stats[1];
         st = zc_ring_attn_bwd(comm, plan, &args);
         MP_CHECK(st == ZC_OK, "rank %d, %s: backward: %s: %s", rank, modes[mi].name,
                  zc_strerror(st), zc_get_last_error());
+        for (int p = 0; p < 2 && with_table; p++) {
+            const zc_ring_attn_stats_t *s = &stats[p];
+
+            MP_CHECK(s->kernel_calls == s->blocks_table + s->blocks_native &&
+                         s->blocks_native == s->table_banded && s->table_refused == 0 &&
+                         (cur.left >= 0 || s->table_banded == 0),
+                     "rank %d, %s, table, %s: %lld calls, %lld on the table, %lld native, "
+                     "%lld banded", rank, modes[mi].name, p ? "bwd" : "fwd",
+                     (long long)s->kernel_calls, (long long)s->blocks_table,
+                     (long long)s->blocks_native, (long long)s->table_banded);
+        }
         wrong = rad_local_check(&cur.ref, pieces, n, &l, 1, rad_tolerance(cur.ref.dtype), worst);
         MP_CHECK(wrong >= 0, "rank %d, %s: rows past the plan's tokens written", rank,
                  modes[mi].name);
@@ -114,6 +138,7 @@ static int rank_masked(int rank, int nranks, void *arg)
         rad_local_free(&l);
         zc_plan_destroy(plan);
     }
+    zc_own_table_free(&table);
     zc_comm_destroy(comm);
     return 0;
 }
@@ -153,7 +178,8 @@ static void test_masks(int nranks)
                 cur.ref.max_abs[w] = 1;
         ok(mp_run(nranks, CASE_TIMEOUT_S, rank_masked, NULL) == 0,
            "%d ranks, %s (%d, %d): zeppelin, routing, te_cp, llama_cp forward and backward "
-           "match the float64 reference (lengths %lld, 0, 1, %lld, 7, 2; GQA 4/2)", nranks,
+           "match the float64 reference (lengths %lld, 0, 1, %lld, 7, 2; GQA 4/2), through a "
+           "kernel table too (banded blocks alone on libzcomm's kernels)", nranks,
            masks[k].name, cur.left, cur.right, (long long)cur.lengths[0],
            (long long)cur.lengths[3]);
         rad_batch_free(&cur.ref);
