@@ -188,55 +188,63 @@ static void test_masks(int nranks)
 
 /* ---- bytes ------------------------------------------------------------------ */
 
-#define C 24 /* tokens of each chunk */
+#define MAX_RINGS 2
 
 /* How far owner o's KV must go in one contiguous sequence of G chunks of
- * C tokens under the causal window (left, 0): the last position whose
+ * c tokens under the causal window (left, 0): the last position whose
  * first query sees o's last key; the full mask (left = -2 here) every
  * position round the ring. */
-static int reach(int G, int o, int left)
+static int reach(int G, int64_t c, int o, int left)
 {
     int r = 0;
 
     if (left == -2)
         return G - 1;
     for (int s = 1; o + s < G; s++)
-        if (left < 0 || (int64_t)(o + 1) * C - 1 >= (int64_t)(o + s) * C - left)
+        if (left < 0 || (o + 1) * c - 1 >= (o + s) * c - left)
             r = s;
     return r;
 }
 
-/* Bytes position p sends: KV (fwd) or KV and dK/dV (bwd). */
-static uint64_t expect_bytes(int G, int p, int left, int backward, size_t kv_row, size_t dkv_row)
+/* Bytes position p of a ring of chunks of c sends: KV (fwd) or KV and
+ * dK/dV (bwd). */
+static uint64_t expect_bytes(int G, int64_t c, int p, int left, int backward, size_t kv_row,
+                             size_t dkv_row)
 {
     uint64_t b = 0;
 
     for (int o = 0; o < G; o++) {
-        int r = reach(G, o, left), d = ((p - o) % G + G) % G;
+        int r = reach(G, c, o, left), d = ((p - o) % G + G) % G;
 
         if (d < r)
-            b += (uint64_t)C * kv_row;      /* the KV hop into step d + 1 */
+            b += (uint64_t)c * kv_row;      /* the KV hop into step d + 1 */
         if (backward && r > 0 && d <= r)
-            b += (uint64_t)C * dkv_row;     /* the accumulator on, or home */
+            b += (uint64_t)c * dkv_row;     /* the accumulator on, or home */
     }
     return b;
 }
 
 typedef struct {
     int left, right;
+    int nseqs;
+    int64_t chunk[MAX_RINGS]; /* each sequence: G chunks of this many tokens */
 } bytes_arg_t;
 
 static int rank_bytes(int rank, int nranks, void *arg)
 {
     const bytes_arg_t *w = arg;
-    int64_t len = (int64_t)C * nranks;
+    int64_t len[MAX_RINGS], capacity = 0;
     rad_batch_t b;
     zc_comm_h comm;
     size_t kv_row = 2 * 2 * 8 * sizeof(float), dkv_row = kv_row;
 
     setenv("ZC_NUM_THREADS", "1", 1);
+    for (int k = 0; k < w->nseqs; k++) {
+        len[k] = w->chunk[k] * nranks;
+        capacity += w->chunk[k];
+    }
     MP_CHECK(comm_init(rank, nranks, &comm) == 0, "init: %s", zc_get_last_error());
-    MP_CHECK(rad_batch_init(&b, &len, 1, 2, 2, 8, ZC_FLOAT32, 5) == 0, "memory");
+    MP_CHECK(rad_batch_init(&b, len, (size_t)w->nseqs, 2, 2, 8, ZC_FLOAT32, 5) == 0, "memory");
     b.flags = ZC_ATTN_WINDOW;
     b.window_left = w->left;
     b.window_right = w->right;
@@ -244,26 +252,40 @@ static int rank_bytes(int rank, int nranks, void *arg)
         zc_ring_attn_args_t args = ZC_RING_ATTN_ARGS_INITIALIZER;
         zc_ring_attn_stats_t fst = ZC_RING_ATTN_STATS_INITIALIZER, bst = fst;
         const zc_plan_piece_t *pieces;
-        zc_plan_ring_t ring;
-        zc_ring_layout_t layout;
+        zc_plan_info_t info = ZC_PLAN_INFO_INITIALIZER;
         zc_plan_rank_t mine;
         zc_plan_h plan;
         rad_local_t l = {0};
+        uint64_t f = 0, bw = 0;
         size_t n;
-        int pos = -1;
 
-        MP_CHECK(make_plan(nranks, &len, 1, C, te ? ZC_PLAN_EVEN_SPLIT : 0, w->left, w->right,
-                           &plan) == ZC_OK, "plan: %s", zc_get_last_error());
-        MP_CHECK(zc_plan_ring(plan, 0, &ring) == ZC_OK && ring.nranks == nranks,
-                 "one ring over every rank");
-        zc_plan_ring_layout(plan, 0, &layout);
-        MP_CHECK(te || layout == ZC_RING_LAYOUT_CONTIGUOUS, "the window's plan is contiguous");
-        for (int i = 0; i < ring.nranks; i++)
-            pos = ring.ranks[i] == rank ? i : pos;
+        MP_CHECK(make_plan(nranks, len, (size_t)w->nseqs, capacity,
+                           te ? ZC_PLAN_EVEN_SPLIT : 0, w->left, w->right, &plan) == ZC_OK,
+                 "plan: %s", zc_get_last_error());
+        zc_plan_info(plan, &info);
+        MP_CHECK(info.nrings == w->nseqs, "a ring per sequence: %d", info.nrings);
         zc_plan_rank_pieces(plan, rank, &pieces, &n);
         zc_plan_rank(plan, rank, &mine);
-        MP_CHECK(te || (n == 1 && pieces[0].begin == (int64_t)pos * C && mine.tokens == C),
-                 "position %d holds chunk %d", pos, pos);
+        for (int k = 0; k < w->nseqs && !te; k++) {
+            zc_plan_ring_t ring;
+            zc_ring_layout_t layout;
+            int64_t c;
+            int pos = -1;
+
+            MP_CHECK(zc_plan_ring(plan, k, &ring) == ZC_OK && ring.nranks == nranks,
+                     "ring %d over every rank", k);
+            zc_plan_ring_layout(plan, k, &layout);
+            MP_CHECK(layout == ZC_RING_LAYOUT_CONTIGUOUS, "ring %d is contiguous", k);
+            for (int i = 0; i < ring.nranks; i++)
+                pos = ring.ranks[i] == rank ? i : pos;
+            c = w->chunk[ring.seq];
+            for (size_t i = 0; i < n; i++)
+                MP_CHECK(pieces[i].ring != k || (pieces[i].begin == pos * c &&
+                                                 pieces[i].end == (pos + 1) * c),
+                         "ring %d: position %d holds chunk %d", k, pos, pos);
+            f += expect_bytes(nranks, c, pos, w->right < 0 ? -2 : w->left, 0, kv_row, 0);
+            bw += expect_bytes(nranks, c, pos, w->right < 0 ? -2 : w->left, 1, kv_row, dkv_row);
+        }
         MP_CHECK(rad_local_make(&b, pieces, n, mine.tokens, 0, &l) == 0, "memory");
         rad_local_args(&b, &l, &args);
         args.mode = te ? ZC_RING_ATTN_TE_CP : ZC_RING_ATTN_ZEPPELIN;
@@ -272,21 +294,17 @@ static int rank_bytes(int rank, int nranks, void *arg)
         args.stats = &bst;
         MP_CHECK(zc_ring_attn_bwd(comm, plan, &args) == ZC_OK, "bwd: %s", zc_get_last_error());
         if (te) {
-            /* every block of C tokens all the way round, masked */
-            MP_CHECK(fst.bytes_sent == (uint64_t)(nranks - 1) * C * kv_row,
+            /* every rank's share of every sequence all the way round, masked */
+            MP_CHECK(fst.bytes_sent == (uint64_t)(nranks - 1) * (uint64_t)capacity * kv_row,
                      "rank %d: TE CP forward sent %llu bytes, every hop is %llu", rank,
                      (unsigned long long)fst.bytes_sent,
-                     (unsigned long long)((nranks - 1) * C * kv_row));
+                     (unsigned long long)((nranks - 1) * (uint64_t)capacity * kv_row));
         } else {
-            uint64_t f = expect_bytes(nranks, pos, w->right < 0 ? -2 : w->left, 0, kv_row, 0);
-            uint64_t bw = expect_bytes(nranks, pos, w->right < 0 ? -2 : w->left, 1, kv_row,
-                                       dkv_row);
-
             MP_CHECK(fst.bytes_sent == f && bst.bytes_sent == bw,
-                     "rank %d (position %d): Zeppelin sent %llu bytes forward, %llu backward; "
-                     "the window implies %llu and %llu", rank, pos,
-                     (unsigned long long)fst.bytes_sent, (unsigned long long)bst.bytes_sent,
-                     (unsigned long long)f, (unsigned long long)bw);
+                     "rank %d: Zeppelin sent %llu bytes forward, %llu backward; the window "
+                     "implies %llu and %llu", rank, (unsigned long long)fst.bytes_sent,
+                     (unsigned long long)bst.bytes_sent, (unsigned long long)f,
+                     (unsigned long long)bw);
         }
         rad_local_free(&l);
         zc_plan_destroy(plan);
@@ -300,15 +318,18 @@ static void test_bytes(int nranks)
 {
     /* windows the planner lays out contiguously (on 2 ranks a wider one
      * balances better in zigzag, where every owner goes round) */
-    static const bytes_arg_t windows[] = {{C - 1, 0}, {-1, -1}, {C, 0}, {2 * C + 1, 0}};
+    static const bytes_arg_t windows[] = {
+        {23, 0, 1, {24}}, {-1, -1, 1, {24}}, {24, 0, 1, {24}}, {49, 0, 1, {24}}};
     size_t n = nranks == 2 ? 2 : sizeof(windows) / sizeof(windows[0]);
 
     for (size_t i = 0; i < n; i++)
         ok(mp_run(nranks, CASE_TIMEOUT_S, rank_bytes, (void *)&windows[i]) == 0,
-           "%d ranks, one sequence of %d chunks of %d, window (%d, %d): each rank's forward "
-           "and backward bytes are what the window implies (no KV block wholly outside the "
-           "windows of the queries it reaches), TE CP's every hop", nranks, nranks, C,
-           windows[i].left, windows[i].right);
+           "%d ranks, %d sequence%s of %d chunks of %lld%s%s, window (%d, %d): each rank's "
+           "forward and backward bytes are what the window implies (no KV block wholly "
+           "outside the windows of the queries it reaches), TE CP's every hop", nranks,
+           windows[i].nseqs, windows[i].nseqs > 1 ? "s" : "", nranks,
+           (long long)windows[i].chunk[0], windows[i].nseqs > 1 ? " and " : "",
+           windows[i].nseqs > 1 ? "8" : "", windows[i].left, windows[i].right);
 }
 
 int main(void)

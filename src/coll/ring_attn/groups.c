@@ -21,7 +21,9 @@
  * Zeppelin and routing rings, owner o's KV goes only as far as the last
  * member of its chain o + 1, o + 2, ... whose queries see one of its keys
  * (g->last[o], its reach); the hops past it carry nothing, and a routed
- * call lists only the hops that carry.  Every rank derives the reaches
+ * call lists only the hops that carry.  Rings join a group only with the
+ * same reaches, so that no hop carries one ring's KV further than that
+ * ring's window reaches for another's sake.  Every rank derives the reaches
  * from the plan and the call's mask, which the agreement covers, so both
  * sides of a hop skip it alike.  A chain passes through a member that sees
  * nothing of it only to reach one further that does (a zigzag ring, or a
@@ -68,9 +70,65 @@ static int zc_ra_member_pos(const zc_ra_group_t *g, int rank)
     return -1;
 }
 
-/* Groups of one zone, appended; ring_group[r] gets each ring's group. */
+/* Does the call's ring skip what its mask hides (see the top)? */
+static int zc_ra_skips(const zc_ra_ctx_t *ctx)
+{
+    return !zc_attn_mask_is_causal(ctx->mask) && ctx->args->mode == ZC_RING_ATTN_ZEPPELIN;
+}
+
+/* Ring r's pieces on `rank`: one run of its buffer (ordered by ring). */
+static void zc_ra_ring_pieces(const zc_ra_ctx_t *ctx, int r, int rank,
+                              const zc_plan_piece_t **pieces, size_t *n)
+{
+    const zc_plan_piece_t *all;
+    size_t count, i = 0;
+
+    *pieces = NULL;
+    *n = 0;
+    if (zc_plan_rank_pieces(ctx->plan, rank, &all, &count) != ZC_OK)
+        return;
+    while (i < count && all[i].ring != r)
+        i++;
+    *pieces = all + i;
+    while (i + *n < count && all[i + *n].ring == r)
+        (*n)++;
+}
+
+/* Each member's reach as the owner of its KV in ring r, by rank. */
+static void zc_ra_ring_reach(const zc_ra_ctx_t *ctx, int r, const zc_plan_ring_t *ring,
+                             int *by_rank)
+{
+    int G = ring->nranks;
+
+    for (int o = 0; o < G; o++) {
+        const zc_plan_piece_t *kp, *qp;
+        size_t nk, nq;
+        int last = G - 1;
+
+        if (zc_ra_skips(ctx)) {
+            zc_ra_ring_pieces(ctx, r, ring->ranks[o], &kp, &nk);
+            for (; last > 0; last--) {
+                zc_ra_ring_pieces(ctx, r, ring->ranks[(o + last) % G], &qp, &nq);
+                if (zc_ra_pieces_see(qp, nq, kp, nk, ctx->mask))
+                    break;
+            }
+        }
+        by_rank[ring->ranks[o]] = last;
+    }
+}
+
+static int zc_ra_same_reach(const zc_plan_ring_t *ring, const int *a, const int *b)
+{
+    for (int i = 0; i < ring->nranks; i++)
+        if (a[ring->ranks[i]] != b[ring->ranks[i]])
+            return 0;
+    return 1;
+}
+
+/* Groups of one zone, appended; ring_group[r] gets each ring's group.
+ * reach and first_reach: room for every rank. */
 static zc_status_t zc_ra_zone_groups(const zc_ra_ctx_t *ctx, zc_ra_layout_t *lay, zc_zone_t zone,
-                                     int nrings, int *ring_group)
+                                     int nrings, int *ring_group, int *reach, int *first_reach)
 {
     zc_plan_ring_t first = {0}, ring;
 
@@ -78,11 +136,14 @@ static zc_status_t zc_ra_zone_groups(const zc_ra_ctx_t *ctx, zc_ra_layout_t *lay
         ZC_CHECK(zc_plan_ring(ctx->plan, r, &ring));
         if (ring.zone != zone)
             continue;
+        zc_ra_ring_reach(ctx, r, &ring, reach);
         if (lay->ngroups == 0 || lay->groups[lay->ngroups - 1].zone != zone ||
-            !zc_ra_same_cycle(&first, &ring)) {
+            !zc_ra_same_cycle(&first, &ring) || !zc_ra_same_reach(&ring, reach, first_reach)) {
             zc_ra_group_t *g = &lay->groups[lay->ngroups++];
 
             first = ring;
+            for (int i = 0; i < ring.nranks; i++)
+                first_reach[ring.ranks[i]] = reach[ring.ranks[i]];
             g->zone = zone;
             g->G = ring.nranks;
             g->members = calloc((size_t)g->G, sizeof(*g->members));
@@ -97,7 +158,7 @@ static zc_status_t zc_ra_zone_groups(const zc_ra_ctx_t *ctx, zc_ra_layout_t *lay
             for (int i = 0; i < g->G; i++) {
                 g->members[i].rank = ring.ranks[i];
                 g->kv_call[i] = g->dkv_call[i] = -1;
-                g->last[i] = g->G - 1;
+                g->last[i] = reach[ring.ranks[i]];
             }
             g->pos = zc_ra_member_pos(g, ctx->comm->rank);
             if (zone == ZC_ZONE_INTER && ctx->args->mode == ZC_RING_ATTN_ZEPPELIN) {
@@ -173,27 +234,6 @@ int zc_ra_pieces_see(const zc_plan_piece_t *qp, size_t nq, const zc_plan_piece_t
                 return 1;
         }
     return 0;
-}
-
-/* Each owner's reach in group g under the call's mask (see the top). */
-static void zc_ra_reach(const zc_ra_ctx_t *ctx, zc_ra_group_t *g)
-{
-    if (zc_attn_mask_is_causal(ctx->mask) || ctx->args->mode == ZC_RING_ATTN_TE_CP ||
-        ctx->args->mode == ZC_RING_ATTN_LLAMA_CP)
-        return; /* every owner all the way round */
-    for (int o = 0; o < g->G; o++) {
-        const zc_ra_member_t *own = &g->members[o];
-
-        g->last[o] = 0;
-        for (int s = g->G - 1; s > 0; s--) {
-            const zc_ra_member_t *q = &g->members[(o + s) % g->G];
-
-            if (zc_ra_pieces_see(q->pieces, q->npieces, own->pieces, own->npieces, ctx->mask)) {
-                g->last[o] = s;
-                break;
-            }
-        }
-    }
 }
 
 int zc_ra_owner_at(const zc_ra_group_t *g, int p, int s)
@@ -356,22 +396,25 @@ static zc_status_t zc_ra_gathered_layout(const zc_ra_ctx_t *ctx, const zc_ra_gro
 static zc_status_t zc_ra_layout_fill(const zc_ra_ctx_t *ctx, zc_ra_layout_t *lay)
 {
     zc_plan_info_t info = ZC_PLAN_INFO_INITIALIZER;
-    int *ring_group = NULL;
+    int *ring_group = NULL, *reach;
     zc_status_t st;
 
     ZC_CHECK(zc_plan_info(ctx->plan, &info));
     lay->groups = calloc((size_t)(info.nrings ? info.nrings : 1), sizeof(*lay->groups));
     lay->group_rings = malloc((size_t)(info.nrings ? info.nrings : 1) * sizeof(int));
-    ring_group = malloc((size_t)(info.nrings ? info.nrings : 1) * sizeof(*ring_group));
+    /* then the reaches of a ring and of its group's first, by rank */
+    ring_group = malloc(((size_t)(info.nrings ? info.nrings : 1) + 2 * (size_t)ctx->comm->size) *
+                        sizeof(*ring_group));
     if (!lay->groups || !lay->group_rings || !ring_group) {
         free(ring_group);
         return zc_error(ZC_ERR_NO_MEMORY, "ring attention: cannot allocate %d rings", info.nrings);
     }
-    ZC_CHECK_GOTO(zc_ra_zone_groups(ctx, lay, ZC_ZONE_INTER, info.nrings, ring_group), st, out);
-    ZC_CHECK_GOTO(zc_ra_zone_groups(ctx, lay, ZC_ZONE_INTRA, info.nrings, ring_group), st, out);
+    reach = ring_group + (info.nrings ? info.nrings : 1);
+    ZC_CHECK_GOTO(zc_ra_zone_groups(ctx, lay, ZC_ZONE_INTER, info.nrings, ring_group, reach,
+                                    reach + ctx->comm->size), st, out);
+    ZC_CHECK_GOTO(zc_ra_zone_groups(ctx, lay, ZC_ZONE_INTRA, info.nrings, ring_group, reach,
+                                    reach + ctx->comm->size), st, out);
     zc_ra_member_pieces(ctx, lay, ring_group);
-    for (int gi = 0; gi < lay->ngroups; gi++)
-        zc_ra_reach(ctx, &lay->groups[gi]);
     if (ctx->reverse)
         zc_ra_groups_reverse(lay);
     ZC_CHECK_GOTO(zc_ra_routed_build(ctx, lay), st, out);
