@@ -171,7 +171,6 @@ static zc_status_t zc_ra_seq_pairs(zc_ra_segs_t *units, const zc_plan_piece_t *q
     return ZC_OK;
 }
 
-/* Pieces of one sequence are adjacent; ring then sequence orders them. */
 /* Every (query piece, key piece) pair of one sequence under mask m (not
  * causal), trimmed, in the causal form or banded (see the top of the
  * file), one round each. */
@@ -217,6 +216,7 @@ static zc_status_t zc_ra_seq_masked(zc_ra_segs_t *units, const zc_plan_piece_t *
     return ZC_OK;
 }
 
+/* Pieces of one sequence are adjacent; ring then sequence orders them. */
 static int zc_ra_seq_cmp(const zc_plan_piece_t *a, const zc_plan_piece_t *b)
 {
     if (a->ring != b->ring)

@@ -70,6 +70,27 @@ static int zc_ra_member_pos(const zc_ra_group_t *g, int rank)
     return -1;
 }
 
+/* Does any query of pieces qp see a key of pieces kp under mask m (same
+ * ring and sequence, positions in the sequence)? */
+static int zc_ra_pieces_see(const zc_plan_piece_t *qp, size_t nq, const zc_plan_piece_t *kp,
+                            size_t nk, zc_attn_mask_t m)
+{
+    for (size_t i = 0; i < nq; i++)
+        for (size_t j = 0; j < nk; j++) {
+            int64_t lq = qp[i].end - qp[i].begin, lk = kp[j].end - kp[j].begin;
+            int64_t first_lo, first_hi, last_lo, last_hi;
+
+            if (qp[i].ring != kp[j].ring || qp[i].seq != kp[j].seq || lq == 0 || lk == 0)
+                continue;
+            /* its rows see the keys [first row's lo, last row's hi) */
+            zc_attn_mask_keys(m, 0, qp[i].begin, kp[j].begin, lk, &first_lo, &first_hi);
+            zc_attn_mask_keys(m, lq - 1, qp[i].begin, kp[j].begin, lk, &last_lo, &last_hi);
+            if (first_lo < last_hi)
+                return 1;
+        }
+    return 0;
+}
+
 /* Does the call's ring skip what its mask hides (see the top)? */
 static int zc_ra_skips(const zc_ra_ctx_t *ctx)
 {
@@ -215,25 +236,6 @@ static void zc_ra_member_pieces(const zc_ra_ctx_t *ctx, zc_ra_layout_t *lay,
                 g->max_tokens = m->tokens;
         }
     }
-}
-
-int zc_ra_pieces_see(const zc_plan_piece_t *qp, size_t nq, const zc_plan_piece_t *kp, size_t nk,
-                     zc_attn_mask_t m)
-{
-    for (size_t i = 0; i < nq; i++)
-        for (size_t j = 0; j < nk; j++) {
-            int64_t lq = qp[i].end - qp[i].begin, lk = kp[j].end - kp[j].begin;
-            int64_t first_lo, first_hi, last_lo, last_hi;
-
-            if (qp[i].ring != kp[j].ring || qp[i].seq != kp[j].seq || lq == 0 || lk == 0)
-                continue;
-            /* its rows see the keys [first row's lo, last row's hi) */
-            zc_attn_mask_keys(m, 0, qp[i].begin, kp[j].begin, lk, &first_lo, &first_hi);
-            zc_attn_mask_keys(m, lq - 1, qp[i].begin, kp[j].begin, lk, &last_lo, &last_hi);
-            if (first_lo < last_hi)
-                return 1;
-        }
-    return 0;
 }
 
 int zc_ra_owner_at(const zc_ra_group_t *g, int p, int s)

@@ -260,10 +260,6 @@ void zc_ra_state_drop_stream(zc_ra_state_t *state);
  * set for a new call. */
 zc_status_t zc_ra_layout_use(zc_ra_ctx_t *ctx);
 
-/* Does any query of pieces qp see a key of pieces kp under mask m (same
- * ring and sequence, global positions)? */
-int zc_ra_pieces_see(const zc_plan_piece_t *qp, size_t nq, const zc_plan_piece_t *kp, size_t nk,
-                     zc_attn_mask_t m);
 /* Owner o's position at step s as seen from position p: p - s mod G. */
 int zc_ra_owner_at(const zc_ra_group_t *g, int p, int s);
 /* Does position p of group g send a KV hop into step s (s >= 1)?  It
