@@ -759,10 +759,15 @@ typedef struct {
      * then ran on libzcomm's kernels and count in blocks_cudnn or blocks_native too */
     int64_t blocks_table;
     int64_t table_refused;
+    /* Newer: with args->kernels, the banded blocks of a window (some row's
+     * window cuts its keys on the left), which flash-attention's causal or
+     * full contract cannot express: run on libzcomm's kernels, counted in
+     * blocks_native too */
+    int64_t table_banded;
 } zc_ring_attn_stats_t;
 
 #define ZC_RING_ATTN_STATS_INITIALIZER                                        \
-    { sizeof(zc_ring_attn_stats_t), 0.0, 0.0, 0.0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0 }
+    { sizeof(zc_ring_attn_stats_t), 0.0, 0.0, 0.0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0 }
 
 /* Bring your own attention kernel (zc_attn_kernels(3)): a ring attention
  * call decides which blocks to compute, moves KV and dK/dV, merges the
@@ -865,8 +870,9 @@ typedef struct {
     zc_ring_attn_stats_t *stats; /* optional, written on success (its size set) */
     /* Newer than the first layout (which ended at stats): the mask, causal
      * unless flags has ZC_ATTN_WINDOW; with it the window alone ((-1, -1)
-     * full), as zc_attn_args_t's window fields.  The rings compute the
-     * causal mask: any other is ZC_ERR_UNSUPPORTED. */
+     * full), as zc_attn_args_t's window fields, whatever mask the plan was
+     * balanced for.  The host forms compute every mask; the _stream forms
+     * the causal one (another is ZC_ERR_UNSUPPORTED). */
     unsigned flags;          /* ZC_ATTN_WINDOW */
     int window_left;
     int window_right;

@@ -529,7 +529,7 @@ static int rank_bad(int rank, int nranks, void *arg)
 
     (void)arg;
     setenv("ZC_NUM_THREADS", "1", 1);
-    MP_CHECK(comm_init(rank, nranks, &comm) == 0, "init");
+    MP_CHECK(comm_init(rank, nranks, &comm) == 0 && device_emu_install(comm) == 0, "init");
     MP_CHECK(zc_plan_create(2, nranks / 2, 40, lengths, 4, &opts, &plan) == ZC_OK, "plan");
     MP_CHECK(zc_plan_create(1, nranks / 2, 80, lengths, 4, &opts, &small) == ZC_OK, "plan");
     MP_CHECK(zc_plan_create(2, nranks / 2, 40, rank == 0 ? other : lengths, 4, &opts, &diff) ==
@@ -589,19 +589,28 @@ static int rank_bad(int rank, int nranks, void *arg)
     EXPECT(zc_ring_attn_fwd(comm, plan, &bad), ZC_ERR_INVALID_ARG, "scale");
     bad = a, bad.memtype = ZC_MEM_CUDA;
     EXPECT(zc_ring_attn_fwd(comm, plan, &bad), ZC_ERR_UNSUPPORTED, "memtype");
-    /* masks other than causal, in the args or the plan: refused, never run
-     * as causal */
+    /* masks other than causal: the stream forms refuse them (never run as
+     * causal), the host forms run them (tests/test_ring_attn_mask), on a
+     * plan balanced for any mask; ranks that differ on the mask would
+     * skip different hops, so the agreement refuses that */
     bad = a, bad.flags = ZC_ATTN_WINDOW, bad.window_left = 15;
-    EXPECT(zc_ring_attn_fwd(comm, plan, &bad), ZC_ERR_UNSUPPORTED, "window_left");
+    EXPECT(emu_ring_attn(comm, plan, &bad, 0, NULL), ZC_ERR_UNSUPPORTED, "window_left");
     bad = a, bad.flags = ZC_ATTN_WINDOW, bad.window_left = -1, bad.window_right = -1;
-    EXPECT(zc_ring_attn_bwd(comm, plan, &bad), ZC_ERR_UNSUPPORTED, "window_right");
+    EXPECT(emu_ring_attn(comm, plan, &bad, 1, NULL), ZC_ERR_UNSUPPORTED, "window_right");
+    bad = a, bad.flags = ZC_ATTN_WINDOW, bad.window_left = rank == 0 ? 15 : 16;
+    EXPECT(zc_ring_attn_fwd(comm, plan, &bad), ZC_ERR_MISMATCH, "disagree");
+    bad = a, bad.flags = ZC_ATTN_WINDOW, bad.window_left = 15;
+    MP_CHECK(zc_ring_attn_fwd(comm, windowed, &bad) == ZC_OK &&
+                 zc_ring_attn_bwd(comm, windowed, &bad) == ZC_OK,
+             "a window runs on the host forms: %s", zc_get_last_error());
+    MP_CHECK(zc_ring_attn_fwd(comm, windowed, &a) == ZC_OK,
+             "the causal mask on a plan balanced for a window runs: %s", zc_get_last_error());
     bad = a, bad.window_left = 15;
     EXPECT(zc_ring_attn_fwd(comm, plan, &bad), ZC_ERR_INVALID_ARG, "window_left");
     bad = a, bad.flags = ZC_ATTN_WINDOW, bad.window_right = -2;
     EXPECT(zc_ring_attn_fwd(comm, plan, &bad), ZC_ERR_INVALID_ARG, "window_right");
     bad = a, bad.flags = 1u << 7;
     EXPECT(zc_ring_attn_fwd(comm, plan, &bad), ZC_ERR_INVALID_ARG, "flags");
-    EXPECT(zc_ring_attn_fwd(comm, windowed, &a), ZC_ERR_UNSUPPORTED, "plan");
     bad = a, bad.flags = ZC_ATTN_WINDOW, bad.window_left = -1, bad.window_right = 0;
     MP_CHECK(zc_ring_attn_fwd(comm, plan, &bad) == ZC_OK, "the causal mask as a window runs: %s",
              zc_get_last_error());
@@ -653,8 +662,9 @@ int main(void)
        "bad arguments: head counts, buffers too small, a plan of another size, plans or heads "
        "that differ across ranks, one rank on the stream engine, backward queue orders that "
        "differ or are neither forward nor reverse, NULL pointers, dtype, "
-       "head_dim, mode, scale, memtype, masks other than causal (args or plan); each names "
-       "its argument, nothing hangs, the communicator works afterwards");
+       "head_dim, mode, scale, memtype, masks other than causal on the stream forms, masks "
+       "that differ across ranks; each names its argument, nothing hangs, the communicator "
+       "works afterwards");
     diag("worst fp32 error %.3g (%s); worst bf16 error %.3g (%s)", worst_fp32, worst_fp32_what,
          worst_bf16, worst_bf16_what);
     if (have_rails)

@@ -60,13 +60,25 @@ void zc_perf_parse(int argc, char **argv, const char *tool, const char *extra_us
                    const char *extra, int (*on_extra)(int opt, const char *arg, void *ctx),
                    void *ctx, zc_perf_opts_t *opts)
 {
+    zc_perf_parse_long(argc, argv, tool, extra_usage, extra, NULL, on_extra, ctx, opts);
+}
+
+void zc_perf_parse_long(int argc, char **argv, const char *tool, const char *extra_usage,
+                        const char *extra, const struct option *extra_long,
+                        int (*on_extra)(int opt, const char *arg, void *ctx), void *ctx,
+                        zc_perf_opts_t *opts)
+{
     char optstring[64];
-    int opt;
+    int opt, nlong = 0;
+    struct option longopts[16] = {{"help", no_argument, NULL, 'h'}};
 
     *opts = (zc_perf_opts_t){.min_bytes = 8, .max_bytes = 64 << 20, .factor = 2.0, .iters = 20,
                              .warmup = 5, .check = 1, .dtype = ZC_FLOAT32};
     snprintf(optstring, sizeof(optstring), "b:e:f:i:n:w:c:d:h%s", extra ? extra : "");
-    static const struct option longopts[] = {{"help", no_argument, NULL, 'h'}, {NULL, 0, NULL, 0}};
+    while (extra_long && extra_long[nlong].name && nlong + 2 < 16) {
+        longopts[nlong + 1] = extra_long[nlong];
+        nlong++;
+    }
 
     while ((opt = getopt_long(argc, argv, optstring, longopts, NULL)) != -1) {
         switch (opt) {

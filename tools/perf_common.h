@@ -26,6 +26,13 @@ typedef struct {
 void zc_perf_parse(int argc, char **argv, const char *tool, const char *extra_usage,
                    const char *extra, int (*on_extra)(int opt, const char *arg, void *ctx),
                    void *ctx, zc_perf_opts_t *opts);
+/* The same with long options of the tool's: each maps to one of `extra`'s
+ * letters (struct option's val), ended by a zeroed entry. */
+struct option;
+void zc_perf_parse_long(int argc, char **argv, const char *tool, const char *extra_usage,
+                        const char *extra, const struct option *extra_long,
+                        int (*on_extra)(int opt, const char *arg, void *ctx), void *ctx,
+                        zc_perf_opts_t *opts);
 
 /* Communicator from the launcher's environment (mpirun, srun, torchrun or
  * ZC_RANK/ZC_SIZE); exits with a message on failure. */

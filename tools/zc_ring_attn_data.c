@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "kernels/attn_math.h"
+#include "zc_attn_ref.h"
 #include "zc_plan_dataset.h"
 #include "zc_ring_attn_data.h"
 
@@ -118,6 +119,8 @@ static double rad_max_abs(const void *p, zc_datatype_t dtype, int64_t n)
     return m;
 }
 
+static void rad_batch_maxima(rad_batch_t *b, int backward);
+
 zc_status_t rad_batch_reference(rad_batch_t *b, int backward)
 {
     int32_t *cu = malloc((b->nseqs + 1) * sizeof(int32_t));
@@ -135,7 +138,10 @@ zc_status_t rad_batch_reference(rad_batch_t *b, int backward)
     a.head_dim = b->d;
     a.cu_seqlens_q = cu;
     a.cu_seqlens_kv = cu;
-    a.causal = 1;
+    a.causal = !(b->flags & ZC_ATTN_WINDOW);
+    a.flags = b->flags & ZC_ATTN_WINDOW;
+    a.window_left = b->window_left;
+    a.window_right = b->window_right;
     a.scale = 1.0f / sqrtf((float)b->d);
     a.dtype = a.out_dtype = a.grad_dtype = b->dtype;
     a.q = b->q;
@@ -151,6 +157,85 @@ zc_status_t rad_batch_reference(rad_batch_t *b, int backward)
     if (st == ZC_OK && backward)
         st = zc_attn_bwd(&a);
     free(cu);
+    rad_batch_maxima(b, backward);
+    return st;
+}
+
+/* A whole tensor of dtype as fp32 (NULL when out of memory). */
+static float *rad_fp32(const void *src, zc_datatype_t dtype, int64_t n)
+{
+    float *f = malloc((size_t)(n ? n : 1) * sizeof(float));
+
+    if (f && zc_attn_convert(src, dtype, n, ZC_FLOAT32, f) != ZC_OK) {
+        free(f);
+        return NULL;
+    }
+    return f;
+}
+
+zc_status_t rad_batch_reference64(rad_batch_t *b)
+{
+    int64_t rq = b->total * b->hq * b->d, rk = b->total * b->hkv * b->d;
+    int32_t *cu = malloc((b->nseqs + 1) * sizeof(int32_t));
+    float *q = rad_fp32(b->q, b->dtype, rq), *k = rad_fp32(b->k, b->dtype, rk);
+    float *v = rad_fp32(b->v, b->dtype, rk), *dout = rad_fp32(b->dout, b->dtype, rq);
+    float *out = malloc((size_t)(rq ? rq : 1) * sizeof(float));
+    double *row = malloc(2 * (size_t)b->d * sizeof(double));
+    zar_call_t c = {0};
+    zc_status_t st = ZC_ERR_NO_MEMORY;
+
+    if (!cu || !q || !k || !v || !dout || !out || !row)
+        goto done;
+    cu[0] = 0;
+    for (size_t s = 0; s < b->nseqs; s++)
+        cu[s + 1] = cu[s] + (int32_t)b->lengths[s];
+    c = (zar_call_t){.cu = cu, .batch = (int)b->nseqs, .hq = b->hq, .hkv = b->hkv, .d = b->d,
+                     .causal = !(b->flags & ZC_ATTN_WINDOW),
+                     .window = (b->flags & ZC_ATTN_WINDOW) != 0,
+                     .window_left = b->window_left, .window_right = b->window_right,
+                     .scale = 1.0 / sqrt((double)b->d), .q = q, .k = k, .v = v, .dout = dout,
+                     .out = out, .lse = b->lse};
+    for (int64_t t = 0; t < b->total; t++)
+        for (int h = 0; h < b->hq; h++) {
+            double lse;
+
+            zar_fwd_row(&c, t, h, row, &lse);
+            for (int x = 0; x < b->d; x++)
+                out[(t * b->hq + h) * b->d + x] = (float)row[x];
+            b->lse[t * b->hq + h] = (float)lse;
+        }
+    /* the backward takes the dtype's out, as a caller's forward gives it */
+    zc_attn_convert(out, ZC_FLOAT32, rq, b->dtype, b->out);
+    zc_attn_convert(b->out, b->dtype, rq, ZC_FLOAT32, out);
+    for (int64_t t = 0; t < b->total; t++) {
+        for (int h = 0; h < b->hq; h++) {
+            zar_dq_row(&c, t, h, row);
+            for (int x = 0; x < b->d; x++)
+                rad_store(b->dq, b->dtype, (t * b->hq + h) * b->d + x, (float)row[x]);
+        }
+        for (int h = 0; h < b->hkv; h++) {
+            zar_dkv_row(&c, t, h, row, row + b->d);
+            for (int x = 0; x < b->d; x++) {
+                rad_store(b->dk, b->dtype, (t * b->hkv + h) * b->d + x, (float)row[x]);
+                rad_store(b->dv, b->dtype, (t * b->hkv + h) * b->d + x, (float)row[b->d + x]);
+            }
+        }
+    }
+    rad_batch_maxima(b, 1);
+    st = ZC_OK;
+done:
+    free(cu);
+    free(q);
+    free(k);
+    free(v);
+    free(dout);
+    free(out);
+    free(row);
+    return st;
+}
+
+static void rad_batch_maxima(rad_batch_t *b, int backward)
+{
     b->max_abs[RAD_OUT] = rad_max_abs(b->out, b->dtype, b->total * b->hq * b->d);
     b->max_abs[RAD_LSE] = rad_max_abs(b->lse, ZC_FLOAT32, b->total * b->hq);
     if (backward) {
@@ -158,7 +243,6 @@ zc_status_t rad_batch_reference(rad_batch_t *b, int backward)
         b->max_abs[RAD_DK] = rad_max_abs(b->dk, b->dtype, b->total * b->hkv * b->d);
         b->max_abs[RAD_DV] = rad_max_abs(b->dv, b->dtype, b->total * b->hkv * b->d);
     }
-    return st;
 }
 
 void rad_batch_free(rad_batch_t *b)
@@ -286,6 +370,9 @@ void rad_local_args(const rad_batch_t *b, const rad_local_t *l, zc_ring_attn_arg
     args->num_heads_kv = b->hkv;
     args->head_dim = b->d;
     args->dtype = b->dtype;
+    args->flags = b->flags;
+    args->window_left = b->window_left;
+    args->window_right = b->window_right;
     args->tokens = l->rows + l->pad;
     args->q = l->q;
     args->k = l->k;

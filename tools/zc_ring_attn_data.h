@@ -1,8 +1,8 @@
 /* Ring attention test data, shared by zc_ring_attn_perf(1) and the tests:
  * a batch's whole q, k, v and dout made from a seed (so that every rank can
  * build all of it), each rank's rows in a plan's attention layout, the
- * single-process reference (zc_attn_fwd/zc_attn_bwd on whole sequences)
- * and the comparison with it. */
+ * single-process reference under the batch's mask (zc_attn_fwd/zc_attn_bwd
+ * on whole sequences, or float64 row by row) and the comparison with it. */
 #ifndef ZC_RING_ATTN_DATA_H
 #define ZC_RING_ATTN_DATA_H
 
@@ -25,6 +25,9 @@ typedef struct {
     void *out, *dq, *dk, *dv;  /* reference, dtype */
     float *lse;
     double max_abs[RAD_NRESULTS]; /* of each finite reference result */
+    /* the mask, as zc_ring_attn_args_t's (0 after rad_batch_init: causal) */
+    unsigned flags;            /* ZC_ATTN_WINDOW */
+    int window_left, window_right;
 } rad_batch_t;
 
 /* Inputs uniform in [-1, 1) from `seed` (rounded to bfloat16 for that
@@ -39,8 +42,13 @@ size_t rad_sample(int dataset, int64_t total, int64_t scale, uint64_t seed, int6
 
 /* Put `value` at element `index` of tensor `which` (0 q, 1 k, 2 v, 3 dout). */
 void rad_batch_poke(rad_batch_t *b, int which, int64_t index, float value);
-/* The reference forward (and backward): ZC_OK or the kernel's status. */
+/* The reference forward (and backward) under b's mask: ZC_OK or the
+ * kernel's status. */
 zc_status_t rad_batch_reference(rad_batch_t *b, int backward);
+/* The same in float64, row by row (tools/zc_attn_ref.h), rounded to the
+ * dtype: the backward from the reference's own out and lse.  Costs a pass
+ * over its sequence per row and head: for the tests' small batches. */
+zc_status_t rad_batch_reference64(rad_batch_t *b);
 void rad_batch_free(rad_batch_t *b);
 
 /* Bytes of one row of q (kv = 0) or of k (kv = 1). */
@@ -72,7 +80,7 @@ typedef struct {
 int rad_local_make(const rad_batch_t *b, const zc_plan_piece_t *pieces, size_t n, int64_t rows,
                    int64_t pad, rad_local_t *l);
 void rad_local_free(rad_local_t *l);
-/* Shape, dtype, row count and buffers of `l` into zc_ring_attn args. */
+/* Shape, dtype, mask, row count and buffers of `l` into zc_ring_attn args. */
 void rad_local_args(const rad_batch_t *b, const rad_local_t *l, zc_ring_attn_args_t *args);
 /* Compare the results (forward only: out and lse) with the reference:
  * worst[] gets each one's worst error; returns the elements over `tol`,

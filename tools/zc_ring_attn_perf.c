@@ -24,9 +24,16 @@
  * with it: the same kernels, so "vs_own" (the mode's time without the
  * table over its time through it) is what the table's calls, gathers and
  * merges cost.  Host memory only (the stream forms' kernel table is
- * timed by tools/zc_attn_torch_baseline.py --kernel). */
+ * timed by tools/zc_attn_torch_baseline.py --kernel).
+ *
+ * --window L,R (-W) and --full (-F) run every mode under that mask
+ * (flash-attention's window_size, -1 unbounded) instead of causal: the
+ * plans balanced for it, TE CP passing every block round its ring and
+ * masking it as TransformerEngine does, Zeppelin's rings moving each KV
+ * block only as far as a window sees it; MB/rank is then the point. */
 #include "config.h"
 
+#include <getopt.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -64,6 +71,8 @@ typedef struct {
     int verbose;            /* -v: every rank's compute and wait */
     int device;             /* -G: the stream forms on GPU memory */
     int table;              /* -T: each mode also through a kernel table of our kernels */
+    int masked;             /* -W or -F: the mask below, else causal */
+    int left, right;        /* the window, -1 unbounded */
 } ra_opts_t;
 
 static int parse_extra(int opt, const char *arg, void *ctx)
@@ -82,19 +91,37 @@ static int parse_extra(int opt, const char *arg, void *ctx)
     case 'v': o->verbose = 1; return 0;
     case 'G': o->device = 1; return 0;
     case 'T': o->table = 1; return 0;
+    case 'F': o->masked = 1, o->left = o->right = -1; return 0;
+    case 'W': o->masked = 1; return sscanf(arg, "%d,%d", &o->left, &o->right) != 2 ||
+                                    o->left < -1 || o->right < -1;
     }
     return 1;
 }
 
 
-/* Causal attention FLOPs of the batch, forward: 2 S^2 D H per sequence. */
+/* Attention FLOPs of the batch under its mask, forward: 4 D H per visible
+ * (query, key) pair (causal: 2 S^2 D H per sequence). */
 static double batch_flops(const rad_batch_t *b)
 {
-    double f = 0;
+    double pairs = 0;
+    int window = (b->flags & ZC_ATTN_WINDOW) != 0;
+    int64_t left = window ? b->window_left : -1, right = window ? b->window_right : 0;
 
-    for (size_t s = 0; s < b->nseqs; s++)
-        f += 2.0 * (double)b->lengths[s] * (double)b->lengths[s] * b->d * b->hq;
-    return f;
+    for (size_t s = 0; s < b->nseqs; s++) {
+        int64_t n = b->lengths[s];
+
+        if (!window) {
+            pairs += (double)n * (double)(n + 1) / 2;
+            continue;
+        }
+        for (int64_t i = 0; i < n; i++) {
+            int64_t lo = left < 0 || i - left < 0 ? 0 : i - left;
+            int64_t hi = right < 0 || i + right > n - 1 ? n - 1 : i + right;
+
+            pairs += (double)(hi - lo + 1);
+        }
+    }
+    return 4.0 * pairs * b->d * b->hq;
 }
 
 typedef struct {
@@ -155,6 +182,11 @@ static void mode_setup(zc_comm_h comm, const ra_opts_t *o, const rad_batch_t *b,
     zc_comm_size(comm, &size);
     zc_comm_node_count(comm, &nnodes);
     popts.flags = modes[m].plan_flags;
+    if (o->masked) { /* balanced for the mask (an even split stays TE CP's zigzag) */
+        popts.flags |= ZC_PLAN_WINDOW;
+        popts.window_left = o->left;
+        popts.window_right = o->right;
+    }
     /* the plan's hops then name the routes this communicator runs */
     zc_comm_rail_count(comm, &popts.rails);
     st = zc_plan_create(nnodes, size / nnodes, capacity, lengths, count, &popts, &run->plan);
@@ -341,7 +373,10 @@ int main(int argc, char **argv)
     int speedup_rows = 0;
     int64_t wrong_total = 0;
 
-    zc_perf_parse(argc, argv, TOOL,
+    static const struct option longopts[] = {
+        {"window", required_argument, NULL, 'W'}, {"full", no_argument, NULL, 'F'}, {NULL, 0, NULL, 0}};
+
+    zc_perf_parse_long(argc, argv, TOOL,
                   "  -D LIST   datasets: arxiv, github, prolong64k, comma-separated, or all\n"
                   "  -s N      divide every sampled length by N (default 16)\n"
                   "  -H N      query heads (default 8)\n"
@@ -353,8 +388,12 @@ int main(int argc, char **argv)
                   "  -v        print every rank's compute and wait times (stderr)\n"
                   "  -G        GPU memory and the stream forms, one device per rank\n"
                   "  -T        each mode also through a kernel table of libzcomm's own kernels\n"
+                  "  -W, --window L,R  the mask: keys left and right of a query it sees, -1 "
+                  "unbounded\n"
+                  "                    ((w - 1, 0): a sliding window of w keys)\n"
+                  "  -F, --full        the full mask (every key of the sequence)\n"
                   "  -b/-e/-f  total context in tokens per batch (K = 1024)\n",
-                  "D:s:H:K:A:m:L:S:vGT", parse_extra, &o, &po);
+                  "D:s:H:K:A:m:L:S:vGTW:F", longopts, parse_extra, &o, &po);
     if (po.min_bytes == 8 && po.max_bytes == (size_t)64 << 20)
         po.min_bytes = po.max_bytes = 16384; /* no -b/-e: one batch of 16K tokens */
     if (o.hq % o.hkv != 0 || (po.dtype != ZC_FLOAT32 && po.dtype != ZC_BFLOAT16)) {
@@ -393,6 +432,11 @@ int main(int argc, char **argv)
                "warmup %d, check %d, %s\n", o.hq, o.hkv, o.head_dim, zc_datatype_name(po.dtype),
                o.scale, o.capacity, po.iters, po.warmup, po.check,
                o.device ? "GPU (stream forms)" : "CPU");
+        if (o.masked)
+            printf("# mask: window (%d, %d)%s\n", o.left, o.right,
+                   o.left < 0 && o.right < 0 ? ", full" : "");
+        else
+            printf("# mask: causal\n");
         printf("#\n# %-10s %8s %5s %-15s %9s %9s %10s %8s %8s %9s %7s %6s %7s\n", "dataset",
                "tokens", "seqs", "mode", "fwd(ms)", "bwd(ms)", "tokens/s", "TFLOP/s", "exposed",
                "MB/rank", "#wrong", "vs_te", o.table ? "vs_own" : "vs_sdpa");
@@ -412,6 +456,11 @@ int main(int argc, char **argv)
             if (count == 0 || rad_batch_init(&b, lengths, count, o.hq, o.hkv, o.head_dim,
                                              po.dtype, o.seed + total) != 0)
                 zc_perf_die(TOOL, "allocation", ZC_ERR_NO_MEMORY);
+            if (o.masked) {
+                b.flags = ZC_ATTN_WINDOW;
+                b.window_left = o.left;
+                b.window_right = o.right;
+            }
             if (po.check && rad_batch_reference(&b, 1) != ZC_OK)
                 zc_perf_die(TOOL, "reference", ZC_ERR_INTERNAL);
             int64_t capacity = (int64_t)ceil(o.capacity * (double)total / size) + 1;

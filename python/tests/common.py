@@ -27,31 +27,40 @@ def split(x, lengths):
     return list(torch.split(x, list(lengths)))
 
 
-def attention(q, k, v, lengths):
-    """Causal attention of packed sequences, q [T, hq, d], k/v [T, hkv, d]."""
+def attention(q, k, v, lengths, window=(-1, 0)):
+    """Attention of packed sequences, q [T, hq, d], k/v [T, hkv, d]: query
+    i sees key j when i - left <= j <= i + right, window = (left, right),
+    -1 unbounded (default causal), written out here, not taken from
+    zcomm."""
+    left, right = window
     outs = []
     for qs, ks, vs in zip(split(q, lengths), split(k, lengths), split(v, lengths)):
         group = qs.shape[1] // ks.shape[1]
         ks, vs = ks.repeat_interleave(group, 1), vs.repeat_interleave(group, 1)
         scores = torch.einsum("qhd,khd->hqk", qs, ks) / math.sqrt(qs.shape[2])
         n = qs.shape[0]
-        mask = torch.ones(n, n, dtype=torch.bool).triu(1)
-        scores = scores.masked_fill(mask, float("-inf"))
+        i, j = torch.arange(n).view(n, 1), torch.arange(n).view(1, n)
+        hidden = torch.zeros(n, n, dtype=torch.bool)
+        if right >= 0:
+            hidden |= j > i + right
+        if left >= 0:
+            hidden |= j < i - left
+        scores = scores.masked_fill(hidden, float("-inf"))
         outs.append(torch.einsum("hqk,khd->qhd", scores.softmax(-1), vs))
     return torch.cat(outs)
 
 
-def varlen_reference(lengths, hq, hkv, d):
+def varlen_reference(lengths, hq, hkv, d, window=(-1, 0)):
     """A packed batch's random q, k, v [T, heads, d] and output weights w,
-    and single-process causal attention of them in double precision with the
-    gradients of sum(out * w): (q, k, v, w, ref, out_ref), ref being q, k, v
-    as double leaves holding their .grad."""
+    and single-process attention of them under `window` (attention's) in
+    double precision with the gradients of sum(out * w): (q, k, v, w, ref,
+    out_ref), ref being q, k, v as double leaves holding their .grad."""
     g = torch.Generator().manual_seed(7)
     T = sum(lengths)
     q, k, v = (torch.randn(T, h, d, generator=g) for h in (hq, hkv, hkv))
     w = torch.randn(T, hq, d, generator=g)
     ref = [t.double().requires_grad_() for t in (q, k, v)]
-    out_ref = attention(*ref, [n for n in lengths if n])
+    out_ref = attention(*ref, [n for n in lengths if n], window)
     (out_ref * w.double()).sum().backward()
     return q, k, v, w, ref, out_ref
 

@@ -100,15 +100,16 @@ class Raises(Watch):
         raise RuntimeError("boom in the backward")
 
 
-def run_attn(comm, plan, q, k, v, w, dtype, kernel=None, module=False, device="cpu"):
-    """This rank's out and (dq, dk, dv) of sum(out * w) in the loader layout."""
+def run_attn(comm, plan, q, k, v, w, dtype, kernel=None, module=False, device="cpu", **mask):
+    """This rank's out and (dq, dk, dv) of sum(out * w) in the loader layout;
+    mask: varlen_attn's causal and window_size."""
     lo, hi = plan.loader_range
     mine = [t[lo:hi].to(device=device, dtype=dtype).clone().requires_grad_() for t in (q, k, v)]
     qa, ka, va = (plan.dispatch(t) for t in mine)
     if module:
-        out = zt.ZeppelinAttention(kernel=kernel)(qa, ka, va, plan)
+        out = zt.ZeppelinAttention(kernel=kernel, **mask)(qa, ka, va, plan)
     else:
-        out = zt.varlen_attn(qa, ka, va, plan, kernel=kernel)
+        out = zt.varlen_attn(qa, ka, va, plan, kernel=kernel, **mask)
     y = plan.undispatch(out)
     (y.float() * w[lo:hi].to(device)).sum().backward()
     return y.detach().float().cpu(), [t.grad.float().cpu() for t in mine]
@@ -156,6 +157,31 @@ def attention_cases(comm):
         errs = [rel(a, b) for a, b in zip([declines[0]] + declines[1], full)]
         res.append(("%s: a kernel returning NotImplemented leaves every block to libzcomm"
                     % method, max(errs) < 2e-5, errs))
+        plan.close()
+    return res
+
+
+def window_cases(comm):
+    """kernel= under masks beyond causal: the kernel gets the causal and
+    full blocks (within its contract), libzcomm's kernels the banded ones;
+    the result is the masked attention's."""
+    res = []
+    cu = common.cu_of(LENGTHS)
+    for method, causal, window in (("te_cp", False, (-1, -1)), ("zeppelin", True, (5, 0)),
+                                   ("llama_cp", False, (3, 2))):
+        mask = (window[0], 0 if causal else window[1])
+        q, k, v, w, ref, out_ref = common.varlen_reference(LENGTHS, 4, 2, 16, mask)
+        plan = zt.VarlenPlan(cu, comm, method=method, causal=causal, window_size=window)
+        lo, hi = plan.loader_range
+        full = [out_ref.detach()[lo:hi]] + [r.grad[lo:hi] for r in ref]
+        watch = Watch(kernels.Reference())
+        got = run_attn(comm, plan, q, k, v, w, torch.float32, kernel=watch, causal=causal,
+                       window_size=window)
+        errs = [rel(a, b) for a, b in zip([got[0]] + got[1], full)]
+        res.append(("%s, causal=%s window_size=%s: Reference through kernel= matches "
+                    "float64 attention under the mask; every call keeps the contract"
+                    % (method, causal, window), max(errs) < 2e-5 and watch.bad is None,
+                    (errs, watch.bad)))
         plan.close()
     return res
 
@@ -268,7 +294,8 @@ def failure_cases(comm):
 
 
 def cases(comm):
-    return attention_cases(comm) + call_count_cases(comm) + failure_cases(comm)
+    return (attention_cases(comm) + window_cases(comm) + call_count_cases(comm) +
+            failure_cases(comm))
 
 
 def cuda_cases(comm):

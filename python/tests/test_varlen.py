@@ -123,25 +123,36 @@ def no_token_by_token(comm):
     return res
 
 
-def attn(lengths, dtype, method, hq, hkv, d=8, tol=None, module=False):
+def attn(lengths, dtype, method, hq, hkv, d=8, tol=None, module=False, causal=True,
+         window_size=(-1, -1), plan_mask=False):
+    """varlen_attn (or ZeppelinAttention) with flash-attention's (causal,
+    window_size) against the reference under the same mask; plan_mask: the
+    plan balanced for it too."""
     tol = tol or (2e-5 if dtype == torch.float32 else 3e-2)
+    left, right = window_size
+    mask = (left, 0 if causal else right)
 
     def run(comm):
-        plan = zt.VarlenPlan(cu_of(lengths), comm, method=method)
-        q, k, v, w, ref, out_ref = common.varlen_reference(lengths, hq, hkv, d)
+        kw = {"causal": causal, "window_size": window_size} if plan_mask else {}
+        plan = zt.VarlenPlan(cu_of(lengths), comm, method=method, **kw)
+        q, k, v, w, ref, out_ref = common.varlen_reference(lengths, hq, hkv, d, mask)
         lo, hi = plan.loader_range
         mine = [t[lo:hi].to(dtype).requires_grad_() for t in (q, k, v)]
         qa, ka, va = (plan.dispatch(t) for t in mine)
         if module:
-            out = zt.ZeppelinAttention()(qa, ka, va, plan)
+            out = zt.ZeppelinAttention(causal=causal, window_size=window_size)(qa, ka, va, plan)
         else:
-            out = zt.varlen_attn(qa, ka, va, plan)
+            out = zt.varlen_attn(qa, ka, va, plan, causal=causal, window_size=window_size)
         y = plan.undispatch(out)
         (y * w[lo:hi].to(dtype)).sum().backward()
         errs, finite = common.slice_errors(y, mine, out_ref, ref, slice(lo, hi))
-        name = "%s%s, %s, GQA %d/%d, %d seqs: out, dq, dk, dv through dispatch match " \
+        name = "%s%s, %s, GQA %d/%d, %d seqs%s: out, dq, dk, dv through dispatch match " \
                "PyTorch, no NaN" % ("ZeppelinAttention: " if module else "varlen_attn ",
-                                    method, str(dtype)[6:], hq, hkv, len(lengths))
+                                    method, str(dtype)[6:], hq, hkv, len(lengths),
+                                    "" if (causal, window_size) == (True, (-1, -1)) else
+                                    ", causal=%s window_size=%s%s" % (
+                                        causal, window_size,
+                                        ", the plan balanced for it" if plan_mask else ""))
         return [(name, finite and max(errs) <= tol,
                  "rank %d, %d tokens: errors %s" % (comm.rank, plan.tokens, errs))]
     return run
@@ -251,9 +262,12 @@ def bad_input(comm):
          "ZC_ERR_INVALID_ARG", "varlen_attn", "k: dtype torch.bfloat16 differs")
     case("q of 2 dimensions", lambda: zt.varlen_attn(q.view(n, -1), kv, kv, plan),
          "ZC_ERR_INVALID_ARG", "varlen_attn", "q: shape")
-    case("causal=False is unsupported, named", lambda: zt.varlen_attn(q, kv, kv, plan,
-                                                                      causal=False),
-         "ZC_ERR_UNSUPPORTED", "varlen_attn", "causal")
+    case("window_size (-2, 0) is invalid, named", lambda: zt.varlen_attn(
+        q, kv, kv, plan, window_size=(-2, 0)), "ZC_ERR_INVALID_ARG", "varlen_attn",
+        "window_size")
+    case("causal='yes' is invalid, named", lambda: zt.varlen_attn(q, kv, kv, plan,
+                                                                  causal="yes"),
+         "ZC_ERR_INVALID_ARG", "varlen_attn", "causal")
     case("a plan that is not a VarlenPlan", lambda: zt.varlen_attn(q, kv, kv, plan.plan),
          "ZC_ERR_INVALID_ARG", "varlen_attn", "plan: expected a zcomm.torch.VarlenPlan")
     case("a tensor that requires grad as a receive buffer is refused",
@@ -357,6 +371,19 @@ def run_all(port):
         res += attn(LENGTHS, torch.bfloat16, "zeppelin", 4, 2)(comm)
         res += attn(LENGTHS, torch.float32, "zeppelin", 4, 1)(comm)
         res += attn([1] * 5 + [7, 2], torch.float32, "zeppelin", 2, 2, module=True)(comm)
+        # masks beyond causal: full, sliding windows (one of 2, one open on
+        # both sides), on the plain plan and on plans balanced for them,
+        # each method meeting one
+        res += attn(LENGTHS, torch.float32, "zeppelin", 4, 2, window_size=(5, 0),
+                    plan_mask=True)(comm)
+        res += attn(LENGTHS, torch.float32, "te_cp", 4, 2, causal=False)(comm)
+        res += attn(LENGTHS, torch.float32, "llama_cp", 4, 2, causal=False, window_size=(3, 2),
+                    plan_mask=True)(comm)
+        res += attn(LENGTHS, torch.float32, "zeppelin", 4, 2, window_size=(1, 0))(comm)
+        res += attn(LENGTHS, torch.bfloat16, "zeppelin", 4, 2, causal=False,
+                    window_size=(-1, -1), plan_mask=True)(comm)
+        res += attn([1] * 5 + [7, 2], torch.float32, "zeppelin", 2, 2, module=True,
+                    window_size=(2, 0))(comm)
         res += empty_ranks(comm)
         res += bad_input(comm)
         res += devices(comm)

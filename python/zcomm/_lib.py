@@ -141,7 +141,8 @@ class RingAttnStats(_Sized):
                 ("native_chosen", ctypes.c_int64), ("native_dtype", ctypes.c_int64),
                 ("native_head_dim", ctypes.c_int64), ("native_shape", ctypes.c_int64),
                 ("native_no_engine", ctypes.c_int64), ("native_failed", ctypes.c_int64),
-                ("blocks_table", ctypes.c_int64), ("table_refused", ctypes.c_int64)]
+                ("blocks_table", ctypes.c_int64), ("table_refused", ctypes.c_int64),
+                ("table_banded", ctypes.c_int64)]
 
 
 class AttnVarlen(ctypes.Structure):

@@ -12,6 +12,7 @@ from ._lib import call, invalid
 from .plan import FORWARD, INVERSE, Plan, layout_code
 
 RING_ATTN_MODES = {"zeppelin": 0, "te_cp": 1, "llama_cp": 2}
+ATTN_WINDOW = 2  # ZC_ATTN_WINDOW: zc_ring_attn_args_t's window gives the mask
 
 
 def get_unique_id():
@@ -359,6 +360,20 @@ class Communicator(_lib.Handle):
             args.stats = ctypes.pointer(stats)
 
     @staticmethod
+    def _window(args, window_size, where):
+        """args' mask: None causal, else (left, right) as zc_ring_attn_args_t's
+        window (ZC_ATTN_WINDOW; -1 unbounded: (-1, -1) full, (w - 1, 0) a
+        sliding causal window of w keys); the library checks the values."""
+        if window_size is not None:
+            try:
+                left, right = (int(w) for w in window_size)
+            except (TypeError, ValueError):
+                raise invalid(where, "window_size: %r, expected (left, right) ints"
+                              % (window_size,)) from None
+            args.flags |= ATTN_WINDOW
+            args.window_left, args.window_right = left, right
+
+    @staticmethod
     def _kernels(args, kernels, where):
         """args.kernels -> a zcomm._lib.AttnKernels (zc_attn_kernels_t), or None."""
         if kernels is not None:
@@ -369,16 +384,19 @@ class Communicator(_lib.Handle):
             args.kernels = ctypes.pointer(kernels)
 
     def ring_attn_fwd(self, plan, q, k, v, out, lse, mode="zeppelin", scale=0.0, stream=None,
-                      stats=None, kernels=None):
-        """Causal ring attention of this rank's rows (plan attention layout):
+                      stats=None, kernels=None, window_size=None):
+        """Ring attention of this rank's rows (plan attention layout):
         writes out (like q) and lse (float32 [tokens, heads_q]).  stats: a
         zcomm._lib.RingAttnStats to fill (zc_ring_attn_stats_t: total,
         compute and wait seconds, bytes sent), host path.  kernels: a
         zcomm._lib.AttnKernels, the kernel table of the blocks
-        (zc_attn_kernels(3))."""
+        (zc_attn_kernels(3)).  window_size: None (causal) or the mask as
+        (left, right) keys, -1 unbounded: (-1, -1) full, (w - 1, 0) a
+        sliding window of w keys (host memory; zc_ring_attn_fwd(3))."""
         where = "Communicator.ring_attn_fwd"
         handle = plan_handle(plan, where)
         args, _, bufs = self._ring_args(where, q, k, v, out, lse, mode, scale)
+        self._window(args, window_size, where)
         self._stats(args, stats)
         self._kernels(args, kernels, where)
         if args.memtype == _lib.MEM_CUDA:
@@ -389,12 +407,13 @@ class Communicator(_lib.Handle):
         return out, lse
 
     def ring_attn_bwd(self, plan, q, k, v, out, lse, dout, dq, dk, dv, mode="zeppelin",
-                      scale=0.0, stream=None, stats=None, kernels=None):
+                      scale=0.0, stream=None, stats=None, kernels=None, window_size=None):
         """Backward of ring_attn_fwd: writes dq, dk, dv (like q, k, v);
-        stats and kernels as ring_attn_fwd's."""
+        stats, kernels and window_size as ring_attn_fwd's."""
         where = "Communicator.ring_attn_bwd"
         handle = plan_handle(plan, where)
         args, bq, bufs = self._ring_args(where, q, k, v, out, lse, mode, scale)
+        self._window(args, window_size, where)
         self._stats(args, stats)
         self._kernels(args, kernels, where)
         bdo = view(dout, "dout", where)

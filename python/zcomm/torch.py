@@ -44,7 +44,7 @@ LAYOUTS = ("attention", "linear")
 
 # Codes of the argument a rank refused, exchanged by the agreement so that
 # every rank can name it.  A local refusal is (code, message[, status]).
-_ARG_NAMES = {1: "cu_seqlens", 2: "capacity", 3: "method"}
+_ARG_NAMES = {1: "cu_seqlens", 2: "capacity", 3: "method", 4: "window_size"}
 
 
 def _as_cu_seqlens(cu_seqlens):
@@ -106,8 +106,8 @@ def _agree(comm, error, cu, capacity, method, where):
                              "cu_seqlens from rank 0's (every rank passes the global batch)"
                              % r, where)
         if row[3:5] != table[0][3:5]:
-            raise ZcommError(_lib.MISMATCH, "capacity, method: rank %d passed different ones "
-                             "from rank 0's" % r, where)
+            raise ZcommError(_lib.MISMATCH, "capacity, method, causal, window_size: rank %d "
+                             "passed different ones from rank 0's" % r, where)
 
 
 def _bytes(x):
@@ -189,10 +189,18 @@ class VarlenPlan:
     over every NIC), "te_cp" (TransformerEngine context parallelism: every
     sequence split over all ranks, zigzag, direct ring hops) or "llama_cp"
     (the same split, KV all-gathered: LLaMA 3 CP).
+    window_size: the attention mask the plan balances and lays its rings
+    out for, as varlen_attn's (flash-attention's convention, with causal):
+    None the causal mask; (-1, -1) with causal=False full; (w - 1, 0) a
+    sliding window of w keys.  varlen_attn computes whatever mask it is
+    given on any plan; a plan balanced for that mask spreads its work evenly
+    and, for a window, lays each ring out so that KV travels only as far as
+    the window reaches (zc_plan_create(3), "Masks").
     Collective: every rank of comm calls it together.
     """
 
-    def __init__(self, cu_seqlens, comm, capacity=None, method="zeppelin"):
+    def __init__(self, cu_seqlens, comm, capacity=None, method="zeppelin", causal=True,
+                 window_size=None):
         where = "VarlenPlan"
         if not isinstance(comm, Communicator):
             raise invalid(where, "comm: expected a zcomm.Communicator, got %s "
@@ -217,7 +225,13 @@ class VarlenPlan:
                 error = (2, "capacity: %d tokens per rank x %d ranks holds less than the "
                          "%d tokens of cu_seqlens" % (capacity, comm.size, total),
                          _lib.CAPACITY)
-        _agree(comm, error, cu, capacity, method, where)
+        window = None
+        if error is None:
+            try:
+                window = _mask(causal, window_size, where)
+            except ZcommError as e:
+                error = (4, e.detail)
+        _agree(comm, error, cu, capacity, (method, window), where)
 
         self.cu_seqlens = torch.tensor(cu, dtype=torch.int64)
         self.lengths = [cu[i + 1] - cu[i] for i in range(len(cu) - 1)]
@@ -230,8 +244,9 @@ class VarlenPlan:
                         else math.ceil(total * 5 / 4 / comm.size))
             capacity = max(capacity, 1)
         self.capacity = capacity
+        self.window_size = window
         self.plan = Plan(self.lengths, nnodes, comm.size // nnodes, capacity, even_split=even,
-                         rails=comm.rail_count)
+                         rails=comm.rail_count, window_size=self.window_size)
         info = self.plan.rank(comm.rank)
         self.tokens, self.linear_tokens = info["tokens"], info["linear_tokens"]
         me, size = comm.rank, comm.size
@@ -354,15 +369,34 @@ def _ring(fn, table, pass_name, *args, **kw):
         raise
 
 
+def _mask(causal, window_size, where):
+    """flash-attention's (causal, window_size) as the C window: None for
+    causal, else (left, right) with -1 unbounded; causal hides the keys
+    right of a query whatever window_size's right side says."""
+    if causal is not True and causal is not False:
+        raise invalid(where, "causal: %r, expected True or False" % (causal,))
+    try:
+        left, right = (int(w) for w in window_size) if window_size is not None else (-1, -1)
+    except (TypeError, ValueError):
+        raise invalid(where, "window_size: %r, expected (left, right) ints, -1 unbounded"
+                      % (window_size,)) from None
+    if left < -1 or right < -1:
+        raise invalid(where, "window_size: (%d, %d), each side -1 (unbounded) or >= 0"
+                      % (left, right))
+    if causal:
+        right = 0
+    return None if (left, right) == (-1, 0) else (left, right)
+
+
 class _VarlenAttn(torch.autograd.Function):
     @staticmethod
-    def forward(ctx, q, k, v, plan, scale, table):
+    def forward(ctx, q, k, v, plan, scale, table, window):
         out = torch.empty_like(q)
         lse = torch.empty(q.shape[0], q.shape[1], dtype=torch.float32, device=q.device)
         _ring(plan.comm.ring_attn_fwd, table, "forward", plan.plan, q, k, v, out, lse,
-              mode=plan.method, scale=scale)
+              mode=plan.method, scale=scale, window_size=window)
         ctx.save_for_backward(q, k, v, out, lse)
-        ctx.plan, ctx.scale, ctx.table = plan, scale, table
+        ctx.plan, ctx.scale, ctx.table, ctx.window = plan, scale, table, window
         return out
 
     @staticmethod
@@ -370,14 +404,24 @@ class _VarlenAttn(torch.autograd.Function):
         q, k, v, out, lse = ctx.saved_tensors
         dq, dk, dv = torch.empty_like(q), torch.empty_like(k), torch.empty_like(v)
         _ring(ctx.plan.comm.ring_attn_bwd, ctx.table, "backward", ctx.plan.plan, q, k, v, out,
-              lse, dout.contiguous(), dq, dk, dv, mode=ctx.plan.method, scale=ctx.scale)
-        return dq, dk, dv, None, None, None
+              lse, dout.contiguous(), dq, dk, dv, mode=ctx.plan.method, scale=ctx.scale,
+              window_size=ctx.window)
+        return dq, dk, dv, None, None, None, None
 
 
-def varlen_attn(q, k, v, plan, causal=True, softmax_scale=None, kernel=None, dropout_p=0.0):
-    """Causal attention of every sequence of the plan's batch on this rank's
+def varlen_attn(q, k, v, plan, causal=True, softmax_scale=None, kernel=None, dropout_p=0.0,
+                window_size=(-1, -1)):
+    """Attention of every sequence of the plan's batch on this rank's
     rows of the attention layout: q [tokens, heads, head_dim], k and v
     [tokens, kv_heads, head_dim] (kv_heads divides heads: GQA, MQA).
+    The mask is flash-attention's: the query at position i of its sequence
+    sees the key at j when i - left <= j <= i + right for window_size =
+    (left, right), -1 unbounded, and j <= i when causal: causal=True with
+    (-1, -1) is causal, causal=False with (-1, -1) full (both directions),
+    (w - 1, 0) a sliding window of w keys.  The mask is the call's (a model
+    may change it layer by layer); the plan may be balanced for it
+    (VarlenPlan's window_size).  Windows and the full mask run on CPU
+    tensors (the device path computes the causal mask).
     softmax_scale None: 1/sqrt(head_dim).  Names as flash_attn_varlen_func;
     the plan takes the place of cu_seqlens_q/k and max_seqlen_q/k.  An
     autograd function: the backward is libzcomm's ring attention backward.
@@ -396,6 +440,8 @@ def varlen_attn(q, k, v, plan, causal=True, softmax_scale=None, kernel=None, dro
     tensors' device, lse float32 [heads, tokens] (natural log), causal
     top-left with as many keys as queries in every segment (or False:
     every key visible); backward gets the final out and lse of its rows.
+    Under a window, blocks whose keys a window cuts on the left are beyond
+    that contract: libzcomm's kernels compute them.
     out, dq, dk, dv in q's dtype or float32.  A method may return
     NotImplemented: libzcomm's kernels compute that block.  Every rank
     passes a kernel or none."""
@@ -404,9 +450,7 @@ def varlen_attn(q, k, v, plan, causal=True, softmax_scale=None, kernel=None, dro
         raise invalid(where, "plan: expected a zcomm.torch.VarlenPlan, got %s"
                       % type(plan).__name__)
     table = None if kernel is None else KernelTable(kernel, where)
-    if causal is not True:
-        raise ZcommError(_lib.UNSUPPORTED, "causal: only causal attention is implemented "
-                         "(libzcomm's ring attention)", where)
+    window = _mask(causal, window_size, where)
     if dropout_p:
         raise ZcommError(_lib.UNSUPPORTED, "dropout_p: %r, only 0.0 is implemented"
                          % (dropout_p,), where)
@@ -444,7 +488,8 @@ def varlen_attn(q, k, v, plan, causal=True, softmax_scale=None, kernel=None, dro
     if q.device.type not in ("cpu", "cuda"):
         raise invalid(where, "q: tensor on %s, expected CPU or CUDA" % q.device)
     scale = 0.0 if softmax_scale is None else float(softmax_scale)
-    return _VarlenAttn.apply(q.contiguous(), k.contiguous(), v.contiguous(), plan, scale, table)
+    return _VarlenAttn.apply(q.contiguous(), k.contiguous(), v.contiguous(), plan, scale, table,
+                             window)
 
 
 def host_empty(*size, dtype=torch.float32):
@@ -503,17 +548,18 @@ class ZeppelinAttention(torch.nn.Module):
     current batch (plans change with every batch; the module holds only
     the attention's settings, kernel included)."""
 
-    def __init__(self, causal=True, softmax_scale=None, kernel=None):
+    def __init__(self, causal=True, softmax_scale=None, kernel=None, window_size=(-1, -1)):
         super().__init__()
         self.causal, self.softmax_scale, self.kernel = causal, softmax_scale, kernel
+        self.window_size = tuple(window_size)
 
     def forward(self, q, k, v, plan):
         return varlen_attn(q, k, v, plan, causal=self.causal, softmax_scale=self.softmax_scale,
-                           kernel=self.kernel)
+                           kernel=self.kernel, window_size=self.window_size)
 
     def extra_repr(self):
-        return "causal=%s, softmax_scale=%s, kernel=%s" % (
-            self.causal, self.softmax_scale,
+        return "causal=%s, window_size=%s, softmax_scale=%s, kernel=%s" % (
+            self.causal, self.window_size, self.softmax_scale,
             None if self.kernel is None else type(self.kernel).__name__)
 
 

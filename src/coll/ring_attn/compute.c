@@ -14,6 +14,17 @@
  * every key piece is its own unit with its true positions.  Queries that
  * see no key are in no unit.
  *
+ * Other masks (kernels/attn_math.h: a window, or full).  Every query piece
+ * against every key piece of its sequence is a unit, trimmed to the rows
+ * that see a key of it and the keys one of those rows sees; a pair that
+ * sees nothing issues nothing.  Where the window's left side cuts none of
+ * the unit's keys, row i sees the first min(d + i + 1, K) of them (d from
+ * its right side, or every key): the causal form above with virtual
+ * positions, so that it splits into bottom-right and full parts like a
+ * causal unit and a kernel table takes it.  Otherwise it is banded: a
+ * ZC_RA_WINDOW block at its true positions, on libzcomm's kernels with the
+ * window (src/coll/ring_attn/dispatch.c).
+ *
  * Blocks (zc_ra_blocks, the one place that decides what a kernel call is).
  * A unit whose row i sees min(d + i + 1, K) of its K keys (d = q_start -
  * kv_start >= 0) is split where its rows start to see every key: the rows
@@ -60,6 +71,7 @@ typedef struct {
     int64_t kv_off, kv_len;   /* rows of the block's keys */
     int64_t q_pos, kv_pos;
     int round;
+    int band;                 /* under the window at true positions (ZC_RA_WINDOW) */
 } zc_ra_seg_t;
 
 typedef struct {
@@ -159,6 +171,51 @@ static zc_status_t zc_ra_seq_pairs(zc_ra_segs_t *units, const zc_plan_piece_t *q
     return ZC_OK;
 }
 
+/* Every (query piece, key piece) pair of one sequence under mask m (not
+ * causal), trimmed, in the causal form or banded (see the top of the
+ * file), one round each. */
+static zc_status_t zc_ra_seq_masked(zc_ra_segs_t *units, const zc_plan_piece_t *qp, size_t nq,
+                                    int64_t qrow, const zc_plan_piece_t *kp, size_t nk,
+                                    int64_t krow, zc_attn_mask_t m)
+{
+    int round = 0;
+
+    for (size_t i = 0; i < nq; qrow += qp[i].end - qp[i].begin, i++) {
+        int64_t kr = krow, lq = qp[i].end - qp[i].begin;
+
+        for (size_t j = 0; j < nk; kr += kp[j].end - kp[j].begin, j++) {
+            int64_t lk = kp[j].end - kp[j].begin, qs = qp[i].begin, ks = kp[j].begin;
+            int64_t a, b, c, e, lo, hi, first_hi, last_lo;
+            zc_ra_seg_t u;
+
+            if (lq == 0 || lk == 0)
+                continue;
+            /* rows [a, b) see a key of the piece, keys [c, e) are seen */
+            zc_attn_mask_rows(m, 0, qs, ks, lq, &a, &hi);
+            zc_attn_mask_rows(m, lk - 1, qs, ks, lq, &lo, &b);
+            if (a >= b)
+                continue;
+            zc_attn_mask_keys(m, a, qs, ks, lk, &c, &first_hi);
+            zc_attn_mask_keys(m, b - 1, qs, ks, lk, &last_lo, &e);
+            if (c >= e)
+                continue;
+            u = (zc_ra_seg_t){.q_off = qrow + a, .q_len = b - a, .kv_off = kr + c,
+                              .kv_len = e - c, .round = round++};
+            if (last_lo > c) {           /* the left side cuts: banded */
+                u.band = 1;
+                u.q_pos = qs + a;
+                u.kv_pos = ks + c;
+            } else if (first_hi >= e) {  /* every row sees every key */
+                u.q_pos = e - c - 1;
+            } else {                     /* row a sees first_hi - c keys */
+                u.q_pos = first_hi - c - 1;
+            }
+            ZC_CHECK(zc_ra_segs_add(units, &u));
+        }
+    }
+    return ZC_OK;
+}
+
 /* Pieces of one sequence are adjacent; ring then sequence orders them. */
 static int zc_ra_seq_cmp(const zc_plan_piece_t *a, const zc_plan_piece_t *b)
 {
@@ -180,7 +237,8 @@ static size_t zc_ra_seq_run(const zc_plan_piece_t *p, size_t n, size_t i, int64_
 }
 
 static zc_status_t zc_ra_units(zc_ra_segs_t *units, const zc_plan_piece_t *qp, size_t nq,
-                               int64_t q_row0, const zc_ra_kv_t *kv, int *rounds)
+                               int64_t q_row0, const zc_ra_kv_t *kv, zc_attn_mask_t mask,
+                               int *rounds)
 {
     size_t i = 0, j = 0;
     int64_t qrow = q_row0, krow = 0;
@@ -192,7 +250,11 @@ static zc_status_t zc_ra_units(zc_ra_segs_t *units, const zc_plan_piece_t *qp, s
         size_t kn = zc_ra_seq_run(kv->pieces, kv->npieces, j, &krows);
         int cmp = zc_ra_seq_cmp(&qp[i], &kv->pieces[j]), fits, first = units->n;
 
-        if (cmp == 0) {
+        if (cmp == 0 && !zc_attn_mask_is_causal(mask)) {
+            ZC_CHECK(zc_ra_seq_masked(units, &qp[i], qn, qrow, &kv->pieces[j], kn, krow, mask));
+            if (units->n - first > *rounds)
+                *rounds = units->n - first;
+        } else if (cmp == 0) {
             ZC_CHECK(zc_ra_seq_merged(units, &qp[i], qn, qrow, &kv->pieces[j], kn, krow, &fits));
             if (!fits)
                 ZC_CHECK(zc_ra_seq_pairs(units, &qp[i], qn, qrow, &kv->pieces[j], kn, krow));
@@ -231,18 +293,21 @@ static zc_status_t zc_ra_block_add(zc_ra_blocks_t *out, zc_ra_mask_t mask,
         out->v = v;
         out->cap = cap;
     }
-    ints = malloc((4 * (size_t)n + 2) * sizeof(int32_t));
+    ints = malloc((6 * (size_t)n + 2) * sizeof(int32_t));
     if (!ints)
         return zc_error(ZC_ERR_NO_MEMORY, "ring attention: cannot allocate a block of %d", n);
     bl = &out->v[out->n++];
     *bl = (zc_ra_block_t){.mask = mask, .batch = n, .q_row0 = parts[0].q_off,
                           .kv_row0 = parts[0].kv_off, .cu_q = ints, .cu_kv = ints + n + 1,
-                          .used_q = ints + 2 * n + 2, .used_kv = ints + 3 * n + 2};
+                          .used_q = ints + 2 * n + 2, .used_kv = ints + 3 * n + 2,
+                          .pos_q = ints + 4 * n + 2, .pos_kv = ints + 5 * n + 2};
     for (int i = 0; i < n; i++) {
         bl->cu_q[i] = (int32_t)(parts[i].q_off - bl->q_row0);
         bl->cu_kv[i] = (int32_t)(parts[i].kv_off - bl->kv_row0);
         bl->used_q[i] = (int32_t)parts[i].q_len;
         bl->used_kv[i] = (int32_t)parts[i].kv_len;
+        bl->pos_q[i] = (int32_t)parts[i].q_pos;
+        bl->pos_kv[i] = (int32_t)parts[i].kv_pos;
     }
     bl->cu_q[n] = bl->cu_q[n - 1] + bl->used_q[n - 1];
     bl->cu_kv[n] = bl->cu_kv[n - 1] + bl->used_kv[n - 1];
@@ -290,7 +355,7 @@ static zc_status_t zc_ra_split_round(const zc_ra_segs_t *units, int r, zc_ra_seg
         const zc_ra_seg_t *s = &units->v[u];
         int64_t rc = zc_ra_causal_rows(s);
 
-        if (s->round != r || rc < 0)
+        if (s->round != r || s->band || rc < 0)
             continue;
         has_full |= rc < s->q_len;
         causal_top_left &= rc == 0 || s->q_pos == s->kv_pos;
@@ -302,7 +367,7 @@ static zc_status_t zc_ra_split_round(const zc_ra_segs_t *units, int r, zc_ra_seg
         const zc_ra_seg_t *s = &units->v[u];
         int64_t d = s->q_pos - s->kv_pos, K = s->kv_len, rc = zc_ra_causal_rows(s);
 
-        if (s->round != r)
+        if (s->round != r || s->band)
             continue;
         if (rc < 0)
             rc = either_full ? 0 : s->q_len;
@@ -321,24 +386,30 @@ static zc_status_t zc_ra_split_round(const zc_ra_segs_t *units, int r, zc_ra_seg
 }
 
 zc_status_t zc_ra_blocks(const zc_plan_piece_t *qp, size_t nq, int64_t q_row0,
-                         const zc_ra_kv_t *kv, zc_ra_blocks_t *out)
+                         const zc_ra_kv_t *kv, zc_attn_mask_t mask, zc_ra_blocks_t *out)
 {
-    zc_ra_segs_t units = {0}, causal = {0}, full = {0};
+    zc_ra_segs_t units = {0}, causal = {0}, full = {0}, band = {0};
     zc_status_t st = ZC_OK;
     int rounds, top_left;
 
     memset(out, 0, sizeof(*out));
-    ZC_CHECK_GOTO(zc_ra_units(&units, qp, nq, q_row0, kv, &rounds), st, out);
+    ZC_CHECK_GOTO(zc_ra_units(&units, qp, nq, q_row0, kv, mask, &rounds), st, out);
     for (int r = 0; r < rounds; r++) {
         ZC_CHECK_GOTO(zc_ra_split_round(&units, r, &causal, &full, &top_left), st, out);
         ZC_CHECK_GOTO(zc_ra_block_add(out, top_left ? ZC_RA_CAUSAL : ZC_RA_BOTTOM_RIGHT,
                                       causal.v, causal.n), st, out);
         ZC_CHECK_GOTO(zc_ra_block_add(out, ZC_RA_FULL, full.v, full.n), st, out);
+        band.n = 0;
+        for (int u = 0; u < units.n; u++)
+            if (units.v[u].round == r && units.v[u].band)
+                ZC_CHECK_GOTO(zc_ra_segs_add(&band, &units.v[u]), st, out);
+        ZC_CHECK_GOTO(zc_ra_block_add(out, ZC_RA_WINDOW, band.v, band.n), st, out);
     }
 out:
     free(units.v);
     free(causal.v);
     free(full.v);
+    free(band.v);
     if (st != ZC_OK)
         zc_ra_blocks_free(out);
     return st;
@@ -358,11 +429,17 @@ static zc_status_t zc_ra_block_segs(const zc_ra_block_t *bl, zc_ra_segs_t *segs)
         int64_t pad_q = bl->cu_q[b + 1] - bl->cu_q[b] - lq;
         int64_t pad_kv = bl->cu_kv[b + 1] - bl->cu_kv[b] - lk;
 
-        /* causal: row i sees i + lk - lq + 1 keys; full: all lk */
-        ZC_CHECK(zc_ra_segs_add(segs, &(zc_ra_seg_t){.q_off = q0, .q_len = lq, .kv_off = k0,
-                                                     .kv_len = lk,
-                                                     .q_pos = bl->mask == ZC_RA_FULL ? lk - 1
-                                                                                     : lk - lq}));
+        /* causal: row i sees i + lk - lq + 1 keys; full: all lk; a
+         * window: its true positions */
+        zc_ra_seg_t s = {.q_off = q0, .q_len = lq, .kv_off = k0, .kv_len = lk,
+                         .q_pos = bl->mask == ZC_RA_FULL ? lk - 1 : lk - lq};
+
+        if (bl->mask == ZC_RA_WINDOW) {
+            s.q_pos = bl->pos_q[b];
+            s.kv_pos = bl->pos_kv[b];
+            s.band = 1;
+        }
+        ZC_CHECK(zc_ra_segs_add(segs, &s));
         if (pad_q > 0)
             ZC_CHECK(zc_ra_segs_add(segs, &(zc_ra_seg_t){.q_off = q0 + lq, .q_len = pad_q,
                                                          .kv_off = k0 + lk}));
@@ -393,6 +470,13 @@ static double zc_ra_pairs(const zc_ra_seg_t *s, int64_t a, int64_t b)
     return sum;
 }
 
+/* The work of rows [a, b) of a segment, for the slices: its causal pairs,
+ * or, banded, every key of every row (a bound: the window hides some). */
+static double zc_ra_work(const zc_ra_seg_t *s, int64_t a, int64_t b)
+{
+    return s->band ? (double)(b - a) * (double)s->kv_len : zc_ra_pairs(s, a, b);
+}
+
 typedef struct {
     int32_t *cu_q, *cu_kv, *q_start, *kv_start;
     int cap;
@@ -402,13 +486,13 @@ typedef struct {
  * [..., r1) of i1; a causal segment cut short keeps the keys its rows
  * see, the rest of its keys going into a segment without queries. */
 static zc_status_t zc_ra_kernel(zc_ra_ctx_t *ctx, const zc_ra_kv_t *kv, const zc_ra_segs_t *segs,
-                                int causal, int i0, int64_t r0, int i1, int64_t r1,
+                                zc_ra_mask_t mask, int i0, int64_t r0, int i1, int64_t r1,
                                 zc_ra_call_arrays_t *arr)
 {
     const zc_ring_attn_args_t *args = ctx->args;
     int64_t base_q = segs->v[i0].q_off + r0, base_kv = segs->v[i0].kv_off;
     zc_attn_args_t a = ZC_ATTN_ARGS_INITIALIZER;
-    int n = 0;
+    int n = 0, causal = mask == ZC_RA_CAUSAL || mask == ZC_RA_BOTTOM_RIGHT;
 
     arr->cu_q[0] = arr->cu_kv[0] = 0;
     for (int b = i0; b <= i1; b++) {
@@ -440,6 +524,11 @@ static zc_status_t zc_ra_kernel(zc_ra_ctx_t *ctx, const zc_ra_kv_t *kv, const zc
     a.causal = causal;
     a.scale = ctx->scale;
     a.flags = ZC_ATTN_ACCUMULATE;
+    if (mask == ZC_RA_WINDOW) {
+        a.flags |= ZC_ATTN_WINDOW;
+        a.window_left = (int)ctx->mask.left;
+        a.window_right = (int)ctx->mask.right;
+    }
     a.dtype = args->dtype;
     a.out_dtype = ZC_FLOAT32;
     a.grad_dtype = ZC_FLOAT32;
@@ -468,7 +557,7 @@ static zc_status_t zc_ra_kernel(zc_ra_ctx_t *ctx, const zc_ra_kv_t *kv, const zc
  * cutting a segment between ZC_RA_SLICE_ROWS-row blocks when it does not
  * fit. */
 static zc_status_t zc_ra_run_block(zc_ra_ctx_t *ctx, const zc_ra_kv_t *kv,
-                                   const zc_ra_segs_t *segs, int causal, double pair_flops)
+                                   const zc_ra_segs_t *segs, zc_ra_mask_t mask, double pair_flops)
 {
     zc_ra_call_arrays_t arr = {0};
     int i0 = 0;
@@ -497,7 +586,7 @@ static zc_status_t zc_ra_run_block(zc_ra_ctx_t *ctx, const zc_ra_kv_t *kv,
          * cut between row blocks (a call takes at least one block) */
         for (;; i1++, start = 0) {
             const zc_ra_seg_t *s = &segs->v[i1];
-            double w = zc_ra_pairs(s, start, s->q_len);
+            double w = zc_ra_work(s, start, s->q_len);
 
             r1 = s->q_len;
             if (budget >= 0 && work + w > budget) {
@@ -507,7 +596,7 @@ static zc_status_t zc_ra_run_block(zc_ra_ctx_t *ctx, const zc_ra_kv_t *kv,
                     int64_t next = cut + ZC_RA_SLICE_ROWS < s->q_len ? cut + ZC_RA_SLICE_ROWS
                                                                        : s->q_len;
 
-                    if (work + zc_ra_pairs(s, start, next) > budget && (work > 0 || cut > start))
+                    if (work + zc_ra_work(s, start, next) > budget && (work > 0 || cut > start))
                         break;
                     cut = next;
                 }
@@ -520,7 +609,7 @@ static zc_status_t zc_ra_run_block(zc_ra_ctx_t *ctx, const zc_ra_kv_t *kv,
             if (i1 + 1 == segs->n)
                 break;
         }
-        ZC_CHECK_GOTO(zc_ra_kernel(ctx, kv, segs, causal, i0, r0, i1, r1, &arr), st, out);
+        ZC_CHECK_GOTO(zc_ra_kernel(ctx, kv, segs, mask, i0, r0, i1, r1, &arr), st, out);
         if (r1 < segs->v[i1].q_len) {
             i0 = i1;
             r0 = r1;
@@ -548,11 +637,10 @@ zc_status_t zc_ra_compute(zc_ra_ctx_t *ctx, const zc_plan_piece_t *qp, size_t nq
     zc_ra_segs_t segs = {0};
     zc_status_t st;
 
-    ZC_CHECK(zc_ra_blocks(qp, nq, q_row0, kv, &blocks));
+    ZC_CHECK(zc_ra_blocks(qp, nq, q_row0, kv, ctx->mask, &blocks));
     for (int i = 0; i < blocks.n; i++) {
         ZC_CHECK_GOTO(zc_ra_block_segs(&blocks.v[i], &segs), st, out);
-        ZC_CHECK_GOTO(zc_ra_run_block(ctx, kv, &segs, blocks.v[i].mask != ZC_RA_FULL,
-                                      pair_flops), st, out);
+        ZC_CHECK_GOTO(zc_ra_run_block(ctx, kv, &segs, blocks.v[i].mask, pair_flops), st, out);
     }
     st = ZC_OK;
 out:

@@ -26,6 +26,11 @@
  * ZC_ATTN_ACCUMULATE), the backward's dq, dk, dv added to them in fp32
  * (kernels/attn_rows.h), on the host or on the device's compute stream.
  *
+ * Windows.  Blocks of a window that some row's window cuts on the left
+ * (ZC_RA_WINDOW, compute.c) are beyond the table's contract: they run on
+ * libzcomm's kernels, counted in stats table_banded; the other blocks of a
+ * windowed or full call are causal or full and go to the table.
+ *
  * Failure.  A table that returns an error (not ZC_ERR_UNSUPPORTED) makes
  * the rank skip every later kernel call of the call, but not its
  * transfers, so that no peer waits; at the end every rank learns, in one
@@ -459,6 +464,11 @@ zc_status_t zc_ra_dispatch(zc_ra_ctx_t *ctx, const zc_attn_args_t *a)
         return zc_ra_builtin(ctx, a);
     if (ctx->table.failed != ZC_OK)
         return ZC_OK; /* a table failed: compute nothing more, move everything */
+    if (a->flags & ZC_ATTN_WINDOW) {
+        /* banded (compute.c): beyond flash-attention's causal or full */
+        ctx->stats.table_banded++;
+        return zc_ra_builtin(ctx, a);
+    }
     if (!a->causal || (ctx->table.kernels.flags & ZC_ATTN_KERNELS_BOTTOM_RIGHT) ||
         !zc_ra_has_offset(a))
         return zc_ra_table_part(ctx, a);

@@ -17,6 +17,20 @@
  * here: per group, forward KV into steps 1..G-1; backward KV into step s+1
  * then dK/dV after step s, in the order a member posts them.
  *
+ * Reach.  Under a mask other than causal (a window, or full), in the
+ * Zeppelin and routing rings, owner o's KV goes only as far as the last
+ * member of its chain o + 1, o + 2, ... whose queries see one of its keys
+ * (g->last[o], its reach); the hops past it carry nothing, and a routed
+ * call lists only the hops that carry.  Rings join a group only with the
+ * same reaches, so that no hop carries one ring's KV further than that
+ * ring's window reaches for another's sake.  Every rank derives the reaches
+ * from the plan and the call's mask, which the agreement covers, so both
+ * sides of a hop skip it alike.  A chain passes through a member that sees
+ * nothing of it only to reach one further that does (a zigzag ring, or a
+ * window open on both sides: the ring runs one way).  TE CP passes every
+ * block all the way round, masked, as TransformerEngine does; the causal
+ * mask keeps the whole ring too (every zigzag member sees every owner).
+ *
  * All of it is a layout (zc_ra_layout_t) derived from the plan, the rank,
  * the mode, the pass, the queue order and the K|V row size alone, so a
  * communicator keeps it across calls (src/coll/ring_attn/state.c); with it,
@@ -56,9 +70,86 @@ static int zc_ra_member_pos(const zc_ra_group_t *g, int rank)
     return -1;
 }
 
-/* Groups of one zone, appended; ring_group[r] gets each ring's group. */
+/* Does any query of pieces qp see a key of pieces kp under mask m (same
+ * ring and sequence, positions in the sequence)? */
+static int zc_ra_pieces_see(const zc_plan_piece_t *qp, size_t nq, const zc_plan_piece_t *kp,
+                            size_t nk, zc_attn_mask_t m)
+{
+    for (size_t i = 0; i < nq; i++)
+        for (size_t j = 0; j < nk; j++) {
+            int64_t lq = qp[i].end - qp[i].begin, lk = kp[j].end - kp[j].begin;
+            int64_t first_lo, first_hi, last_lo, last_hi;
+
+            if (qp[i].ring != kp[j].ring || qp[i].seq != kp[j].seq || lq == 0 || lk == 0)
+                continue;
+            /* its rows see the keys [first row's lo, last row's hi) */
+            zc_attn_mask_keys(m, 0, qp[i].begin, kp[j].begin, lk, &first_lo, &first_hi);
+            zc_attn_mask_keys(m, lq - 1, qp[i].begin, kp[j].begin, lk, &last_lo, &last_hi);
+            if (first_lo < last_hi)
+                return 1;
+        }
+    return 0;
+}
+
+/* Does the call's ring skip what its mask hides (see the top)? */
+static int zc_ra_skips(const zc_ra_ctx_t *ctx)
+{
+    return !zc_attn_mask_is_causal(ctx->mask) && ctx->args->mode == ZC_RING_ATTN_ZEPPELIN;
+}
+
+/* Ring r's pieces on `rank`: one run of its buffer (ordered by ring). */
+static void zc_ra_ring_pieces(const zc_ra_ctx_t *ctx, int r, int rank,
+                              const zc_plan_piece_t **pieces, size_t *n)
+{
+    const zc_plan_piece_t *all;
+    size_t count, i = 0;
+
+    *pieces = NULL;
+    *n = 0;
+    if (zc_plan_rank_pieces(ctx->plan, rank, &all, &count) != ZC_OK)
+        return;
+    while (i < count && all[i].ring != r)
+        i++;
+    *pieces = all + i;
+    while (i + *n < count && all[i + *n].ring == r)
+        (*n)++;
+}
+
+/* Each member's reach as the owner of its KV in ring r, by rank. */
+static void zc_ra_ring_reach(const zc_ra_ctx_t *ctx, int r, const zc_plan_ring_t *ring,
+                             int *by_rank)
+{
+    int G = ring->nranks;
+
+    for (int o = 0; o < G; o++) {
+        const zc_plan_piece_t *kp, *qp;
+        size_t nk, nq;
+        int last = G - 1;
+
+        if (zc_ra_skips(ctx)) {
+            zc_ra_ring_pieces(ctx, r, ring->ranks[o], &kp, &nk);
+            for (; last > 0; last--) {
+                zc_ra_ring_pieces(ctx, r, ring->ranks[(o + last) % G], &qp, &nq);
+                if (zc_ra_pieces_see(qp, nq, kp, nk, ctx->mask))
+                    break;
+            }
+        }
+        by_rank[ring->ranks[o]] = last;
+    }
+}
+
+static int zc_ra_same_reach(const zc_plan_ring_t *ring, const int *a, const int *b)
+{
+    for (int i = 0; i < ring->nranks; i++)
+        if (a[ring->ranks[i]] != b[ring->ranks[i]])
+            return 0;
+    return 1;
+}
+
+/* Groups of one zone, appended; ring_group[r] gets each ring's group.
+ * reach and first_reach: room for every rank. */
 static zc_status_t zc_ra_zone_groups(const zc_ra_ctx_t *ctx, zc_ra_layout_t *lay, zc_zone_t zone,
-                                     int nrings, int *ring_group)
+                                     int nrings, int *ring_group, int *reach, int *first_reach)
 {
     zc_plan_ring_t first = {0}, ring;
 
@@ -66,24 +157,29 @@ static zc_status_t zc_ra_zone_groups(const zc_ra_ctx_t *ctx, zc_ra_layout_t *lay
         ZC_CHECK(zc_plan_ring(ctx->plan, r, &ring));
         if (ring.zone != zone)
             continue;
+        zc_ra_ring_reach(ctx, r, &ring, reach);
         if (lay->ngroups == 0 || lay->groups[lay->ngroups - 1].zone != zone ||
-            !zc_ra_same_cycle(&first, &ring)) {
+            !zc_ra_same_cycle(&first, &ring) || !zc_ra_same_reach(&ring, reach, first_reach)) {
             zc_ra_group_t *g = &lay->groups[lay->ngroups++];
 
             first = ring;
+            for (int i = 0; i < ring.nranks; i++)
+                first_reach[ring.ranks[i]] = reach[ring.ranks[i]];
             g->zone = zone;
             g->G = ring.nranks;
             g->members = calloc((size_t)g->G, sizeof(*g->members));
             g->routed = calloc((size_t)g->G, 1);
             g->kv_call = malloc((size_t)g->G * sizeof(*g->kv_call));
             g->dkv_call = malloc((size_t)g->G * sizeof(*g->dkv_call));
+            g->last = malloc((size_t)g->G * sizeof(*g->last));
             g->rings = lay->group_rings + lay->ngroup_rings;
-            if (!g->members || !g->routed || !g->kv_call || !g->dkv_call)
+            if (!g->members || !g->routed || !g->kv_call || !g->dkv_call || !g->last)
                 return zc_error(ZC_ERR_NO_MEMORY, "ring attention: cannot allocate a group of %d",
                                 g->G);
             for (int i = 0; i < g->G; i++) {
                 g->members[i].rank = ring.ranks[i];
                 g->kv_call[i] = g->dkv_call[i] = -1;
+                g->last[i] = reach[ring.ranks[i]];
             }
             g->pos = zc_ra_member_pos(g, ctx->comm->rank);
             if (zone == ZC_ZONE_INTER && ctx->args->mode == ZC_RING_ATTN_ZEPPELIN) {
@@ -142,6 +238,30 @@ static void zc_ra_member_pieces(const zc_ra_ctx_t *ctx, zc_ra_layout_t *lay,
     }
 }
 
+int zc_ra_owner_at(const zc_ra_group_t *g, int p, int s)
+{
+    return ((p - s) % g->G + g->G) % g->G;
+}
+
+int zc_ra_kv_hop(const zc_ra_group_t *g, int p, int s)
+{
+    return s <= g->last[zc_ra_owner_at(g, p, s - 1)];
+}
+
+int zc_ra_dkv_hop(const zc_ra_group_t *g, int p, int s)
+{
+    int last = g->last[zc_ra_owner_at(g, p, s)];
+
+    return s < last || (s == g->G - 1 && last == s);
+}
+
+int zc_ra_dkv_home(const zc_ra_group_t *g, int p, int s)
+{
+    int last = g->last[zc_ra_owner_at(g, p, s)];
+
+    return s == last && s > 0 && s < g->G - 1;
+}
+
 /* Append the routed call of group g carrying `kind` for step s; its
  * transfers are the group's routed hops with a non-zero payload.  Returns
  * its index, -1 when it moves nothing (then nobody calls it). */
@@ -166,7 +286,8 @@ static zc_status_t zc_ra_add_call(const zc_ra_ctx_t *ctx, zc_ra_layout_t *lay, i
                                              : zc_ra_dkv_bytes(ctx, tokens);
         zc_transfer_t *t = &c->transfers[c->ntransfers];
 
-        if (!g->routed[p] || bytes == 0)
+        if (!g->routed[p] || bytes == 0 ||
+            !(kind == ZC_RA_KIND_KV ? zc_ra_kv_hop(g, p, s) : zc_ra_dkv_hop(g, p, s)))
             continue;
         t->src = g->members[p].rank;
         t->dst = g->members[(p + 1) % g->G].rank;
@@ -277,19 +398,24 @@ static zc_status_t zc_ra_gathered_layout(const zc_ra_ctx_t *ctx, const zc_ra_gro
 static zc_status_t zc_ra_layout_fill(const zc_ra_ctx_t *ctx, zc_ra_layout_t *lay)
 {
     zc_plan_info_t info = ZC_PLAN_INFO_INITIALIZER;
-    int *ring_group = NULL;
+    int *ring_group = NULL, *reach;
     zc_status_t st;
 
     ZC_CHECK(zc_plan_info(ctx->plan, &info));
     lay->groups = calloc((size_t)(info.nrings ? info.nrings : 1), sizeof(*lay->groups));
     lay->group_rings = malloc((size_t)(info.nrings ? info.nrings : 1) * sizeof(int));
-    ring_group = malloc((size_t)(info.nrings ? info.nrings : 1) * sizeof(*ring_group));
+    /* then the reaches of a ring and of its group's first, by rank */
+    ring_group = malloc(((size_t)(info.nrings ? info.nrings : 1) + 2 * (size_t)ctx->comm->size) *
+                        sizeof(*ring_group));
     if (!lay->groups || !lay->group_rings || !ring_group) {
         free(ring_group);
         return zc_error(ZC_ERR_NO_MEMORY, "ring attention: cannot allocate %d rings", info.nrings);
     }
-    ZC_CHECK_GOTO(zc_ra_zone_groups(ctx, lay, ZC_ZONE_INTER, info.nrings, ring_group), st, out);
-    ZC_CHECK_GOTO(zc_ra_zone_groups(ctx, lay, ZC_ZONE_INTRA, info.nrings, ring_group), st, out);
+    reach = ring_group + (info.nrings ? info.nrings : 1);
+    ZC_CHECK_GOTO(zc_ra_zone_groups(ctx, lay, ZC_ZONE_INTER, info.nrings, ring_group, reach,
+                                    reach + ctx->comm->size), st, out);
+    ZC_CHECK_GOTO(zc_ra_zone_groups(ctx, lay, ZC_ZONE_INTRA, info.nrings, ring_group, reach,
+                                    reach + ctx->comm->size), st, out);
     zc_ra_member_pieces(ctx, lay, ring_group);
     if (ctx->reverse)
         zc_ra_groups_reverse(lay);
@@ -330,7 +456,8 @@ zc_ra_layout_key_t zc_ra_layout_key(const zc_ra_ctx_t *ctx)
 {
     return (zc_ra_layout_key_t){.plan = ctx->plan->serial, .row_kv = ctx->row_kv,
                                 .elem = ctx->elem, .mode = (int)ctx->args->mode,
-                                .backward = ctx->backward, .reverse = ctx->reverse};
+                                .backward = ctx->backward, .reverse = ctx->reverse,
+                                .mask_left = ctx->mask.left, .mask_right = ctx->mask.right};
 }
 
 void zc_ra_layout_free(zc_ra_layout_t *lay)
@@ -342,6 +469,7 @@ void zc_ra_layout_free(zc_ra_layout_t *lay)
         free(lay->groups[gi].routed);
         free(lay->groups[gi].kv_call);
         free(lay->groups[gi].dkv_call);
+        free(lay->groups[gi].last);
         if (lay->gathered)
             free(lay->gathered[gi].seqs);
     }

@@ -12,7 +12,14 @@
  * accumulator home.  Computing into a fresh partial, rather than into the
  * arriving accumulator, lets that hop overlap the step's kernels, and the
  * accumulators stay fp32 all the way round (rounding a partial per hop is
- * the classic ring-attention precision bug). */
+ * the classic ring-attention precision bug).
+ *
+ * Reach (src/coll/ring_attn/groups.c).  Owner o's KV goes only as far as
+ * g->last[o]: a position computes a step only when it holds a block, a hop
+ * goes only when the block goes further (both sides know it from the
+ * plan), and an accumulator whose chain ends before the ring closes goes
+ * home directly from its last position; the owner posts that receive
+ * first of all, so no wait depends on its place in the pipeline. */
 #include "config.h"
 
 #include <string.h>
@@ -22,11 +29,31 @@
 
 /* Scratch slots of the ring pipelines. */
 enum { ZC_RA_SLOT_KV0, ZC_RA_SLOT_KV1, ZC_RA_SLOT_DP0, ZC_RA_SLOT_DP1, ZC_RA_SLOT_DIN0,
-       ZC_RA_SLOT_DIN1 };
+       ZC_RA_SLOT_DIN1, ZC_RA_SLOT_HOME };
 
 const zc_ra_member_t *zc_ra_owner(const zc_ra_group_t *g, int s)
 {
-    return &g->members[((g->pos - s) % g->G + g->G) % g->G];
+    return &g->members[zc_ra_owner_at(g, g->pos, s)];
+}
+
+/* Does this rank hold a block at step s? */
+static int zc_ra_holds(const zc_ra_group_t *g, int s)
+{
+    return s <= g->last[zc_ra_owner_at(g, g->pos, s)];
+}
+
+/* The KV hop into step s + 1: this rank's block goes on, the next arrives,
+ * each only where its owner's reach goes that far. */
+static zc_status_t zc_ra_kv_step(zc_ra_ctx_t *ctx, int gi, zc_ra_xchg_t *x, int s, void *cur,
+                                 void *next)
+{
+    const zc_ra_group_t *g = &ctx->groups[gi];
+    int p = g->pos;
+    size_t out = zc_ra_kv_hop(g, p, s + 1) ? zc_ra_kv_bytes(ctx, zc_ra_owner(g, s)->tokens) : 0;
+    size_t in = zc_ra_kv_hop(g, (p + g->G - 1) % g->G, s + 1)
+                    ? zc_ra_kv_bytes(ctx, zc_ra_owner(g, s + 1)->tokens) : 0;
+
+    return zc_ra_hop(ctx, x, gi, ZC_RA_KIND_KV, s + 1, g->kv_call[s + 1], cur, out, next, in);
 }
 
 zc_status_t zc_ra_pack_own(zc_ra_ctx_t *ctx, const zc_ra_group_t *g, void *buf)
@@ -72,10 +99,9 @@ zc_status_t zc_ra_ring_fwd(zc_ra_ctx_t *ctx, int gi)
 
         ZC_CHECK(zc_ra_wait(ctx, &x[s % 2]));
         if (s + 1 < g->G)
-            ZC_CHECK(zc_ra_hop(ctx, &x[(s + 1) % 2], gi, ZC_RA_KIND_KV, s + 1, g->kv_call[s + 1],
-                               kv[s % 2], zc_ra_kv_bytes(ctx, owner->tokens), kv[(s + 1) % 2],
-                               zc_ra_kv_bytes(ctx, zc_ra_owner(g, s + 1)->tokens)));
-        ZC_CHECK(zc_ra_compute(ctx, me->pieces, me->npieces, me->row0, &block));
+            ZC_CHECK(zc_ra_kv_step(ctx, gi, &x[(s + 1) % 2], s, kv[s % 2], kv[(s + 1) % 2]));
+        if (zc_ra_holds(g, s))
+            ZC_CHECK(zc_ra_compute(ctx, me->pieces, me->npieces, me->row0, &block));
     }
     return ZC_OK;
 }
@@ -91,9 +117,10 @@ zc_status_t zc_ra_ring_bwd(zc_ra_ctx_t *ctx, int gi)
     const zc_ra_group_t *g = &ctx->groups[gi];
     const zc_ra_member_t *me;
     size_t cap, dcap;
-    void *kv[2], *dp[2], *din[2];
-    zc_ra_xchg_t kx[2] = {{0}, {0}}, dx[2] = {{0}, {0}};
-    const float *home;
+    void *kv[2], *dp[2], *din[2], *home_buf = NULL;
+    zc_ra_xchg_t kx[2] = {{0}, {0}}, dx[2] = {{0}, {0}}, hx = {0};
+    const float *home = NULL;
+    int last;
 
     if (g->pos < 0)
         return ZC_OK;
@@ -106,36 +133,61 @@ zc_status_t zc_ra_ring_bwd(zc_ra_ctx_t *ctx, int gi)
     ZC_CHECK(zc_ra_scratch(ctx, ZC_RA_SLOT_DP1, dcap, &dp[1]));
     ZC_CHECK(zc_ra_scratch(ctx, ZC_RA_SLOT_DIN0, dcap, &din[0]));
     ZC_CHECK(zc_ra_scratch(ctx, ZC_RA_SLOT_DIN1, dcap, &din[1]));
+    last = g->last[g->pos];
+    if (zc_ra_dkv_home(g, (g->pos + last) % g->G, last)) {
+        const zc_ra_member_t *from = &g->members[(g->pos + last) % g->G];
+
+        ZC_CHECK(zc_ra_scratch(ctx, ZC_RA_SLOT_HOME, dcap, &home_buf));
+        ZC_CHECK(zc_ra_post(ctx, &hx, ZC_REQ_RECV, home_buf,
+                            zc_ra_dkv_bytes(ctx, me->tokens), from->rank, ZC_RA_KIND_DKV,
+                            last, gi));
+        home = home_buf;
+    }
     ZC_CHECK(zc_ra_pack_own(ctx, g, kv[0]));
     for (int s = 0; s < g->G; s++) {
         const zc_ra_member_t *owner = zc_ra_owner(g, s);
         size_t dbytes = zc_ra_dkv_bytes(ctx, owner->tokens);
         zc_ra_kv_t block = zc_ra_block(ctx, owner, kv[s % 2], dp[s % 2]);
+        int p = g->pos, prev = (p + g->G - 1) % g->G;
+        size_t out = 0, in = zc_ra_dkv_hop(g, prev, s)
+                                 ? zc_ra_dkv_bytes(ctx, zc_ra_owner(g, s + 1)->tokens) : 0;
 
         ZC_CHECK(zc_ra_wait(ctx, &kx[s % 2]));
         if (s + 1 < g->G)
-            ZC_CHECK(zc_ra_hop(ctx, &kx[(s + 1) % 2], gi, ZC_RA_KIND_KV, s + 1, g->kv_call[s + 1],
-                               kv[s % 2], zc_ra_kv_bytes(ctx, owner->tokens), kv[(s + 1) % 2],
-                               zc_ra_kv_bytes(ctx, zc_ra_owner(g, s + 1)->tokens)));
-        memset(dp[s % 2], 0, dbytes);
-        ZC_CHECK(zc_ra_compute(ctx, me->pieces, me->npieces, me->row0, &block));
-        if (g->G == 1)
-            break;
-        if (s > 0) {
-            ZC_CHECK(zc_ra_wait(ctx, &dx[(s - 1) % 2]));
-            zc_ra_add(dp[s % 2], din[(s - 1) % 2], dbytes / sizeof(float));
+            ZC_CHECK(zc_ra_kv_step(ctx, gi, &kx[(s + 1) % 2], s, kv[s % 2], kv[(s + 1) % 2]));
+        if (zc_ra_holds(g, s)) {
+            ZC_CHECK(zc_ra_wait(ctx, &dx[s % 2])); /* dp[s % 2] sent two steps ago */
+            memset(dp[s % 2], 0, dbytes);
+            ZC_CHECK(zc_ra_compute(ctx, me->pieces, me->npieces, me->row0, &block));
+            if (s > 0) {
+                /* it holds a block at s > 0: the accumulator came along */
+                ZC_CHECK(zc_ra_wait(ctx, &dx[(s - 1) % 2]));
+                zc_ra_add(dp[s % 2], din[(s - 1) % 2], dbytes / sizeof(float));
+            }
+            if (s == 0 && last == 0) /* nobody else sees this rank's keys */
+                ZC_CHECK(zc_ra_store_dkv(ctx, dp[0], (float *)dp[0] + (size_t)me->tokens *
+                                                                        (size_t)ctx->row_kv,
+                                         me->tokens, me->row0));
+            if (zc_ra_dkv_home(g, p, s))
+                ZC_CHECK(zc_ra_post(ctx, &dx[s % 2], ZC_REQ_SEND, dp[s % 2], dbytes,
+                                    owner->rank, ZC_RA_KIND_DKV, s, gi));
+            out = zc_ra_dkv_hop(g, p, s) ? dbytes : 0;
         }
         /* the accumulator of owner p - s goes on; p - 1 sends that of p - 1 - s */
-        ZC_CHECK(zc_ra_hop(ctx, &dx[s % 2], gi, ZC_RA_KIND_DKV, s, g->dkv_call[s], dp[s % 2],
-                           dbytes, din[s % 2],
-                           zc_ra_dkv_bytes(ctx, zc_ra_owner(g, s + 1)->tokens)));
+        if (g->G > 1)
+            ZC_CHECK(zc_ra_hop(ctx, &dx[s % 2], gi, ZC_RA_KIND_DKV, s, g->dkv_call[s], dp[s % 2],
+                               out, din[s % 2], in));
     }
-    if (g->G == 1) {
-        home = dp[0];
-    } else {
-        ZC_CHECK(zc_ra_wait(ctx, &dx[(g->G - 1) % 2]));
-        home = din[(g->G - 1) % 2];
+    /* every hop of this group done before its buffers serve the next one */
+    for (int i = 0; i < 2; i++) {
+        ZC_CHECK(zc_ra_wait(ctx, &kx[i]));
+        ZC_CHECK(zc_ra_wait(ctx, &dx[i]));
     }
+    ZC_CHECK(zc_ra_wait(ctx, &hx));
+    if (last == 0)
+        return ZC_OK;
+    if (!home)
+        home = din[(g->G - 1) % 2]; /* the hop after step G - 1 */
     return zc_ra_store_dkv(ctx, home, home + (size_t)me->tokens * (size_t)ctx->row_kv,
                            me->tokens, me->row0);
 }

@@ -110,16 +110,8 @@ zc_status_t zc_ra_check_args(zc_comm_h comm, zc_plan_h plan, const zc_ring_attn_
     ZC_ARG_CHECK(a->head_dim >= 1 && a->head_dim <= ZC_ATTN_MAX_HEAD_DIM,
                  "head_dim: %d, must be in 1..%d", a->head_dim, ZC_ATTN_MAX_HEAD_DIM);
     ZC_ARG_CHECK(isfinite(a->scale), "scale: %g is not finite", (double)a->scale);
-    /* windows and the full mask come with the engine's KV skipping */
+    /* any mask, whatever the plan's: the plan balances, the call computes */
     ZC_CHECK(zc_attn_ring_mask(a, &mask));
-    if (!zc_attn_mask_is_causal(mask))
-        return zc_error(ZC_ERR_UNSUPPORTED, "%s: rings compute the causal mask only, not (%lld, "
-                        "%lld)", mask.left != -1 ? "window_left" : "window_right",
-                        (long long)mask.left, (long long)mask.right);
-    if (!zc_attn_mask_is_causal(plan->mask))
-        return zc_error(ZC_ERR_UNSUPPORTED, "plan: balanced for the mask (%lld, %lld), rings "
-                        "compute the causal mask only", (long long)plan->mask.left,
-                        (long long)plan->mask.right);
     ZC_CHECK(zc_ra_table_read(a, backward, &table));
     ZC_CHECK(zc_plan_info(plan, &info));
     if (info.nranks != comm->size)
@@ -158,8 +150,10 @@ static uint64_t zc_ra_fingerprint(zc_plan_h plan, const zc_ring_attn_args_t *a, 
     /* the queue order fixes the routed-call list and the tags, and a kernel
      * table adds an agreement at the end: ranks that differ on either
      * would wait on each other */
-    int shape[9] = {(int)a->mode, a->num_heads_q, a->num_heads_kv, a->head_dim, (int)a->dtype,
-                    backward, on_streams, reverse, a->kernels != NULL};
+    /* the mask fixes which hops go */
+    int shape[12] = {(int)a->mode, a->num_heads_q, a->num_heads_kv, a->head_dim, (int)a->dtype,
+                     backward, on_streams, reverse, a->kernels != NULL, (int)a->flags,
+                     a->window_left, a->window_right};
     uint64_t h = ZC_FNV1A_INIT;
 
     h = zc_fnv1a(h, &plan->nnodes, sizeof(plan->nnodes));
@@ -272,6 +266,14 @@ zc_status_t zc_ra_begin(zc_ra_ctx_t *ctx, zc_ra_engine_check_t engine, int on_st
     ZC_CHECK(zc_comm_check(comm));
     ctx->seq = comm->coll_seq++;
     local = zc_ra_check_args(comm, ctx->plan, args, ctx->backward, engine, &ctx->tokens);
+    /* the stream engine's rings pass every block round (its device kernels
+     * take no window yet): the causal mask only */
+    if (local == ZC_OK && on_streams && (args->flags & ZC_ATTN_WINDOW) &&
+        (args->window_left != -1 || args->window_right != 0))
+        local = zc_error(ZC_ERR_UNSUPPORTED, "%s: the stream forms compute the causal mask "
+                         "only, not (%d, %d); zc_ring_attn_fwd computes every mask on host "
+                         "memory", args->window_left != -1 ? "window_left" : "window_right",
+                         args->window_left, args->window_right);
     /* the stream engine keeps the forward order (src/coll/ring_attn/stream_engine.c); the
      * communicator's ZC_RING_ATTN_BWD_ORDER was parsed and agreed on at its creation */
     if (local == ZC_OK && ctx->backward && !on_streams)
@@ -305,6 +307,7 @@ zc_status_t zc_ra_begin(zc_ra_ctx_t *ctx, zc_ra_engine_check_t engine, int on_st
     ctx->row_q = (int64_t)args->num_heads_q * args->head_dim;
     ctx->row_kv = (int64_t)args->num_heads_kv * args->head_dim;
     ctx->scale = args->scale != 0.0f ? args->scale : 1.0f / sqrtf((float)args->head_dim);
+    ZC_CHECK(zc_attn_ring_mask(args, &ctx->mask));
     ZC_CHECK(zc_plan_rank_pieces(ctx->plan, comm->rank, &ctx->pieces, &ctx->npieces));
     for (ctx->local_first = 0; ctx->local_first < ctx->npieces &&
                                ctx->pieces[ctx->local_first].zone != ZC_ZONE_LOCAL;

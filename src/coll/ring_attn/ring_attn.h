@@ -19,6 +19,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "kernels/attn_math.h"
 #include "src/core/comm.h"
 #include "zcomm.h"
 
@@ -67,6 +68,10 @@ typedef struct {
     int64_t max_tokens;       /* largest member share */
     int *kv_call;             /* [G]: routed call carrying the KV into step s, or -1 */
     int *dkv_call;            /* [G]: routed call carrying dK/dV after step s, or -1 */
+    int *last;                /* [G]: the last step at which owner o's KV is held, its
+                               * reach (zc_ra_reach): G - 1 goes all the way round, 0
+                               * stays home.  A hop carries only KV some later member
+                               * of its chain sees (src/coll/ring_attn/ring.c) */
 } zc_ra_group_t;
 
 /* A zc_routed_sendrecv call: every rank makes them all, in list order. */
@@ -95,6 +100,7 @@ typedef struct {
     int64_t row_kv;           /* K|V row: the routed calls' byte counts */
     size_t elem;
     int mode, backward, reverse;
+    int64_t mask_left, mask_right; /* the call's mask: what the hops skip */
 } zc_ra_layout_key_t;
 
 /* The ring groups of a call, the routed-call list every rank makes and,
@@ -155,6 +161,7 @@ typedef struct {
                                * local, then the groups last to first
                                * (ZC_RING_ATTN_BWD_ORDER; host engine only) */
     float scale;
+    zc_attn_mask_t mask;      /* the call's (args' flags and window) */
     size_t elem;              /* bytes of one element of dtype */
     int64_t row_q, row_kv;    /* elements of one token of q, of k */
     unsigned seq;             /* call sequence, in the tags */
@@ -254,6 +261,18 @@ void zc_ra_state_drop_stream(zc_ra_state_t *state);
  * set for a new call. */
 zc_status_t zc_ra_layout_use(zc_ra_ctx_t *ctx);
 
+/* Owner o's position at step s as seen from position p: p - s mod G. */
+int zc_ra_owner_at(const zc_ra_group_t *g, int p, int s);
+/* Does position p of group g send a KV hop into step s (s >= 1)?  It
+ * holds owner p - (s - 1), whose KV goes on while s <= its reach. */
+int zc_ra_kv_hop(const zc_ra_group_t *g, int p, int s);
+/* Does position p send dK/dV to p + 1 after step s?  While the owner's
+ * KV goes further, and after step G - 1 (the hop home); an accumulator
+ * whose chain ends earlier goes home directly (zc_ra_dkv_home). */
+int zc_ra_dkv_hop(const zc_ra_group_t *g, int p, int s);
+/* Does position p send owner p - s's dK/dV home directly after step s? */
+int zc_ra_dkv_home(const zc_ra_group_t *g, int p, int s);
+
 /* ---- src/coll/ring_attn/xfer.c ---- */
 uint64_t zc_ra_tag(const zc_ra_ctx_t *ctx, int sender, zc_ra_kind_t kind, int step, int group);
 /* Direct send or receive; x->pending counts it.  Zero bytes: nothing. */
@@ -277,9 +296,10 @@ void zc_ra_abandon(zc_ra_ctx_t *ctx);
 
 /* ---- src/coll/ring_attn/compute.c ---- */
 /* The mask of one block: every segment fully visible, every segment
- * top-left causal with as many keys as queries, or every segment
- * bottom-right causal (its last query sees its last key). */
-typedef enum { ZC_RA_FULL, ZC_RA_CAUSAL, ZC_RA_BOTTOM_RIGHT } zc_ra_mask_t;
+ * top-left causal with as many keys as queries, every segment
+ * bottom-right causal (its last query sees its last key), or every segment
+ * under the call's window at its true positions (pos_q, pos_kv). */
+typedef enum { ZC_RA_FULL, ZC_RA_CAUSAL, ZC_RA_BOTTOM_RIGHT, ZC_RA_WINDOW } zc_ra_mask_t;
 
 /* One kernel call of a step, in varlen form: segment b's query rows start
  * at q_row0 + cu_q[b] (rows of this rank's buffer) and the first used_q[b]
@@ -293,6 +313,8 @@ typedef struct {
     int64_t q_row0, kv_row0;
     int32_t *cu_q, *cu_kv;     /* [batch + 1], from 0, non-decreasing */
     int32_t *used_q, *used_kv; /* [batch], at least 1 each */
+    int32_t *pos_q, *pos_kv;   /* [batch], ZC_RA_WINDOW: the positions in their sequence
+                                * of the first used query and key */
 } zc_ra_block_t;
 
 typedef struct {
@@ -301,14 +323,14 @@ typedef struct {
 } zc_ra_blocks_t;
 
 /* The blocks of a step: this rank's query pieces (rows from q_row0)
- * against the key pieces of kv, causal by global positions; every query
- * row that sees a key is in exactly one segment per key range it sees
- * (see the top of compute.c).  zc_ra_blocks_free frees them. */
+ * against the key pieces of kv, under `mask` by global positions; every
+ * query row that sees a key is in exactly one segment per key range it
+ * sees (see the top of compute.c).  zc_ra_blocks_free frees them. */
 zc_status_t zc_ra_blocks(const zc_plan_piece_t *qp, size_t nq, int64_t q_row0,
-                         const zc_ra_kv_t *kv, zc_ra_blocks_t *blocks);
+                         const zc_ra_kv_t *kv, zc_attn_mask_t mask, zc_ra_blocks_t *blocks);
 void zc_ra_blocks_free(zc_ra_blocks_t *blocks);
 /* Attention of this rank's query pieces (rows from q_row0 of its buffer)
- * against the pieces of kv, causal by global positions, accumulated into
+ * against the pieces of kv, under ctx->mask by global positions, accumulated into
  * the fp32 out/lse (forward) or dq and kv's dK/dV (backward). */
 zc_status_t zc_ra_compute(zc_ra_ctx_t *ctx, const zc_plan_piece_t *qp, size_t nq, int64_t q_row0,
                           const zc_ra_kv_t *kv);

@@ -53,7 +53,8 @@ zc_status_t zc_ra_state_get(zc_comm_h comm, zc_ra_state_t **out)
 static int zc_ra_key_equal(const zc_ra_layout_key_t *a, const zc_ra_layout_key_t *b)
 {
     return a->plan == b->plan && a->row_kv == b->row_kv && a->elem == b->elem &&
-           a->mode == b->mode && a->backward == b->backward && a->reverse == b->reverse;
+           a->mode == b->mode && a->backward == b->backward && a->reverse == b->reverse &&
+           a->mask_left == b->mask_left && a->mask_right == b->mask_right;
 }
 
 /* The layout of `key` in state, or NULL. */
