@@ -3,8 +3,8 @@
 #
 #   sudo tools/bench/run_all.sh [-b BUILD] [-o DIR] [SECTION...]
 #
-# SECTION: topology cluster p2p routed alltoallv attn ring train planner
-# model (default: all, in that order).  Each section runs its benchmark
+# SECTION: topology cluster p2p routed rails alltoallv packed attn ring masks
+# train planner model (default: all, in that order).  Each section runs its benchmark
 # with the baseline of its ratio in the same run (BENCHMARKS.md, "How the
 # numbers are made") and writes its raw output to DIR/SECTION.log, with
 # the load average at its start and end; then tools/bench/tables.py turns
@@ -35,7 +35,7 @@ while getopts b:o:h opt; do
     esac
 done
 shift $((OPTIND - 1))
-all=(topology cluster p2p routed alltoallv attn ring train planner model)
+all=(topology cluster p2p routed rails alltoallv packed attn ring masks train planner model)
 sections=("$@")
 ((${#sections[@]})) || sections=("${all[@]}")
 for s in "${sections[@]}"; do
@@ -103,6 +103,29 @@ sec_routed() {
         cat "$out/routed.ranks/rank0.log"
 }
 
+# Rails at 200, 200, 100 and 50 Mbit/s (tools/bench_rails.sh: striping by
+# rate against equal shares, a NIC cut mid-run), then the fault matrix's
+# failover rows (a NIC of 2 or of 4, every NIC of a node, down mid-call).
+sec_rails() {
+    bash "$top/tools/bench_rails.sh" -b "$build" -o "$out/rails" >/dev/null &&
+        cat "$out/rails/sweep-routed" "$out/rails/sweep-alltoallv" &&
+        bash "$top/tests/fault_matrix.sh" -b "$build" -l "$out/rails/faults" \
+            -f "nicdown nicdown4 alldown"
+}
+
+# zcomm.torch per batch against the bare alltoallv of the same bytes
+# (zc_varlen_perf(1)), 4 and 8 ranks.
+sec_packed() {
+    local r
+    for r in 2 4; do
+        echo "# ranks per node $r"
+        rm -rf "$out/packed.ranks"
+        "${cluster[@]}" -N 2 -K 2 -R $r --rate 4gbit -q -o "$out/packed.ranks" "${pyenv[@]}" -- \
+            $py "$top/python/examples/zc_varlen_perf.py" --tokens 262144 --heads 2 &&
+            cat "$out/packed.ranks/rank0.log" || return 1
+    done
+}
+
 # zc_remap_alltoallv against Open MPI's MPI_Alltoallv in the same processes,
 # across the emulated nodes (2 x 4 NICs x 4 ranks).
 sec_alltoallv() {
@@ -135,6 +158,19 @@ sec_ring() {
         "${cluster[@]}" -N 2 -K 4 -R $r -q -o "$out/ring.ranks" -x ZC_NUM_THREADS=1 -- \
             "$build/tools/zc_ring_attn_perf" -b 16K -e 16K -n 5 -w 1 -c 1 -d bfloat16 &&
             cat "$out/ring.ranks/rank0.log" || return 1
+    done
+}
+
+# Ring attention under a window of 256 and under the full mask, every mode.
+sec_masks() {
+    local mask
+    for mask in "--window 255,0" --full; do
+        echo "# mask $mask"
+        rm -rf "$out/masks.ranks"
+        # shellcheck disable=SC2086
+        "${cluster[@]}" -N 2 -K 4 -R 2 -q -o "$out/masks.ranks" -x ZC_NUM_THREADS=1 -- \
+            "$build/tools/zc_ring_attn_perf" -b 16K -e 16K -n 3 -w 1 -c 1 -d bfloat16 \
+            -D github,prolong64k $mask && cat "$out/masks.ranks/rank0.log" || return 1
     done
 }
 

@@ -10,7 +10,6 @@ load average at the section's start and end, in BENCHMARKS.md's layout.
 Ratios are the tools' own, to the baseline each measured in the same run."""
 import glob
 import json
-import math
 import os
 import re
 import statistics
@@ -109,6 +108,26 @@ def sec_routed(text):
                      eq[i] if i < len(eq) else "-", d["wrong"] + r["wrong"] if d else r["wrong"]])
     return table(["size", "direct (1 NIC)", "routed (4 NICs)", "speedup", "measured / Eq. (1)",
                   "#wrong"], rows)
+
+
+def sec_rails(text):
+    rows = []
+    for op, part in re.findall(r"^# zc_rails_perf: (\w+) .*?\n((?:.*\n)*?)(?=# zc_rails_perf|\|)", text, re.M):
+        for line in part.splitlines():
+            f = line.split()
+            if len(f) == 7 and f[0].isdigit():
+                rows.append([op, size(int(f[0])), "%s / %s" % (f[3], f[5]), "**%sx**" % f[6]])
+    lines = table(["call", "size", "by rate / equal shares, Mbit/s", "rate / equal"], rows)
+    faults = [line for line in text.splitlines() if line.startswith("|")]
+    return lines + [""] + faults
+
+
+def verbatim(text):
+    """A tool's own table, as it printed it."""
+    keep = [line for line in text.splitlines()
+            if line.strip() and not line.startswith("# load average") and
+            not line.startswith("# status")]
+    return ["```"] + keep + ["```"]
 
 
 def sec_alltoallv(text):
@@ -267,8 +286,8 @@ def main(argv):
     print("Machine: %s (%s), %s; %s; UCX %s, %s, torch %s, gcc %s." % (
         machine.get("cpu"), core, machine.get("memory"), machine.get("os"), machine.get("ucx"),
         machine.get("mpi"), machine.get("torch"), machine.get("gcc")))
-    for name in ("topology", "cluster", "p2p", "routed", "alltoallv", "attn", "ring", "train",
-                 "planner", "model"):
+    for name in ("topology", "cluster", "p2p", "routed", "rails", "alltoallv", "packed", "attn",
+                 "ring", "masks", "train", "planner", "model"):
         path = os.path.join(out, name + ".log")
         if not os.path.exists(path):
             continue
@@ -280,7 +299,7 @@ def main(argv):
         if status and status.group(1) != "0":
             print("**The section failed (status %s); see %s.**" % (status.group(1), path))
             print()
-        fn = globals()["sec_" + name]
+        fn = globals().get("sec_" + name, verbatim)
         lines = fn(text, out) if name == "train" else fn(text)
         print("\n".join(lines))
         if status:
