@@ -75,7 +75,7 @@ refused "head dims 1 to 256" -G -D 300
 refused "-K 3 divides neither 32 nor 16 heads" -G -K 3
 refused "-m takes fwd, bwd or both" -G -m sideways
 if [ $gpu -eq 0 ]; then
-    out=$(./tools/zc_attn_perf -G 2>&1)
+    out=$(./tools/zc_attn_perf -G -S 4k,16k,github 2>&1)
     rc=$?
     [ $rc -eq 0 ] && [ "$out" = "zc_attn_perf -G: no CUDA device: skipped" ]
     result $? "zc_attn_perf -G as validate.sh runs it, no device: skipped, exit 0 ($rc: $out)"
