@@ -871,8 +871,8 @@ typedef struct {
     /* Newer than the first layout (which ended at stats): the mask, causal
      * unless flags has ZC_ATTN_WINDOW; with it the window alone ((-1, -1)
      * full), as zc_attn_args_t's window fields, whatever mask the plan was
-     * balanced for.  The host forms compute every mask; the _stream forms
-     * the causal one (another is ZC_ERR_UNSUPPORTED). */
+     * balanced for.  Both forms compute every mask (the _stream forms
+     * without skipping hops: zc_ring_attn_fwd(3), "Masks"). */
     unsigned flags;          /* ZC_ATTN_WINDOW */
     int window_left;
     int window_right;

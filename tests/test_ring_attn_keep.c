@@ -323,7 +323,7 @@ static void test_inject(int nranks, int mode, int backward, int prime)
     static int64_t *ops;
     inject_t in = {.mode = mode, .backward = backward, .prime = prime};
     int64_t bad = 0, first_bad = 0;
-    char name[256];
+    char name[256], why[sizeof(tap_note_)] = "";
 
     snprintf(name, sizeof(name), "%d rank%s, %s %s%s: each device operation of the call "
              "failing in turn fails it with that error and leaves nothing of the engine "
@@ -344,11 +344,13 @@ static void test_inject(int nranks, int mode, int backward, int prime)
         return;
     }
     for (in.fail_at = 1; in.fail_at <= *ops; in.fail_at++)
-        if (mp_run_now(nranks, CASE_TIMEOUT_S, rank_inject, &in) != 0 && bad++ == 0)
+        if (mp_run_now(nranks, CASE_TIMEOUT_S, rank_inject, &in) != 0 && bad++ == 0) {
             first_bad = in.fail_at;
+            snprintf(why, sizeof(why), "%s", tap_note_); /* the later runs' notes follow */
+        }
     ok(bad == 0, "%s: %lld operations, %lld did not", name, (long long)*ops, (long long)bad);
     if (bad)
-        diag("first failing: operation %lld", (long long)first_bad);
+        diag("first failing: operation %lld: %s", (long long)first_bad, why);
 }
 
 int main(void)

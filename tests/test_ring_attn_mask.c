@@ -4,7 +4,9 @@
  * reference with the same mask (tools/zc_attn_ref.h, every row), with
  * libzcomm's kernels and through a kernel table of them
  * (tools/zc_attn_table.h): the table gets every causal or full block,
- * libzcomm's kernels exactly the banded ones (stats table_banded).
+ * libzcomm's kernels exactly the banded ones (stats table_banded), and on
+ * the stream engine over the emulated device (tests/stream_emu.h), which
+ * passes every block round its rings with the mask applied.
  *
  * The batch is adversarial: a sequence longer than a rank holds (a ring),
  * an empty sequence, a sequence of one token, one of 2G + 1 tokens, short
@@ -28,7 +30,9 @@
 #include <string.h>
 
 #include "mp.h"
+#include "device_emu.h"
 #include "ring_attn_cases.h"
+#include "stream_emu.h"
 #include "tap.h"
 #include "tools/zc_attn_table.h"
 #include "tools/zc_ring_attn_data.h"
@@ -77,7 +81,9 @@ static zc_status_t make_plan(int nranks, const int64_t *lengths, size_t n, int64
     return zc_plan_create(2, nranks / 2, capacity, lengths, n, &opts, plan);
 }
 
-/* Every mode on this rank, without and with a kernel table: forward,
+/* Every mode on this rank, without and with a kernel table, and on the
+ * stream engine (the emulated device of tests/stream_emu.h: the code that
+ * enqueues on a GPU, every block round its rings, masked): forward,
  * backward, the comparison, where the blocks ran. */
 static int rank_masked(int rank, int nranks, void *arg)
 {
@@ -86,10 +92,12 @@ static int rank_masked(int rank, int nranks, void *arg)
 
     (void)arg;
     setenv("ZC_NUM_THREADS", "1", 1);
-    MP_CHECK(comm_init(rank, nranks, &comm) == 0, "init: %s", zc_get_last_error());
+    MP_CHECK(comm_init(rank, nranks, &comm) == 0 && device_emu_install(comm) == ZC_OK,
+             "init: %s", zc_get_last_error());
     zc_own_table_init(&table, ZC_ATTN_KERNELS_BOTTOM_RIGHT | ZC_ATTN_KERNELS_FLOAT32_OUT);
-    for (int run = 0; run < 2 * NMODES; run++) {
-        int mi = run % NMODES, with_table = run >= NMODES;
+    for (int run = 0; run < 3 * NMODES; run++) {
+        int mi = run % NMODES, with_table = run / NMODES == 1, on_streams = run / NMODES == 2;
+        const char *form = on_streams ? "stream engine" : with_table ? "table" : "host";
         zc_ring_attn_stats_t stats[2] = {ZC_RING_ATTN_STATS_INITIALIZER,
                                          ZC_RING_ATTN_STATS_INITIALIZER};
         zc_ring_attn_args_t args = ZC_RING_ATTN_ARGS_INITIALIZER;
@@ -111,12 +119,14 @@ static int rank_masked(int rank, int nranks, void *arg)
         args.mode = modes[mi].mode;
         args.kernels = with_table ? &table.kernels : NULL;
         args.stats = &stats[0];
-        st = zc_ring_attn_fwd(comm, plan, &args);
-        MP_CHECK(st == ZC_OK, "rank %d, %s: forward: %s: %s", rank, modes[mi].name,
+        st = on_streams ? emu_ring_attn(comm, plan, &args, 0, NULL)
+                        : zc_ring_attn_fwd(comm, plan, &args);
+        MP_CHECK(st == ZC_OK, "rank %d, %s, %s: forward: %s: %s", rank, modes[mi].name, form,
                  zc_strerror(st), zc_get_last_error());
         args.stats = &stats[1];
-        st = zc_ring_attn_bwd(comm, plan, &args);
-        MP_CHECK(st == ZC_OK, "rank %d, %s: backward: %s: %s", rank, modes[mi].name,
+        st = on_streams ? emu_ring_attn(comm, plan, &args, 1, NULL)
+                        : zc_ring_attn_bwd(comm, plan, &args);
+        MP_CHECK(st == ZC_OK, "rank %d, %s, %s: backward: %s: %s", rank, modes[mi].name, form,
                  zc_strerror(st), zc_get_last_error());
         for (int p = 0; p < 2 && with_table; p++) {
             const zc_ring_attn_stats_t *s = &stats[p];
@@ -130,11 +140,11 @@ static int rank_masked(int rank, int nranks, void *arg)
                      (long long)s->blocks_native, (long long)s->table_banded);
         }
         wrong = rad_local_check(&cur.ref, pieces, n, &l, 1, rad_tolerance(cur.ref.dtype), worst);
-        MP_CHECK(wrong >= 0, "rank %d, %s: rows past the plan's tokens written", rank,
-                 modes[mi].name);
-        MP_CHECK(wrong == 0, "rank %d, %s: %lld off (out %.2g lse %.2g dq %.2g dk %.2g dv %.2g)",
-                 rank, modes[mi].name, (long long)wrong, worst[0], worst[1], worst[2], worst[3],
-                 worst[4]);
+        MP_CHECK(wrong >= 0, "rank %d, %s, %s: rows past the plan's tokens written", rank,
+                 modes[mi].name, form);
+        MP_CHECK(wrong == 0, "rank %d, %s, %s: %lld off (out %.2g lse %.2g dq %.2g dk %.2g "
+                 "dv %.2g)", rank, modes[mi].name, form, (long long)wrong, worst[0], worst[1],
+                 worst[2], worst[3], worst[4]);
         rad_local_free(&l);
         zc_plan_destroy(plan);
     }
@@ -179,7 +189,8 @@ static void test_masks(int nranks)
         ok(mp_run(nranks, CASE_TIMEOUT_S, rank_masked, NULL) == 0,
            "%d ranks, %s (%d, %d): zeppelin, routing, te_cp, llama_cp forward and backward "
            "match the float64 reference (lengths %lld, 0, 1, %lld, 7, 2; GQA 4/2), through a "
-           "kernel table too (banded blocks alone on libzcomm's kernels)", nranks,
+           "kernel table too (banded blocks alone on libzcomm's kernels), and on the stream "
+           "engine", nranks,
            masks[k].name, cur.left, cur.right, (long long)cur.lengths[0],
            (long long)cur.lengths[3]);
         rad_batch_free(&cur.ref);

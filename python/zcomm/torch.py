@@ -420,8 +420,7 @@ def varlen_attn(q, k, v, plan, causal=True, softmax_scale=None, kernel=None, dro
     (-1, -1) is causal, causal=False with (-1, -1) full (both directions),
     (w - 1, 0) a sliding window of w keys.  The mask is the call's (a model
     may change it layer by layer); the plan may be balanced for it
-    (VarlenPlan's window_size).  Windows and the full mask run on CPU
-    tensors (the device path computes the causal mask).
+    (VarlenPlan's window_size).  CPU and CUDA tensors take every mask.
     softmax_scale None: 1/sqrt(head_dim).  Names as flash_attn_varlen_func;
     the plan takes the place of cu_seqlens_q/k and max_seqlen_q/k.  An
     autograd function: the backward is libzcomm's ring attention backward.

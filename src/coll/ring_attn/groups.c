@@ -94,7 +94,10 @@ static int zc_ra_pieces_see(const zc_plan_piece_t *qp, size_t nq, const zc_plan_
 /* Does the call's ring skip what its mask hides (see the top)? */
 static int zc_ra_skips(const zc_ra_ctx_t *ctx)
 {
-    return !zc_attn_mask_is_causal(ctx->mask) && ctx->args->mode == ZC_RING_ATTN_ZEPPELIN;
+    /* the stream engine passes every block round its rings (its hops are
+     * NCCL groups of fixed steps), the mask applied to each block */
+    return !zc_attn_mask_is_causal(ctx->mask) && ctx->args->mode == ZC_RING_ATTN_ZEPPELIN &&
+           !ctx->on_streams;
 }
 
 /* Ring r's pieces on `rank`: one run of its buffer (ordered by ring). */
@@ -457,7 +460,8 @@ zc_ra_layout_key_t zc_ra_layout_key(const zc_ra_ctx_t *ctx)
     return (zc_ra_layout_key_t){.plan = ctx->plan->serial, .row_kv = ctx->row_kv,
                                 .elem = ctx->elem, .mode = (int)ctx->args->mode,
                                 .backward = ctx->backward, .reverse = ctx->reverse,
-                                .mask_left = ctx->mask.left, .mask_right = ctx->mask.right};
+                                .mask_left = ctx->mask.left, .mask_right = ctx->mask.right,
+                                .on_streams = ctx->on_streams};
 }
 
 void zc_ra_layout_free(zc_ra_layout_t *lay)

@@ -266,14 +266,6 @@ zc_status_t zc_ra_begin(zc_ra_ctx_t *ctx, zc_ra_engine_check_t engine, int on_st
     ZC_CHECK(zc_comm_check(comm));
     ctx->seq = comm->coll_seq++;
     local = zc_ra_check_args(comm, ctx->plan, args, ctx->backward, engine, &ctx->tokens);
-    /* the stream engine's rings pass every block round (its device kernels
-     * take no window yet): the causal mask only */
-    if (local == ZC_OK && on_streams && (args->flags & ZC_ATTN_WINDOW) &&
-        (args->window_left != -1 || args->window_right != 0))
-        local = zc_error(ZC_ERR_UNSUPPORTED, "%s: the stream forms compute the causal mask "
-                         "only, not (%d, %d); zc_ring_attn_fwd computes every mask on host "
-                         "memory", args->window_left != -1 ? "window_left" : "window_right",
-                         args->window_left, args->window_right);
     /* the stream engine keeps the forward order (src/coll/ring_attn/stream_engine.c); the
      * communicator's ZC_RING_ATTN_BWD_ORDER was parsed and agreed on at its creation */
     if (local == ZC_OK && ctx->backward && !on_streams)
@@ -308,6 +300,7 @@ zc_status_t zc_ra_begin(zc_ra_ctx_t *ctx, zc_ra_engine_check_t engine, int on_st
     ctx->row_kv = (int64_t)args->num_heads_kv * args->head_dim;
     ctx->scale = args->scale != 0.0f ? args->scale : 1.0f / sqrtf((float)args->head_dim);
     ZC_CHECK(zc_attn_ring_mask(args, &ctx->mask));
+    ctx->on_streams = on_streams;
     ZC_CHECK(zc_plan_rank_pieces(ctx->plan, comm->rank, &ctx->pieces, &ctx->npieces));
     for (ctx->local_first = 0; ctx->local_first < ctx->npieces &&
                                ctx->pieces[ctx->local_first].zone != ZC_ZONE_LOCAL;

@@ -101,6 +101,7 @@ typedef struct {
     size_t elem;
     int mode, backward, reverse;
     int64_t mask_left, mask_right; /* the call's mask: what the hops skip */
+    int on_streams;           /* the stream engine's layouts skip no hop */
 } zc_ra_layout_key_t;
 
 /* The ring groups of a call, the routed-call list every rank makes and,
@@ -162,6 +163,7 @@ typedef struct {
                                * (ZC_RING_ATTN_BWD_ORDER; host engine only) */
     float scale;
     zc_attn_mask_t mask;      /* the call's (args' flags and window) */
+    int on_streams;           /* the stream engine runs the call (zc_ra_begin) */
     size_t elem;              /* bytes of one element of dtype */
     int64_t row_q, row_kv;    /* elements of one token of q, of k */
     unsigned seq;             /* call sequence, in the tags */
