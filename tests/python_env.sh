@@ -4,7 +4,9 @@
 # them from the build directory.  Sets
 #   python  the interpreter under test: $ZC_PYTHON, else Debian's /usr/bin/python3
 #   pydir   the package's sources, python/ beside tests/
-# and exports PYTHONDONTWRITEBYTECODE=1 (nothing written into the sources).
+# and exports PYTHONDONTWRITEBYTECODE=1 (nothing written into the sources);
+# zc_tap_lines from tests/tap_lines.sh.
+. "$srcdir/tap_lines.sh"
 python=${ZC_PYTHON:-/usr/bin/python3}
 pydir=$srcdir/../python
 export PYTHONDONTWRITEBYTECODE=1
@@ -29,23 +31,6 @@ zc_torch_env() {
     fi
     export PYTHONPATH=$pydir
     export OMP_NUM_THREADS=1
-}
-
-# zc_tap_lines PREFIX LOG: LOG's results renumbered on from $n, PREFIX put
-# before each description, its comment lines passed on (its plan and
-# anything else dropped); the failures are added to $failed.
-zc_tap_lines() {
-    local prefix=$1 line verdict
-    while IFS= read -r line; do
-        case $line in
-        "ok "*|"not ok "*)
-            n=$((n + 1))
-            verdict=${line%% [0-9]*}
-            [ "$verdict" = "not ok" ] && failed=$((failed + 1))
-            echo "$verdict $n - $prefix${line#* - }" ;;
-        "#"*) echo "$line" ;;
-        esac
-    done <"$2"
 }
 
 # zc_result STATUS DESCRIPTION [LOG]: one TAP line numbered on from $n, ok

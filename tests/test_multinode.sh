@@ -7,6 +7,7 @@
 set -u
 srcdir=${ZC_TEST_SRCDIR:-$(dirname "$0")}
 cluster=$srcdir/cluster/zc_cluster
+. "$srcdir/tap_lines.sh"
 programs=(mn_routed mn_alltoallv mn_ring_attn mn_soak)
 
 probe=zc-mn-probe-$$
@@ -25,17 +26,7 @@ for prog in "${programs[@]}"; do
     bash "$cluster" -N 2 -K 4 -R 4 -t 300 -q -o "$out" -- "./tests/$prog" >"$logs/$prog.cluster" 2>&1
     status=$?
     # Renumber rank 0's TAP lines into this script's sequence.
-    while IFS= read -r line; do
-        case $line in
-        "ok "*|"not ok "*)
-            n=$((n + 1))
-            verdict=${line%% [0-9]*}
-            rest=${line#* - }
-            [ "$verdict" = "not ok" ] && failed=$((failed + 1))
-            echo "$verdict $n - $prog: $rest" ;;
-        "#"*) echo "$line" ;;
-        esac
-    done < <(cat "$out/rank0.log" 2>/dev/null)
+    zc_tap_lines "$prog: " <(cat "$out/rank0.log" 2>/dev/null)
     n=$((n + 1))
     if [ "$status" = 0 ]; then
         echo "ok $n - $prog: every rank exited 0"
@@ -54,16 +45,7 @@ out=$logs/rails
 bash "$cluster" -N 2 -K 4 -R 4 --rate 200mbit,200mbit,100mbit,50mbit -t 600 -q \
     -x ZC_LOG_LEVEL=info -o "$out" -- ./tests/mn_rails >"$out.cluster" 2>&1
 status=$?
-while IFS= read -r line; do
-    case $line in
-    "ok "*|"not ok "*)
-        n=$((n + 1))
-        verdict=${line%% [0-9]*}
-        [ "$verdict" = "not ok" ] && failed=$((failed + 1))
-        echo "$verdict $n - mn_rails: ${line#* - }" ;;
-    "#"*) echo "$line" ;;
-    esac
-done < <(cat "$out/rank0.log" 2>/dev/null)
+zc_tap_lines "mn_rails: " <(cat "$out/rank0.log" 2>/dev/null)
 n=$((n + 1))
 outs=$(cat "$out"/rank*.log 2>/dev/null | grep -c "rail 1 to node [01] out: ")
 backs=$(cat "$out"/rank*.log 2>/dev/null | grep -c "rail 1 to node [01] back: ")

@@ -149,23 +149,13 @@ static uint64_t zc_ra_fingerprint(zc_plan_h plan, const zc_ring_attn_args_t *a, 
 {
     /* the queue order fixes the routed-call list and the tags, and a kernel
      * table adds an agreement at the end: ranks that differ on either
-     * would wait on each other */
-    /* the mask fixes which hops go */
+     * would wait on each other; the mask fixes which hops go */
     int shape[12] = {(int)a->mode, a->num_heads_q, a->num_heads_kv, a->head_dim, (int)a->dtype,
                      backward, on_streams, reverse, a->kernels != NULL, (int)a->flags,
                      a->window_left, a->window_right};
-    uint64_t h = ZC_FNV1A_INIT;
 
-    h = zc_fnv1a(h, &plan->nnodes, sizeof(plan->nnodes));
-    h = zc_fnv1a(h, &plan->ppn, sizeof(plan->ppn));
-    h = zc_fnv1a(h, &plan->capacity, sizeof(plan->capacity));
-    h = zc_fnv1a(h, &plan->opts.flags, sizeof(plan->opts.flags));
-    h = zc_fnv1a(h, &plan->opts.b_intra, sizeof(plan->opts.b_intra));
-    h = zc_fnv1a(h, &plan->opts.b_inter, sizeof(plan->opts.b_inter));
-    h = zc_fnv1a(h, &plan->nseqs, sizeof(plan->nseqs));
-    h = zc_fnv1a(h, plan->lengths, plan->nseqs * sizeof(*plan->lengths));
-    h = zc_fnv1a(h, shape, sizeof(shape));
-    return h | 1; /* 0 is the poisoned fingerprint of a rank that refused its arguments */
+    /* 0 is the poisoned fingerprint of a rank that refused its arguments */
+    return zc_fnv1a(zc_plan_fingerprint(plan), shape, sizeof(shape)) | 1;
 }
 
 /* The agreement's messages, one per round. */
