@@ -42,11 +42,14 @@ while [ "$done_kills" -lt "$kills" ]; do
     first=$((seed0 + done_kills))
     e=$((kills - done_kills < per ? kills - done_kills : per))
     out=$logroot/run$first
-    rm -rf "$out"
+    rm -rf "$out" "$out.sync"
     # No leak report: after a fault, operations UCX cannot cancel keep
     # their lanes until exit on purpose.
-    bash "$srcdir/cluster/zc_cluster" -N 2 -K 2 -R 2 -t $((e * 250 + 60)) -q \
-        -x ZC_TIMEOUT="$timeout_ms" -x ZC_FAULT_EPOCHS="$e" -x LSAN_OPTIONS=detect_leaks=0 \
+    # The ranks start each kill's epoch together through files in $out.sync.
+    mkdir -p "$out.sync"
+    bash "$srcdir/cluster/zc_cluster" -N 2 -K 2 -R 2 -t $((e * 550 + 60)) -q \
+        -x ZC_TIMEOUT="$timeout_ms" -x ZC_FAULT_EPOCHS="$e" -x ZC_FAULT_SYNC="$out.sync" \
+        -x LSAN_OPTIONS=detect_leaks=0 \
         "${extra[@]}" -o "$out" -- "$prog" random "$first" cycle >"$out.cluster" 2>&1
     # The program did not start (exit 127 everywhere: e.g. relinked under
     # it): no kill happened; run these seeds again.

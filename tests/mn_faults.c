@@ -142,18 +142,49 @@ static int run_random(zc_comm_h comm, uint64_t seed, const char *what)
     return st == ZC_ERR_PEER_FAILED || st == ZC_ERR_TIMEOUT ? 0 : 2;
 }
 
+/* The ranks start an epoch together: each, its child of epoch e ended,
+ * leaves a file in ZC_FAULT_SYNC (a directory every node sees) and waits
+ * until every rank's is there (at most 5 minutes).  Without it a rank whose
+ * child failed fast (ZC_ERR_PEER_FAILED) would start the next bootstrap a
+ * whole timeout before one whose child ended by ZC_ERR_TIMEOUT, and the
+ * two bootstraps would each time out waiting for the other. */
+static void epoch_barrier(int e, const char *rank, int size)
+{
+    const char *dir = getenv("ZC_FAULT_SYNC");
+    char path[512];
+    FILE *f;
+
+    if (!dir || !rank || size <= 0)
+        return;
+    snprintf(path, sizeof(path), "%s/epoch%d.rank%s", dir, e, rank);
+    if ((f = fopen(path, "w")))
+        fclose(f);
+    for (int waited_ms = 0; waited_ms < 300000; waited_ms += 50) {
+        int here = 0;
+
+        for (int r = 0; r < size; r++) {
+            snprintf(path, sizeof(path), "%s/epoch%d.rank%d", dir, e, r);
+            here += access(path, F_OK) == 0;
+        }
+        if (here == size)
+            return;
+        usleep(50000);
+    }
+}
+
 /* `random`: ZC_FAULT_EPOCHS kills in one cluster run (default 1).  Each
  * epoch is a fresh communicator in fresh child processes (bootstrap port
  * ZC_MASTER_PORT + epoch), seed SEED + epoch; MODE "cycle" takes routed,
- * alltoallv and mixed by seed.  The parent reports how its child ended:
- * "CHILD seed=S rank=R exit=N" (a signal as 128 + it). */
+ * alltoallv and mixed by seed; the epochs start together (epoch_barrier).
+ * The parent reports how its child ended: "CHILD seed=S rank=R exit=N" (a
+ * signal as 128 + it). */
 static int run_random_epochs(int argc, char **argv)
 {
     static const char *const modes[] = {"routed", "alltoallv", "mixed"};
     uint64_t seed0 = argc > 2 ? strtoull(argv[2], NULL, 0) : 1;
     const char *what = argc > 3 ? argv[3] : "mixed";
     const char *ev = getenv("ZC_FAULT_EPOCHS"), *pv = getenv("ZC_MASTER_PORT");
-    const char *rv = getenv("ZC_RANK");
+    const char *rv = getenv("ZC_RANK"), *sv = getenv("ZC_SIZE");
     int epochs = ev ? atoi(ev) : 1, port = pv ? atoi(pv) : 0, bad = 0;
 
     for (int e = 0; e < (epochs > 0 ? epochs : 1); e++) {
@@ -182,6 +213,8 @@ static int run_random_epochs(int argc, char **argv)
                code);
         fflush(stdout);
         bad += code != 0 && code != 128 + SIGKILL;
+        if (e + 1 < epochs)
+            epoch_barrier(e, rv, sv ? atoi(sv) : 0);
     }
     return bad ? 1 : 0;
 }
