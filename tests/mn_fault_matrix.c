@@ -179,8 +179,6 @@ typedef struct {
     rad_batch_t ref;
     rad_local_t l;
     zc_plan_h plan;
-    const zc_plan_piece_t *pieces;
-    size_t npieces;
     zc_ring_attn_args_t args;
 } ring_args_t;
 
@@ -189,7 +187,6 @@ static int ring_setup(zc_comm_h comm, ring_args_t *r, int disagree)
     int nnodes = 0, rails = 0;
     int64_t *lengths = NULL, total = (int64_t)TOKENS_PER_RANK * mn_size;
     zc_plan_opts_t opts = ZC_PLAN_OPTS_INITIALIZER;
-    zc_plan_rank_t mine;
 
     zc_comm_node_count(comm, &nnodes);
     zc_comm_rail_count(comm, &rails);
@@ -203,9 +200,7 @@ static int ring_setup(zc_comm_h comm, ring_args_t *r, int disagree)
     if (zc_plan_create(nnodes, mn_size / nnodes, TOKENS_PER_RANK, r->ref.lengths, r->ref.nseqs,
                        &opts, &r->plan) != ZC_OK)
         return -1;
-    zc_plan_rank_pieces(r->plan, mn_rank, &r->pieces, &r->npieces);
-    zc_plan_rank(r->plan, mn_rank, &mine);
-    if (rad_local_make(&r->ref, r->pieces, r->npieces, mine.tokens, 0, &r->l) != 0)
+    if (rad_local_make(&r->ref, r->plan, mn_rank, 0, &r->l) != 0)
         return -1;
     r->args = (zc_ring_attn_args_t)ZC_RING_ATTN_ARGS_INITIALIZER;
     rad_local_args(&r->ref, &r->l, &r->args);
@@ -220,7 +215,7 @@ static zc_status_t ring_call(zc_comm_h comm, ring_args_t *r, int backward, int d
                               : zc_ring_attn_fwd(comm, r->plan, &r->args);
 
     if (st == ZC_OK && !disagree)
-        *wrong += rad_local_check(&r->ref, r->pieces, r->npieces, &r->l, backward,
+        *wrong += rad_local_check(&r->ref, &r->l, backward,
                                   rad_tolerance(r->ref.dtype), worst);
     return st;
 }

@@ -61,11 +61,8 @@ static void run_mode(zc_comm_h comm, const rad_batch_t *ref, int nnodes, int ppn
     zc_ring_attn_args_t args = ZC_RING_ATTN_ARGS_INITIALIZER;
     zc_plan_opts_t opts = ZC_PLAN_OPTS_INITIALIZER;
     double worst[RAD_NRESULTS];
-    const zc_plan_piece_t *pieces;
-    zc_plan_rank_t mine;
     zc_plan_h plan;
     rad_local_t l;
-    size_t n;
     uint64_t before;
     zc_status_t st;
 
@@ -75,9 +72,7 @@ static void run_mode(zc_comm_h comm, const rad_batch_t *ref, int nnodes, int ppn
     MN_CHECK(st == ZC_OK, "zc_plan_create: %s", zc_strerror(st));
     if (st != ZC_OK)
         return;
-    zc_plan_rank_pieces(plan, mn_rank, &pieces, &n);
-    zc_plan_rank(plan, mn_rank, &mine);
-    MN_CHECK(rad_local_make(ref, pieces, n, mine.tokens, PAD_ROWS, &l) == 0, "out of memory");
+    MN_CHECK(rad_local_make(ref, plan, mn_rank, PAD_ROWS, &l) == 0, "out of memory");
     rad_local_args(ref, &l, &args);
     args.mode = m->mode;
     before = rail_bytes_sent(comm, nrails);
@@ -99,7 +94,7 @@ static void run_mode(zc_comm_h comm, const rad_batch_t *ref, int nnodes, int ppn
     }
     st = zc_ring_attn_bwd(comm, plan, &args);
     MN_CHECK(st == ZC_OK, "zc_ring_attn_bwd: %s", zc_strerror(st));
-    int64_t wrong = rad_local_check(ref, pieces, n, &l, 1, rad_tolerance(ref->dtype), worst);
+    int64_t wrong = rad_local_check(ref, &l, 1, rad_tolerance(ref->dtype), worst);
     MN_CHECK(wrong == 0, "%lld elements off or padding written (worst out %.3g lse %.3g dq %.3g "
              "dk %.3g dv %.3g)", (long long)wrong, worst[0], worst[1], worst[2], worst[3],
              worst[4]);

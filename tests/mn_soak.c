@@ -149,13 +149,11 @@ int main(int argc, char **argv)
         size_t count = rad_sample(dataset, total, SCALE, 9000 + (uint64_t)it, &lengths);
         zc_ring_attn_args_t args = ZC_RING_ATTN_ARGS_INITIALIZER;
         zc_plan_opts_t opts = ZC_PLAN_OPTS_INITIALIZER;
-        const zc_plan_piece_t *pieces;
         double worst[RAD_NRESULTS];
         zc_plan_rank_t mine;
         zc_plan_h plan = NULL;
         rad_batch_t ref;
         rad_local_t l;
-        size_t n;
 
         MN_CHECK(count > 0 && rad_batch_init(&ref, lengths, count, 2, 1, 16, ZC_FLOAT32,
                                               500 + (uint64_t)it) == 0, "out of memory");
@@ -165,14 +163,13 @@ int main(int argc, char **argv)
         MN_CHECK(zc_plan_create(nnodes, ppn, TOKENS_PER_RANK, ref.lengths, ref.nseqs, &opts,
                                 &plan) == ZC_OK, "zc_plan_create, iteration %d", it);
         if (plan) {
-            zc_plan_rank_pieces(plan, mn_rank, &pieces, &n);
             zc_plan_rank(plan, mn_rank, &mine);
-            MN_CHECK(rad_local_make(&ref, pieces, n, mine.tokens, 0, &l) == 0, "out of memory");
+            MN_CHECK(rad_local_make(&ref, plan, mn_rank, 0, &l) == 0, "out of memory");
             wrong_remap += remap_round_trip(comm, plan, &ref, &l, &mine);
             rad_local_args(&ref, &l, &args);
             MN_CHECK(zc_ring_attn_fwd(comm, plan, &args) == ZC_OK, "fwd, iteration %d", it);
             MN_CHECK(zc_ring_attn_bwd(comm, plan, &args) == ZC_OK, "bwd, iteration %d", it);
-            wrong_attn += rad_local_check(&ref, pieces, n, &l, 1, rad_tolerance(ref.dtype), worst);
+            wrong_attn += rad_local_check(&ref, &l, 1, rad_tolerance(ref.dtype), worst);
             rad_local_free(&l);
             zc_plan_destroy(plan);
         }

@@ -446,31 +446,26 @@ static int ring_attn_case(zc_comm_h comm, cudaStream_t s, int rank, int nranks,
 {
     zc_plan_opts_t opts = ZC_PLAN_OPTS_INITIALIZER;
     zc_ring_attn_args_t args = ZC_RING_ATTN_ARGS_INITIALIZER;
-    const zc_plan_piece_t *pieces;
-    zc_plan_rank_t mine;
     zc_plan_h plan;
     rad_local_t l = {0};
     rad_device_t dev;
     double worst[RAD_NRESULTS];
-    size_t n;
     int64_t capacity = (b->total * 5 / 4 + nranks - 1) / nranks + 8;
 
     opts.flags = ra_modes[mi].plan_flags;
     MP_CHECK(zc_plan_create(2, nranks / 2, capacity, b->lengths, b->nseqs, &opts, &plan) == ZC_OK,
              "plan: %s", zc_get_last_error());
-    zc_plan_rank_pieces(plan, rank, &pieces, &n);
-    zc_plan_rank(plan, rank, &mine);
-    MP_CHECK(rad_local_make(b, pieces, n, mine.tokens, 0, &l) == 0, "alloc");
+    MP_CHECK(rad_local_make(b, plan, rank, 0, &l) == 0, "alloc");
     rad_local_args(b, &l, &args);
     args.mode = ra_modes[mi].mode;
-    MP_CHECK(rad_device_make(b, &l, mine.tokens, &dev, &args) == ZC_OK, "device buffers");
+    MP_CHECK(rad_device_make(b, &l, &dev, &args) == ZC_OK, "device buffers");
     MP_CHECK(zc_ring_attn_fwd_stream(comm, plan, &args, s) == ZC_OK, "%s forward: %s",
              ra_modes[mi].name, zc_get_last_error());
     MP_CHECK(zc_ring_attn_bwd_stream(comm, plan, &args, s) == ZC_OK, "%s backward: %s",
              ra_modes[mi].name, zc_get_last_error());
     MP_CHECK(zc_stream_synchronize(comm, s) == ZC_OK, "synchronize: %s", zc_get_last_error());
     MP_CHECK(rad_device_download(&dev, &l) == ZC_OK, "download");
-    MP_CHECK(rad_local_check(b, pieces, n, &l, 1, rad_tolerance(b->dtype), worst) == 0,
+    MP_CHECK(rad_local_check(b, &l, 1, rad_tolerance(b->dtype), worst) == 0,
              "%s %s: worst out %.3g lse %.3g dq %.3g dk %.3g dv %.3g", ra_modes[mi].name,
              zc_datatype_name(b->dtype), worst[0], worst[1], worst[2], worst[3], worst[4]);
     rad_device_free(&dev);

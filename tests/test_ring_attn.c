@@ -251,24 +251,19 @@ static void run_case(zc_comm_h comm, int rank, int nranks, int bi, int si, int m
 {
     const rad_batch_t *ref = &refs[bi][si];
     zc_ring_attn_args_t args = ZC_RING_ATTN_ARGS_INITIALIZER;
-    const zc_plan_piece_t *pieces;
-    zc_plan_rank_t mine;
     zc_plan_h plan = NULL;
     rad_local_t l = {0};
-    size_t n;
     zc_status_t st;
     int64_t wrong;
 
     r->ran = 1;
     if (make_plan(nranks, &batches[bi], modes[mi].plan_flags, &plan) != ZC_OK)
         CASE_FAIL("plan: %s", zc_get_last_error());
-    zc_plan_rank_pieces(plan, rank, &pieces, &n);
-    zc_plan_rank(plan, rank, &mine);
-    if (rad_local_make(ref, pieces, n, mine.tokens, PAD_ROWS, &l) != 0)
+    if (rad_local_make(ref, plan, rank, PAD_ROWS, &l) != 0)
         CASE_FAIL("out of memory");
     rad_local_args(ref, &l, &args);
     args.mode = modes[mi].mode;
-    if (mine.tokens == 0) {
+    if (l.rows == 0) {
         zc_ring_attn_args_t empty = ZC_RING_ATTN_ARGS_INITIALIZER;
 
         empty.mode = args.mode;
@@ -305,7 +300,7 @@ static void run_case(zc_comm_h comm, int rank, int nranks, int bi, int si, int m
         if ((st = zc_ring_attn_bwd(comm, plan, &args)) != ZC_OK)
             CASE_FAIL("zc_ring_attn_bwd: %s: %s", zc_strerror(st), zc_get_last_error());
     }
-    wrong = rad_local_check(ref, pieces, n, &l, 1, rad_tolerance(ref->dtype), r->worst);
+    wrong = rad_local_check(ref, &l, 1, rad_tolerance(ref->dtype), r->worst);
     if (wrong < 0)
         CASE_FAIL("rank %d: rows past the plan's tokens were written", rank);
     if (wrong > 0)

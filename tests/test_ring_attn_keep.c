@@ -68,19 +68,13 @@ static int64_t layouts_built(zc_comm_h comm)
 /* This rank's buffers of `plan`, and its arguments. */
 typedef struct {
     rad_local_t l;
-    const zc_plan_piece_t *pieces;
-    size_t n;
     zc_ring_attn_args_t args;
 } rank_data_t;
 
 static int data_make(zc_plan_h plan, int rank, zc_ring_attn_mode_t mode, rank_data_t *d)
 {
-    zc_plan_rank_t mine;
-
     memset(d, 0, sizeof(*d));
-    zc_plan_rank_pieces(plan, rank, &d->pieces, &d->n);
-    zc_plan_rank(plan, rank, &mine);
-    MP_CHECK(rad_local_make(&ref, d->pieces, d->n, mine.tokens, 0, &d->l) == 0, "memory");
+    MP_CHECK(rad_local_make(&ref, plan, rank, 0, &d->l) == 0, "memory");
     d->args = (zc_ring_attn_args_t)ZC_RING_ATTN_ARGS_INITIALIZER;
     rad_local_args(&ref, &d->l, &d->args);
     d->args.mode = mode;
@@ -148,7 +142,7 @@ static int rank_repeat(int rank, int nranks, void *arg)
             MP_CHECK(emu_counts.live <= 1, "%s: %d allocations live between calls", m->name,
                      emu_counts.live);
             allocs[it] = emu_counts.allocs - start;
-            MP_CHECK(rad_local_check(&ref, d.pieces, d.n, &d.l, 1, rad_tolerance(ref.dtype),
+            MP_CHECK(rad_local_check(&ref, &d.l, 1, rad_tolerance(ref.dtype),
                                      worst) == 0, "%s iteration %d: results off the reference "
                      "(worst out %.3g dq %.3g dk %.3g)", m->name, it, worst[RAD_OUT],
                      worst[RAD_DQ], worst[RAD_DK]);
@@ -207,7 +201,7 @@ static int rank_layouts(int rank, int nranks, void *arg)
         MP_CHECK(emu_ring_attn(comm, plan, &d.args, 0, NULL) == ZC_OK, "forward again %d", i);
         MP_CHECK(layouts_built(comm) == built + 1, "plan %d: %lld layouts built for two calls",
                  i, (long long)(layouts_built(comm) - built));
-        MP_CHECK(rad_local_check(&ref, d.pieces, d.n, &d.l, 0, rad_tolerance(ref.dtype),
+        MP_CHECK(rad_local_check(&ref, &d.l, 0, rad_tolerance(ref.dtype),
                                  (double[RAD_NRESULTS]){0}) == 0, "plan %d: results", i);
         MP_CHECK(((zc_ra_state_t *)comm->ring_attn)->nlayouts <= ZC_RA_LAYOUTS,
                  "%d layouts kept", ((zc_ra_state_t *)comm->ring_attn)->nlayouts);
@@ -242,7 +236,7 @@ static int rank_streams(int rank, int nranks, void *arg)
 
                 MP_CHECK(st == ZC_OK, "%s on caller stream %d: %s",
                          bwd ? "backward" : "forward", s, zc_strerror(st));
-                MP_CHECK(rad_local_check(&ref, d[s].pieces, d[s].n, &d[s].l, bwd,
+                MP_CHECK(rad_local_check(&ref, &d[s].l, bwd,
                                          rad_tolerance(ref.dtype),
                                          (double[RAD_NRESULTS]){0}) == 0, "stream %d results", s);
             }

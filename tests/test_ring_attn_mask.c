@@ -101,20 +101,15 @@ static int rank_masked(int rank, int nranks, void *arg)
         zc_ring_attn_stats_t stats[2] = {ZC_RING_ATTN_STATS_INITIALIZER,
                                          ZC_RING_ATTN_STATS_INITIALIZER};
         zc_ring_attn_args_t args = ZC_RING_ATTN_ARGS_INITIALIZER;
-        const zc_plan_piece_t *pieces;
-        zc_plan_rank_t mine;
         zc_plan_h plan;
         rad_local_t l = {0};
         double worst[RAD_NRESULTS] = {0};
-        size_t n;
         int64_t wrong;
         zc_status_t st;
 
         MP_CHECK(make_plan(nranks, cur.lengths, cur.n, cur.capacity, modes[mi].plan_flags,
                            cur.left, cur.right, &plan) == ZC_OK, "plan: %s", zc_get_last_error());
-        zc_plan_rank_pieces(plan, rank, &pieces, &n);
-        zc_plan_rank(plan, rank, &mine);
-        MP_CHECK(rad_local_make(&cur.ref, pieces, n, mine.tokens, PAD_ROWS, &l) == 0, "memory");
+        MP_CHECK(rad_local_make(&cur.ref, plan, rank, PAD_ROWS, &l) == 0, "memory");
         rad_local_args(&cur.ref, &l, &args);
         args.mode = modes[mi].mode;
         args.kernels = with_table ? &table.kernels : NULL;
@@ -139,7 +134,7 @@ static int rank_masked(int rank, int nranks, void *arg)
                      (long long)s->kernel_calls, (long long)s->blocks_table,
                      (long long)s->blocks_native, (long long)s->table_banded);
         }
-        wrong = rad_local_check(&cur.ref, pieces, n, &l, 1, rad_tolerance(cur.ref.dtype), worst);
+        wrong = rad_local_check(&cur.ref, &l, 1, rad_tolerance(cur.ref.dtype), worst);
         MP_CHECK(wrong >= 0, "rank %d, %s, %s: rows past the plan's tokens written", rank,
                  modes[mi].name, form);
         MP_CHECK(wrong == 0, "rank %d, %s, %s: %lld off (out %.2g lse %.2g dq %.2g dk %.2g "
@@ -262,21 +257,17 @@ static int rank_bytes(int rank, int nranks, void *arg)
     for (int te = 0; te < 2; te++) {
         zc_ring_attn_args_t args = ZC_RING_ATTN_ARGS_INITIALIZER;
         zc_ring_attn_stats_t fst = ZC_RING_ATTN_STATS_INITIALIZER, bst = fst;
-        const zc_plan_piece_t *pieces;
         zc_plan_info_t info = ZC_PLAN_INFO_INITIALIZER;
-        zc_plan_rank_t mine;
         zc_plan_h plan;
         rad_local_t l = {0};
         uint64_t f = 0, bw = 0;
-        size_t n;
 
         MP_CHECK(make_plan(nranks, len, (size_t)w->nseqs, capacity,
                            te ? ZC_PLAN_EVEN_SPLIT : 0, w->left, w->right, &plan) == ZC_OK,
                  "plan: %s", zc_get_last_error());
         zc_plan_info(plan, &info);
         MP_CHECK(info.nrings == w->nseqs, "a ring per sequence: %d", info.nrings);
-        zc_plan_rank_pieces(plan, rank, &pieces, &n);
-        zc_plan_rank(plan, rank, &mine);
+        MP_CHECK(rad_local_make(&b, plan, rank, 0, &l) == 0, "memory");
         for (int k = 0; k < w->nseqs && !te; k++) {
             zc_plan_ring_t ring;
             zc_ring_layout_t layout;
@@ -290,14 +281,13 @@ static int rank_bytes(int rank, int nranks, void *arg)
             for (int i = 0; i < ring.nranks; i++)
                 pos = ring.ranks[i] == rank ? i : pos;
             c = w->chunk[ring.seq];
-            for (size_t i = 0; i < n; i++)
-                MP_CHECK(pieces[i].ring != k || (pieces[i].begin == pos * c &&
-                                                 pieces[i].end == (pos + 1) * c),
+            for (size_t i = 0; i < l.npieces; i++)
+                MP_CHECK(l.pieces[i].ring != k || (l.pieces[i].begin == pos * c &&
+                                                   l.pieces[i].end == (pos + 1) * c),
                          "ring %d: position %d holds chunk %d", k, pos, pos);
             f += expect_bytes(nranks, c, pos, w->right < 0 ? -2 : w->left, 0, kv_row, 0);
             bw += expect_bytes(nranks, c, pos, w->right < 0 ? -2 : w->left, 1, kv_row, dkv_row);
         }
-        MP_CHECK(rad_local_make(&b, pieces, n, mine.tokens, 0, &l) == 0, "memory");
         rad_local_args(&b, &l, &args);
         args.mode = te ? ZC_RING_ATTN_TE_CP : ZC_RING_ATTN_ZEPPELIN;
         args.stats = &fst;

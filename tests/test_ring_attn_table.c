@@ -289,17 +289,14 @@ static void run_case(zc_comm_h comm, int rank, int nranks, int bi, int si, int m
     const rad_batch_t *ref = &refs[bi][si];
     zc_ring_attn_args_t args = ZC_RING_ATTN_ARGS_INITIALIZER;
     zc_plan_opts_t opts = ZC_PLAN_OPTS_INITIALIZER;
-    const zc_plan_piece_t *pieces;
     zc_ring_attn_stats_t base[2], got[2];
     zc_own_table_t table;
-    zc_plan_rank_t mine;
     zc_plan_h plan = NULL;
     rad_local_t l = {0};
     snap_t snap[2];
     watch_t w;
     double worst[RAD_NRESULTS];
     const char *diff;
-    size_t n;
     zc_status_t st;
     int64_t wrong;
 
@@ -312,9 +309,7 @@ static void run_case(zc_comm_h comm, int rank, int nranks, int bi, int si, int m
     if (zc_plan_create(2, nranks / 2, batches[bi].capacity, batches[bi].lengths, batches[bi].n,
                        &opts, &plan) != ZC_OK)
         CASE_FAIL("plan: %s", zc_get_last_error());
-    zc_plan_rank_pieces(plan, rank, &pieces, &n);
-    zc_plan_rank(plan, rank, &mine);
-    if (rad_local_make(ref, pieces, n, mine.tokens, PAD_ROWS, &l) != 0)
+    if (rad_local_make(ref, plan, rank, PAD_ROWS, &l) != 0)
         CASE_FAIL("out of memory");
     rad_local_args(ref, &l, &args);
     args.mode = modes[mi].mode;
@@ -367,7 +362,7 @@ static void run_case(zc_comm_h comm, int rank, int nranks, int bi, int si, int m
             CASE_FAIL("%s, flash-like table: the contract: %s", engine, w.bad);
         r->pairs[stream][0] = w.pairs[0];
         r->pairs[stream][1] = w.pairs[1];
-        wrong = rad_local_check(ref, pieces, n, &l, 1, rad_tolerance(ref->dtype), worst);
+        wrong = rad_local_check(ref, &l, 1, rad_tolerance(ref->dtype), worst);
         if (wrong != 0)
             CASE_FAIL("%s, flash-like table: %lld elements off the reference (worst out %.3g "
                       "lse %.3g dq %.3g dk %.3g dv %.3g)", engine, (long long)wrong,
@@ -478,9 +473,6 @@ typedef struct {
 static int small_setup(int rank, int nranks, small_rank_t *s)
 {
     zc_plan_opts_t opts = ZC_PLAN_OPTS_INITIALIZER;
-    const zc_plan_piece_t *pieces;
-    zc_plan_rank_t mine;
-    size_t n;
 
     setenv("ZC_NUM_THREADS", "1", 1);
     s->a = (zc_ring_attn_args_t)ZC_RING_ATTN_ARGS_INITIALIZER;
@@ -490,9 +482,7 @@ static int small_setup(int rank, int nranks, small_rank_t *s)
         zc_plan_create(2, nranks / 2, (small.total + nranks - 1) / nranks + 8, small.lengths,
                        small.nseqs, &opts, &s->plan) != ZC_OK)
         return -1;
-    zc_plan_rank_pieces(s->plan, rank, &pieces, &n);
-    zc_plan_rank(s->plan, rank, &mine);
-    if (rad_local_make(&small, pieces, n, mine.tokens, 0, &s->l) != 0)
+    if (rad_local_make(&small, s->plan, rank, 0, &s->l) != 0)
         return -1;
     rad_local_args(&small, &s->l, &s->a);
     s->a.mode = ZC_RING_ATTN_TE_CP;

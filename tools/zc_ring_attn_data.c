@@ -329,15 +329,20 @@ void rad_local_free(rad_local_t *l)
     memset(l, 0, sizeof(*l));
 }
 
-int rad_local_make(const rad_batch_t *b, const zc_plan_piece_t *pieces, size_t n, int64_t rows,
-                   int64_t pad, rad_local_t *l)
+int rad_local_make(const rad_batch_t *b, zc_plan_h plan, int rank, int64_t pad, rad_local_t *l)
 {
-    size_t rq = rad_row_bytes(b, 0), rk = rad_row_bytes(b, 1), len = (size_t)(rows + pad);
+    size_t rq = rad_row_bytes(b, 0), rk = rad_row_bytes(b, 1), len;
     size_t rl = (size_t)b->hq * sizeof(float);
+    const zc_plan_piece_t *pieces;
+    zc_plan_rank_t mine;
+    size_t n;
 
     memset(l, 0, sizeof(*l));
-    l->rows = rows;
+    if (zc_plan_rank_pieces(plan, rank, &pieces, &n) != ZC_OK || zc_plan_rank(plan, rank, &mine) != ZC_OK)
+        return -1;
+    l->rows = mine.tokens;
     l->pad = pad;
+    len = (size_t)(l->rows + pad);
     len = len ? len : 1;
     l->q = malloc(len * rq);
     l->k = malloc(len * rk);
@@ -356,6 +361,8 @@ int rad_local_make(const rad_batch_t *b, const zc_plan_piece_t *pieces, size_t n
     rad_gather(b, pieces, n, b->k, rk, l->k);
     rad_gather(b, pieces, n, b->v, rk, l->v);
     rad_gather(b, pieces, n, b->dout, rq, l->dout);
+    l->pieces = pieces;
+    l->npieces = n;
     memset(l->out, RAD_PAD_BYTE, len * rq);
     memset(l->dq, RAD_PAD_BYTE, len * rq);
     memset(l->dk, RAD_PAD_BYTE, len * rk);
@@ -395,8 +402,7 @@ static int rad_pad_intact(const void *buf, int64_t rows, int64_t pad, size_t row
     return 1;
 }
 
-int64_t rad_local_check(const rad_batch_t *b, const zc_plan_piece_t *pieces, size_t n,
-                        const rad_local_t *l, int backward, double tol,
+int64_t rad_local_check(const rad_batch_t *b, const rad_local_t *l, int backward, double tol,
                         double worst[RAD_NRESULTS])
 {
     const void *got[RAD_NRESULTS] = {l->out, l->lse, l->dq, l->dk, l->dv};
@@ -412,7 +418,7 @@ int64_t rad_local_check(const rad_batch_t *b, const zc_plan_piece_t *pieces, siz
             continue;
         if (!rad_pad_intact(got[w], l->rows, l->pad, rows[w]))
             return -1;
-        worst[w] = rad_compare(b, w, pieces, n, got[w], tol, &bad);
+        worst[w] = rad_compare(b, w, l->pieces, l->npieces, got[w], tol, &bad);
         wrong += bad;
     }
     return wrong;

@@ -67,26 +67,28 @@ double rad_compare(const rad_batch_t *b, int which, const zc_plan_piece_t *piece
 /* Default tolerance of a dtype: 1e-5 for float32, 2.5e-2 for bfloat16. */
 double rad_tolerance(zc_datatype_t dtype);
 
-/* One rank's buffers: its rows of q, k, v, dout (from the batch) and room
- * for the results, `pad` rows longer than the plan's `rows`, the padding
- * (and the results) filled with RAD_PAD_BYTE. */
+/* One rank's buffers in a plan's attention layout: its rows of q, k, v,
+ * dout (from the batch) and room for the results, `pad` rows longer than
+ * the plan gives the rank, the padding (and the results) filled with
+ * RAD_PAD_BYTE. */
 #define RAD_PAD_BYTE 0x7b
 typedef struct {
     void *q, *k, *v, *dout, *out, *dq, *dk, *dv;
     float *lse;
     int64_t rows, pad;
+    const zc_plan_piece_t *pieces; /* the rank's pieces (the plan's) */
+    size_t npieces;
 } rad_local_t;
 
-int rad_local_make(const rad_batch_t *b, const zc_plan_piece_t *pieces, size_t n, int64_t rows,
-                   int64_t pad, rad_local_t *l);
+/* 0 on success, -1 when out of memory or `rank` is not the plan's. */
+int rad_local_make(const rad_batch_t *b, zc_plan_h plan, int rank, int64_t pad, rad_local_t *l);
 void rad_local_free(rad_local_t *l);
 /* Shape, dtype, mask, row count and buffers of `l` into zc_ring_attn args. */
 void rad_local_args(const rad_batch_t *b, const rad_local_t *l, zc_ring_attn_args_t *args);
 /* Compare the results (forward only: out and lse) with the reference:
  * worst[] gets each one's worst error; returns the elements over `tol`,
  * or -1 when a padding row was written. */
-int64_t rad_local_check(const rad_batch_t *b, const zc_plan_piece_t *pieces, size_t n,
-                        const rad_local_t *l, int backward, double tol,
+int64_t rad_local_check(const rad_batch_t *b, const rad_local_t *l, int backward, double tol,
                         double worst[RAD_NRESULTS]);
 
 #endif

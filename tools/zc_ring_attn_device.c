@@ -45,9 +45,10 @@ static zc_status_t rad_download(void *host, const void *dev, size_t bytes)
     return rad_cuda(cudaMemcpy(host, dev, bytes, cudaMemcpyDeviceToHost), "cudaMemcpy");
 }
 
-zc_status_t rad_device_make(const rad_batch_t *b, const rad_local_t *l, int64_t rows,
-                            rad_device_t *d, zc_ring_attn_args_t *args)
+zc_status_t rad_device_make(const rad_batch_t *b, const rad_local_t *l, rad_device_t *d,
+                            zc_ring_attn_args_t *args)
 {
+    int64_t rows = l->rows + l->pad;
     zc_status_t st = ZC_OK;
     void *lse = NULL;
 
@@ -105,10 +106,10 @@ zc_status_t rad_device_select(int index, int *count)
     return ZC_ERR_UNSUPPORTED;
 }
 
-zc_status_t rad_device_make(const rad_batch_t *b, const rad_local_t *l, int64_t rows,
-                            rad_device_t *d, zc_ring_attn_args_t *args)
+zc_status_t rad_device_make(const rad_batch_t *b, const rad_local_t *l, rad_device_t *d,
+                            zc_ring_attn_args_t *args)
 {
-    (void)b, (void)l, (void)rows, (void)args;
+    (void)b, (void)l, (void)args;
     memset(d, 0, sizeof(*d));
     return ZC_ERR_UNSUPPORTED;
 }

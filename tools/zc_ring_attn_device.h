@@ -17,10 +17,10 @@ typedef struct {
 /* Make device `index` modulo the visible devices current; *count gets how
  * many there are (0: none, and ZC_ERR_UNSUPPORTED). */
 zc_status_t rad_device_select(int index, int *count);
-/* Upload the `rows` rows of l's inputs and allocate its outputs; args'
+/* Upload l's inputs (its rows and padding) and allocate its outputs; args'
  * tensors then point at them, with memtype ZC_MEM_CUDA. */
-zc_status_t rad_device_make(const rad_batch_t *b, const rad_local_t *l, int64_t rows,
-                            rad_device_t *d, zc_ring_attn_args_t *args);
+zc_status_t rad_device_make(const rad_batch_t *b, const rad_local_t *l, rad_device_t *d,
+                            zc_ring_attn_args_t *args);
 /* out, lse, dq, dk, dv back into l (after the stream is synchronized). */
 zc_status_t rad_device_download(const rad_device_t *d, rad_local_t *l);
 void rad_device_free(rad_device_t *d);

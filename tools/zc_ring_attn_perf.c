@@ -135,8 +135,6 @@ typedef struct {
 typedef struct {
     int on;
     zc_plan_h plan;
-    const zc_plan_piece_t *pieces;
-    size_t npieces;
     rad_local_t local;
     rad_device_t dev;       /* -G */
     zc_ring_attn_args_t args;
@@ -174,7 +172,6 @@ static void mode_setup(zc_comm_h comm, const ra_opts_t *o, const rad_batch_t *b,
 {
     zc_plan_opts_t popts = ZC_PLAN_OPTS_INITIALIZER;
     zc_ring_attn_args_t init = ZC_RING_ATTN_ARGS_INITIALIZER;
-    zc_plan_rank_t mine;
     int rank, size, nnodes;
     zc_status_t st;
 
@@ -192,9 +189,7 @@ static void mode_setup(zc_comm_h comm, const ra_opts_t *o, const rad_batch_t *b,
     st = zc_plan_create(nnodes, size / nnodes, capacity, lengths, count, &popts, &run->plan);
     if (st != ZC_OK)
         zc_perf_die(TOOL, "zc_plan_create", st);
-    zc_plan_rank_pieces(run->plan, rank, &run->pieces, &run->npieces);
-    zc_plan_rank(run->plan, rank, &mine);
-    if (rad_local_make(b, run->pieces, run->npieces, mine.tokens, 0, &run->local) != 0)
+    if (rad_local_make(b, run->plan, rank, 0, &run->local) != 0)
         zc_perf_die(TOOL, "allocation", ZC_ERR_NO_MEMORY);
     run->args = init;
     rad_local_args(b, &run->local, &run->args);
@@ -202,7 +197,7 @@ static void mode_setup(zc_comm_h comm, const ra_opts_t *o, const rad_batch_t *b,
     run->args.kernels = table ? &own_table.kernels : NULL;
     run->stats.size = sizeof(run->stats);
     run->args.stats = &run->stats;
-    if (o->device && (st = rad_device_make(b, &run->local, mine.tokens, &run->dev, &run->args)))
+    if (o->device && (st = rad_device_make(b, &run->local, &run->dev, &run->args)))
         zc_perf_die(TOOL, "device buffers", st);
     run->fwd = calloc((size_t)iters, sizeof(double));
     run->bwd = calloc((size_t)iters, sizeof(double));
@@ -315,7 +310,7 @@ static result_t mode_finish(zc_comm_h comm, const zc_perf_opts_t *po, const ra_o
     if (o->device && po->check && rad_device_download(&run->dev, &run->local) != ZC_OK)
         zc_perf_die(TOOL, "download", ZC_ERR_TRANSPORT);
     if (po->check) {
-        int64_t wrong = rad_local_check(b, run->pieces, run->npieces, &run->local, 1,
+        int64_t wrong = rad_local_check(b, &run->local, 1,
                                         rad_tolerance(b->dtype), worst);
         res.wrong = zc_perf_sum(comm, wrong < 0 ? 1 : wrong);
     }
