@@ -224,16 +224,16 @@ tap.raises(lambda: zcomm.torch.host_empty(1 << 60, dtype=torch.uint8),
 # serves the next output of about its size; beyond the limit, the oldest go
 # back to zc_host_free.
 cache = HostCache(limit=8 << 20)
-a = cache.empty((3 << 20,), torch.uint8)
-first = a.data_ptr()
-del a
+big = cache.empty((3 << 20,), torch.uint8)
+first = big.data_ptr()
+del big
 gc.collect()
 small = cache.empty((1 << 20,), torch.uint8)
-b = cache.empty((((3 << 20) - 1000) // 4,), torch.float32)
-tap.ok(small.data_ptr() != first and b.data_ptr() == first and cache.cached_bytes() == 0,
+near = cache.empty((((3 << 20) - 1000) // 4,), torch.float32)
+tap.ok(small.data_ptr() != first and near.data_ptr() == first and cache.cached_bytes() == 0,
        "the 4 MiB block of a gone 3 MiB tensor is not given to a 1 MiB request, and is to the "
-       "next of 3 MiB - 1000 B", (hex(first), hex(small.data_ptr()), hex(b.data_ptr())))
-del small, b
+       "next of 3 MiB - 1000 B", (hex(first), hex(small.data_ptr()), hex(near.data_ptr())))
+del small, near
 gc.collect()
 freed = []
 lib.zc_host_free = lambda p: (freed.append(p), real_free(p))
