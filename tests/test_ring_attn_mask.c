@@ -5,8 +5,8 @@
  * libzcomm's kernels and through a kernel table of them
  * (tools/zc_attn_table.h): the table gets every causal or full block,
  * libzcomm's kernels exactly the banded ones (stats table_banded), and on
- * the stream engine over the emulated device (tests/stream_emu.h), which
- * passes every block round its rings with the mask applied.
+ * the stream engine over the emulated device (tests/stream_emu.h), whose
+ * rings skip what the mask hides as the host engine's do.
  *
  * The batch is adversarial: a sequence longer than a rank holds (a ring),
  * an empty sequence, a sequence of one token, one of 2G + 1 tokens, short
@@ -22,7 +22,15 @@
  * owner o's KV goes to the positions after it whose queries see one of its
  * keys (here o + 1 .. o + reach(o), in a contiguous causal window), and
  * its dK/dV accumulator comes home from there, one message per position.
- * TE CP in the same run sends every block round the ring (G - 1 hops). */
+ * TE CP in the same run sends every block round the ring (G - 1 hops).
+ * Both on the host engine and on the stream engine (its NCCL groups
+ * leave out the hops the window skips, on both ends), outputs and
+ * gradients against the float64 reference too.  Mutations caught: a
+ * reach one further (owner G - 1's KV sent to position 0, which sees
+ * none of it: bytes), one short (outputs), the stream engine sending KV
+ * past the reach (bytes), storing an accumulator sent home directly from
+ * the ring's last hop instead (gradients), or leaving a group's last hops
+ * unwaited when its last steps compute nothing (the emulator's race). */
 #include "config.h"
 
 #include <stdio.h>
@@ -83,8 +91,8 @@ static zc_status_t make_plan(int nranks, const int64_t *lengths, size_t n, int64
 
 /* Every mode on this rank, without and with a kernel table, and on the
  * stream engine (the emulated device of tests/stream_emu.h: the code that
- * enqueues on a GPU, every block round its rings, masked): forward,
- * backward, the comparison, where the blocks ran. */
+ * enqueues on a GPU): forward, backward, the comparison, where the blocks
+ * ran. */
 static int rank_masked(int rank, int nranks, void *arg)
 {
     zc_own_table_t table;
@@ -254,12 +262,16 @@ static int rank_bytes(int rank, int nranks, void *arg)
         len[k] = w->chunk[k] * nranks;
         capacity += w->chunk[k];
     }
-    MP_CHECK(comm_init(rank, nranks, &comm) == 0, "init: %s", zc_get_last_error());
+    MP_CHECK(comm_init(rank, nranks, &comm) == 0 && device_emu_install(comm) == ZC_OK,
+             "init: %s", zc_get_last_error());
     MP_CHECK(rad_batch_init(&b, len, (size_t)w->nseqs, 2, 2, 8, ZC_FLOAT32, 5) == 0, "memory");
     b.flags = ZC_ATTN_WINDOW;
     b.window_left = w->left;
     b.window_right = w->right;
-    for (int te = 0; te < 2; te++) {
+    MP_CHECK(rad_batch_reference64(&b) == ZC_OK, "reference: out of memory");
+    for (int run = 0; run < 4; run++) {
+        int te = run / 2, on_streams = run % 2;
+        const char *form = on_streams ? "stream engine" : "host engine";
         zc_ring_attn_args_t args = ZC_RING_ATTN_ARGS_INITIALIZER;
         zc_ring_attn_stats_t fst = ZC_RING_ATTN_STATS_INITIALIZER, bst = fst;
         const zc_plan_piece_t *pieces;
@@ -267,6 +279,7 @@ static int rank_bytes(int rank, int nranks, void *arg)
         zc_plan_rank_t mine;
         zc_plan_h plan;
         rad_local_t l = {0};
+        double worst[RAD_NRESULTS] = {0};
         uint64_t f = 0, bw = 0;
         size_t n;
 
@@ -301,22 +314,31 @@ static int rank_bytes(int rank, int nranks, void *arg)
         rad_local_args(&b, &l, &args);
         args.mode = te ? ZC_RING_ATTN_TE_CP : ZC_RING_ATTN_ZEPPELIN;
         args.stats = &fst;
-        MP_CHECK(zc_ring_attn_fwd(comm, plan, &args) == ZC_OK, "fwd: %s", zc_get_last_error());
+        MP_CHECK((on_streams ? emu_ring_attn(comm, plan, &args, 0, NULL)
+                             : zc_ring_attn_fwd(comm, plan, &args)) == ZC_OK,
+                 "%s: fwd: %s", form, zc_get_last_error());
         args.stats = &bst;
-        MP_CHECK(zc_ring_attn_bwd(comm, plan, &args) == ZC_OK, "bwd: %s", zc_get_last_error());
+        MP_CHECK((on_streams ? emu_ring_attn(comm, plan, &args, 1, NULL)
+                             : zc_ring_attn_bwd(comm, plan, &args)) == ZC_OK,
+                 "%s: bwd: %s", form, zc_get_last_error());
         if (te) {
             /* every rank's share of every sequence all the way round, masked */
             MP_CHECK(fst.bytes_sent == (uint64_t)(nranks - 1) * (uint64_t)capacity * kv_row,
-                     "rank %d: TE CP forward sent %llu bytes, every hop is %llu", rank,
-                     (unsigned long long)fst.bytes_sent,
+                     "rank %d, %s: TE CP forward sent %llu bytes, every hop is %llu", rank,
+                     form, (unsigned long long)fst.bytes_sent,
                      (unsigned long long)((nranks - 1) * (uint64_t)capacity * kv_row));
         } else {
             MP_CHECK(fst.bytes_sent == f && bst.bytes_sent == bw,
-                     "rank %d: Zeppelin sent %llu bytes forward, %llu backward; the window "
-                     "implies %llu and %llu", rank, (unsigned long long)fst.bytes_sent,
-                     (unsigned long long)bst.bytes_sent, (unsigned long long)f,
-                     (unsigned long long)bw);
+                     "rank %d, %s: Zeppelin sent %llu bytes forward, %llu backward; the "
+                     "window implies %llu and %llu", rank, form,
+                     (unsigned long long)fst.bytes_sent, (unsigned long long)bst.bytes_sent,
+                     (unsigned long long)f, (unsigned long long)bw);
         }
+        /* and what moved is right */
+        MP_CHECK(rad_local_check(&b, pieces, n, &l, 1, rad_tolerance(b.dtype), worst) == 0,
+                 "rank %d, %s, %s: off the reference (out %.2g lse %.2g dq %.2g dk %.2g "
+                 "dv %.2g)", rank, te ? "te_cp" : "zeppelin", form,
+                 worst[0], worst[1], worst[2], worst[3], worst[4]);
         rad_local_free(&l);
         zc_plan_destroy(plan);
     }
