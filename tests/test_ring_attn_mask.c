@@ -17,8 +17,10 @@
  * on the left only.
  *
  * Then the bytes: one sequence of G chunks of C tokens on a Zeppelin plan
- * balanced for the window (contiguous layout), the forward and backward
- * bytes each rank sends (stats bytes_sent) equal what the window implies:
+ * balanced for the window (contiguous layout; zigzag where the window
+ * reaches the whole sequence; windows of 1, of exactly a chunk, of more
+ * than a chunk, wider than the sequence, and the full mask): the forward
+ * and backward bytes each rank sends (stats bytes_sent) equal what the window implies:
  * owner o's KV goes to the positions after it whose queries see one of its
  * keys (here o + 1 .. o + reach(o), in a contiguous causal window), and
  * its dK/dV accumulator comes home from there, one message per position.
@@ -269,6 +271,9 @@ static int rank_bytes(int rank, int nranks, void *arg)
     b.window_left = w->left;
     b.window_right = w->right;
     MP_CHECK(rad_batch_reference64(&b) == ZC_OK, "reference: out of memory");
+    for (int r = 0; r < RAD_NRESULTS; r++) /* a window of 1: dq = dk = 0 (test_masks) */
+        if (b.max_abs[r] == 0)
+            b.max_abs[r] = 1;
     for (int run = 0; run < 4; run++) {
         int te = run / 2, on_streams = run % 2;
         const char *form = on_streams ? "stream engine" : "host engine";
@@ -293,22 +298,30 @@ static int rank_bytes(int rank, int nranks, void *arg)
         for (int k = 0; k < w->nseqs && !te; k++) {
             zc_plan_ring_t ring;
             zc_ring_layout_t layout;
-            int64_t c;
-            int pos = -1;
+            int64_t c, held = 0;
+            int pos = -1, round;
 
             MP_CHECK(zc_plan_ring(plan, k, &ring) == ZC_OK && ring.nranks == nranks,
                      "ring %d over every rank", k);
             zc_plan_ring_layout(plan, k, &layout);
-            MP_CHECK(layout == ZC_RING_LAYOUT_CONTIGUOUS, "ring %d is contiguous", k);
+            /* zigzag only where the window reaches the whole sequence: then,
+             * as under causal, every owner goes round */
+            MP_CHECK(layout == ZC_RING_LAYOUT_CONTIGUOUS || w->left >= len[ring.seq],
+                     "ring %d is contiguous", k);
+            round = w->right < 0 || layout == ZC_RING_LAYOUT_ZIGZAG;
             for (int i = 0; i < ring.nranks; i++)
                 pos = ring.ranks[i] == rank ? i : pos;
             c = w->chunk[ring.seq];
             for (size_t i = 0; i < n; i++)
-                MP_CHECK(pieces[i].ring != k || (pieces[i].begin == pos * c &&
-                                                 pieces[i].end == (pos + 1) * c),
+                MP_CHECK(pieces[i].ring != k || layout == ZC_RING_LAYOUT_ZIGZAG ||
+                             (pieces[i].begin == pos * c && pieces[i].end == (pos + 1) * c),
                          "ring %d: position %d holds chunk %d", k, pos, pos);
-            f += expect_bytes(nranks, c, pos, w->right < 0 ? -2 : w->left, 0, kv_row, 0);
-            bw += expect_bytes(nranks, c, pos, w->right < 0 ? -2 : w->left, 1, kv_row, dkv_row);
+            for (size_t i = 0; i < n; i++)
+                held += pieces[i].ring == k ? pieces[i].end - pieces[i].begin : 0;
+            MP_CHECK(held == c, "ring %d: position %d holds %lld tokens", k, pos,
+                     (long long)held);
+            f += expect_bytes(nranks, c, pos, round ? -2 : w->left, 0, kv_row, 0);
+            bw += expect_bytes(nranks, c, pos, round ? -2 : w->left, 1, kv_row, dkv_row);
         }
         MP_CHECK(rad_local_make(&b, pieces, n, mine.tokens, 0, &l) == 0, "memory");
         rad_local_args(&b, &l, &args);
@@ -349,17 +362,21 @@ static int rank_bytes(int rank, int nranks, void *arg)
 
 static void test_bytes(int nranks)
 {
-    /* windows the planner lays out contiguously (on 2 ranks a wider one
-     * balances better in zigzag, where every owner goes round) */
+    /* a window of exactly a chunk, the full mask, a window of 1 (nothing
+     * moves), one wider than the sequence (every owner round: the planner
+     * may take zigzag), then windows the planner lays out contiguously on
+     * 4 ranks only (on 2 a wider one balances better in zigzag) */
     static const bytes_arg_t windows[] = {
-        {23, 0, 1, {24}}, {-1, -1, 1, {24}}, {24, 0, 1, {24}}, {49, 0, 1, {24}}};
-    size_t n = nranks == 2 ? 2 : sizeof(windows) / sizeof(windows[0]);
+        {23, 0, 1, {24}}, {-1, -1, 1, {24}}, {0, 0, 1, {24}}, {1 << 20, 0, 1, {24}},
+        {24, 0, 1, {24}}, {49, 0, 1, {24}}};
+    size_t n = nranks == 2 ? 4 : sizeof(windows) / sizeof(windows[0]);
 
     for (size_t i = 0; i < n; i++)
         ok(mp_run(nranks, CASE_TIMEOUT_S, rank_bytes, (void *)&windows[i]) == 0,
            "%d ranks, %d sequence%s of %d chunks of %lld%s%s, window (%d, %d): each rank's "
            "forward and backward bytes are what the window implies (no KV block wholly "
-           "outside the windows of the queries it reaches), TE CP's every hop", nranks,
+           "outside the windows of the queries it reaches), TE CP's every hop, on the host "
+           "and the stream engine, outputs and gradients right", nranks,
            windows[i].nseqs, windows[i].nseqs > 1 ? "s" : "", nranks,
            (long long)windows[i].chunk[0], windows[i].nseqs > 1 ? " and " : "",
            windows[i].nseqs > 1 ? "8" : "", windows[i].left, windows[i].right);

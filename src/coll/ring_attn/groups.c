@@ -27,17 +27,17 @@
  * from the plan and the call's mask, which the agreement covers, so both
  * sides of a hop skip it alike, on the host engine and on the stream
  * engine, whose NCCL groups then match as they do round a whole ring
- * (src/coll/ring_attn/stream_engine.c).  A chain passes through a member that sees
- * nothing of it only to reach one further that does (a zigzag ring, or a
- * window open on both sides: the ring runs one way).  TE CP passes every
+ * (src/coll/ring_attn/stream_engine.c).  A chain passes through a member
+ * that sees nothing of it only to reach one further that does (a zigzag
+ * ring, or a window open on both sides: the ring runs one way).  TE CP passes every
  * block all the way round, masked, as TransformerEngine does; the causal
  * mask keeps the whole ring too (every zigzag member sees every owner).
  *
  * All of it is a layout (zc_ra_layout_t) derived from the plan, the rank,
  * the mode, the pass, the queue order, the mask and the K|V row size
- * alone (the same for either engine), so a
- * communicator keeps it across calls (src/coll/ring_attn/state.c); with it,
- * in LLaMA CP mode, where each group's gathered rows go. */
+ * alone (the same for either engine), so a communicator keeps it across
+ * calls (src/coll/ring_attn/state.c); with it, in LLaMA CP mode, where
+ * each group's gathered rows go. */
 #include "config.h"
 
 #include <stdlib.h>

@@ -134,7 +134,7 @@ void zc_ra_add(float *acc, const float *in, size_t n)
 zc_status_t zc_ra_ring_bwd(zc_ra_ctx_t *ctx, int gi)
 {
     const zc_ra_group_t *g = &ctx->groups[gi];
-    const zc_ra_member_t *me;
+    const zc_ra_member_t *me, *from;
     size_t cap, dcap;
     void *kv[2], *dp[2], *din[2], *home_buf = NULL;
     zc_ra_xchg_t kx[2] = {{0}, {0}}, dx[2] = {{0}, {0}}, hx = {0};
@@ -153,9 +153,8 @@ zc_status_t zc_ra_ring_bwd(zc_ra_ctx_t *ctx, int gi)
     ZC_CHECK(zc_ra_scratch(ctx, ZC_RA_SLOT_DIN0, dcap, &din[0]));
     ZC_CHECK(zc_ra_scratch(ctx, ZC_RA_SLOT_DIN1, dcap, &din[1]));
     last = g->last[g->pos];
-    if (zc_ra_home_from(g)) {
-        const zc_ra_member_t *from = zc_ra_home_from(g);
-
+    from = zc_ra_home_from(g);
+    if (from) {
         ZC_CHECK(zc_ra_scratch(ctx, ZC_RA_SLOT_HOME, dcap, &home_buf));
         ZC_CHECK(zc_ra_post(ctx, &hx, ZC_REQ_RECV, home_buf,
                             zc_ra_dkv_bytes(ctx, me->tokens), from->rank, ZC_RA_KIND_DKV,
