@@ -5,8 +5,8 @@
  * libzcomm's kernels and through a kernel table of them
  * (tools/zc_attn_table.h): the table gets every causal or full block,
  * libzcomm's kernels exactly the banded ones (stats table_banded), and on
- * the stream engine over the emulated device (tests/stream_emu.h), which
- * passes every block round its rings with the mask applied.
+ * the stream engine over the emulated device (tests/stream_emu.h), whose
+ * rings skip what the mask hides as the host engine's do.
  *
  * The batch is adversarial: a sequence longer than a rank holds (a ring),
  * an empty sequence, a sequence of one token, one of 2G + 1 tokens, short
@@ -17,12 +17,22 @@
  * on the left only.
  *
  * Then the bytes: one sequence of G chunks of C tokens on a Zeppelin plan
- * balanced for the window (contiguous layout), the forward and backward
- * bytes each rank sends (stats bytes_sent) equal what the window implies:
+ * balanced for the window (contiguous layout; zigzag where the window
+ * reaches the whole sequence; windows of 1, of exactly a chunk, of more
+ * than a chunk, wider than the sequence, and the full mask): the forward
+ * and backward bytes each rank sends (stats bytes_sent) equal what the window implies:
  * owner o's KV goes to the positions after it whose queries see one of its
  * keys (here o + 1 .. o + reach(o), in a contiguous causal window), and
  * its dK/dV accumulator comes home from there, one message per position.
- * TE CP in the same run sends every block round the ring (G - 1 hops). */
+ * TE CP in the same run sends every block round the ring (G - 1 hops).
+ * Both on the host engine and on the stream engine (its NCCL groups
+ * leave out the hops the window skips, on both ends), outputs and
+ * gradients against the float64 reference too.  Mutations caught: a
+ * reach one further (owner G - 1's KV sent to position 0, which sees
+ * none of it: bytes), one short (outputs), the stream engine sending KV
+ * past the reach (bytes), storing an accumulator sent home directly from
+ * the ring's last hop instead (gradients), or leaving a group's last hops
+ * unwaited when its last steps compute nothing (the emulator's race). */
 #include "config.h"
 
 #include <stdio.h>
@@ -83,8 +93,8 @@ static zc_status_t make_plan(int nranks, const int64_t *lengths, size_t n, int64
 
 /* Every mode on this rank, without and with a kernel table, and on the
  * stream engine (the emulated device of tests/stream_emu.h: the code that
- * enqueues on a GPU, every block round its rings, masked): forward,
- * backward, the comparison, where the blocks ran. */
+ * enqueues on a GPU): forward, backward, the comparison, where the blocks
+ * ran. */
 static int rank_masked(int rank, int nranks, void *arg)
 {
     zc_own_table_t table;
@@ -249,17 +259,25 @@ static int rank_bytes(int rank, int nranks, void *arg)
         len[k] = w->chunk[k] * nranks;
         capacity += w->chunk[k];
     }
-    MP_CHECK(comm_init(rank, nranks, &comm) == 0, "init: %s", zc_get_last_error());
+    MP_CHECK(comm_init(rank, nranks, &comm) == 0 && device_emu_install(comm) == ZC_OK,
+             "init: %s", zc_get_last_error());
     MP_CHECK(rad_batch_init(&b, len, (size_t)w->nseqs, 2, 2, 8, ZC_FLOAT32, 5) == 0, "memory");
     b.flags = ZC_ATTN_WINDOW;
     b.window_left = w->left;
     b.window_right = w->right;
-    for (int te = 0; te < 2; te++) {
+    MP_CHECK(rad_batch_reference64(&b) == ZC_OK, "reference: out of memory");
+    for (int r = 0; r < RAD_NRESULTS; r++) /* a window of 1: dq = dk = 0 (test_masks) */
+        if (b.max_abs[r] == 0)
+            b.max_abs[r] = 1;
+    for (int run = 0; run < 4; run++) {
+        int te = run / 2, on_streams = run % 2;
+        const char *form = on_streams ? "stream engine" : "host engine";
         zc_ring_attn_args_t args = ZC_RING_ATTN_ARGS_INITIALIZER;
         zc_ring_attn_stats_t fst = ZC_RING_ATTN_STATS_INITIALIZER, bst = fst;
         zc_plan_info_t info = ZC_PLAN_INFO_INITIALIZER;
         zc_plan_h plan;
         rad_local_t l = {0};
+        double worst[RAD_NRESULTS] = {0};
         uint64_t f = 0, bw = 0;
 
         MP_CHECK(make_plan(nranks, len, (size_t)w->nseqs, capacity,
@@ -271,42 +289,59 @@ static int rank_bytes(int rank, int nranks, void *arg)
         for (int k = 0; k < w->nseqs && !te; k++) {
             zc_plan_ring_t ring;
             zc_ring_layout_t layout;
-            int64_t c;
-            int pos = -1;
+            int64_t c, held = 0;
+            int pos = -1, round;
 
             MP_CHECK(zc_plan_ring(plan, k, &ring) == ZC_OK && ring.nranks == nranks,
                      "ring %d over every rank", k);
             zc_plan_ring_layout(plan, k, &layout);
-            MP_CHECK(layout == ZC_RING_LAYOUT_CONTIGUOUS, "ring %d is contiguous", k);
+            /* zigzag only where the window reaches the whole sequence: then,
+             * as under causal, every owner goes round */
+            MP_CHECK(layout == ZC_RING_LAYOUT_CONTIGUOUS || w->left >= len[ring.seq],
+                     "ring %d is contiguous", k);
+            round = w->right < 0 || layout == ZC_RING_LAYOUT_ZIGZAG;
             for (int i = 0; i < ring.nranks; i++)
                 pos = ring.ranks[i] == rank ? i : pos;
             c = w->chunk[ring.seq];
             for (size_t i = 0; i < l.npieces; i++)
-                MP_CHECK(l.pieces[i].ring != k || (l.pieces[i].begin == pos * c &&
-                                                   l.pieces[i].end == (pos + 1) * c),
+                MP_CHECK(l.pieces[i].ring != k || layout == ZC_RING_LAYOUT_ZIGZAG ||
+                             (l.pieces[i].begin == pos * c && l.pieces[i].end == (pos + 1) * c),
                          "ring %d: position %d holds chunk %d", k, pos, pos);
-            f += expect_bytes(nranks, c, pos, w->right < 0 ? -2 : w->left, 0, kv_row, 0);
-            bw += expect_bytes(nranks, c, pos, w->right < 0 ? -2 : w->left, 1, kv_row, dkv_row);
+            for (size_t i = 0; i < l.npieces; i++)
+                held += l.pieces[i].ring == k ? l.pieces[i].end - l.pieces[i].begin : 0;
+            MP_CHECK(held == c, "ring %d: position %d holds %lld tokens", k, pos,
+                     (long long)held);
+            f += expect_bytes(nranks, c, pos, round ? -2 : w->left, 0, kv_row, 0);
+            bw += expect_bytes(nranks, c, pos, round ? -2 : w->left, 1, kv_row, dkv_row);
         }
         rad_local_args(&b, &l, &args);
         args.mode = te ? ZC_RING_ATTN_TE_CP : ZC_RING_ATTN_ZEPPELIN;
         args.stats = &fst;
-        MP_CHECK(zc_ring_attn_fwd(comm, plan, &args) == ZC_OK, "fwd: %s", zc_get_last_error());
+        MP_CHECK((on_streams ? emu_ring_attn(comm, plan, &args, 0, NULL)
+                             : zc_ring_attn_fwd(comm, plan, &args)) == ZC_OK,
+                 "%s: fwd: %s", form, zc_get_last_error());
         args.stats = &bst;
-        MP_CHECK(zc_ring_attn_bwd(comm, plan, &args) == ZC_OK, "bwd: %s", zc_get_last_error());
+        MP_CHECK((on_streams ? emu_ring_attn(comm, plan, &args, 1, NULL)
+                             : zc_ring_attn_bwd(comm, plan, &args)) == ZC_OK,
+                 "%s: bwd: %s", form, zc_get_last_error());
         if (te) {
             /* every rank's share of every sequence all the way round, masked */
             MP_CHECK(fst.bytes_sent == (uint64_t)(nranks - 1) * (uint64_t)capacity * kv_row,
-                     "rank %d: TE CP forward sent %llu bytes, every hop is %llu", rank,
-                     (unsigned long long)fst.bytes_sent,
+                     "rank %d, %s: TE CP forward sent %llu bytes, every hop is %llu", rank,
+                     form, (unsigned long long)fst.bytes_sent,
                      (unsigned long long)((nranks - 1) * (uint64_t)capacity * kv_row));
         } else {
             MP_CHECK(fst.bytes_sent == f && bst.bytes_sent == bw,
-                     "rank %d: Zeppelin sent %llu bytes forward, %llu backward; the window "
-                     "implies %llu and %llu", rank, (unsigned long long)fst.bytes_sent,
-                     (unsigned long long)bst.bytes_sent, (unsigned long long)f,
-                     (unsigned long long)bw);
+                     "rank %d, %s: Zeppelin sent %llu bytes forward, %llu backward; the "
+                     "window implies %llu and %llu", rank, form,
+                     (unsigned long long)fst.bytes_sent, (unsigned long long)bst.bytes_sent,
+                     (unsigned long long)f, (unsigned long long)bw);
         }
+        /* and what moved is right */
+        MP_CHECK(rad_local_check(&b, &l, 1, rad_tolerance(b.dtype), worst) == 0,
+                 "rank %d, %s, %s: off the reference (out %.2g lse %.2g dq %.2g dk %.2g "
+                 "dv %.2g)", rank, te ? "te_cp" : "zeppelin", form,
+                 worst[0], worst[1], worst[2], worst[3], worst[4]);
         rad_local_free(&l);
         zc_plan_destroy(plan);
     }
@@ -317,17 +352,21 @@ static int rank_bytes(int rank, int nranks, void *arg)
 
 static void test_bytes(int nranks)
 {
-    /* windows the planner lays out contiguously (on 2 ranks a wider one
-     * balances better in zigzag, where every owner goes round) */
+    /* a window of exactly a chunk, the full mask, a window of 1 (nothing
+     * moves), one wider than the sequence (every owner round: the planner
+     * may take zigzag), then windows the planner lays out contiguously on
+     * 4 ranks only (on 2 a wider one balances better in zigzag) */
     static const bytes_arg_t windows[] = {
-        {23, 0, 1, {24}}, {-1, -1, 1, {24}}, {24, 0, 1, {24}}, {49, 0, 1, {24}}};
-    size_t n = nranks == 2 ? 2 : sizeof(windows) / sizeof(windows[0]);
+        {23, 0, 1, {24}}, {-1, -1, 1, {24}}, {0, 0, 1, {24}}, {1 << 20, 0, 1, {24}},
+        {24, 0, 1, {24}}, {49, 0, 1, {24}}};
+    size_t n = nranks == 2 ? 4 : sizeof(windows) / sizeof(windows[0]);
 
     for (size_t i = 0; i < n; i++)
         ok(mp_run(nranks, CASE_TIMEOUT_S, rank_bytes, (void *)&windows[i]) == 0,
            "%d ranks, %d sequence%s of %d chunks of %lld%s%s, window (%d, %d): each rank's "
            "forward and backward bytes are what the window implies (no KV block wholly "
-           "outside the windows of the queries it reaches), TE CP's every hop", nranks,
+           "outside the windows of the queries it reaches), TE CP's every hop, on the host "
+           "and the stream engine, outputs and gradients right", nranks,
            windows[i].nseqs, windows[i].nseqs > 1 ? "s" : "", nranks,
            (long long)windows[i].chunk[0], windows[i].nseqs > 1 ? " and " : "",
            windows[i].nseqs > 1 ? "8" : "", windows[i].left, windows[i].right);

@@ -25,16 +25,19 @@
  * same reaches, so that no hop carries one ring's KV further than that
  * ring's window reaches for another's sake.  Every rank derives the reaches
  * from the plan and the call's mask, which the agreement covers, so both
- * sides of a hop skip it alike.  A chain passes through a member that sees
- * nothing of it only to reach one further that does (a zigzag ring, or a
- * window open on both sides: the ring runs one way).  TE CP passes every
+ * sides of a hop skip it alike, on the host engine and on the stream
+ * engine, whose NCCL groups then match as they do round a whole ring
+ * (src/coll/ring_attn/stream_engine.c).  A chain passes through a member
+ * that sees nothing of it only to reach one further that does (a zigzag
+ * ring, or a window open on both sides: the ring runs one way).  TE CP passes every
  * block all the way round, masked, as TransformerEngine does; the causal
  * mask keeps the whole ring too (every zigzag member sees every owner).
  *
  * All of it is a layout (zc_ra_layout_t) derived from the plan, the rank,
- * the mode, the pass, the queue order and the K|V row size alone, so a
- * communicator keeps it across calls (src/coll/ring_attn/state.c); with it,
- * in LLaMA CP mode, where each group's gathered rows go. */
+ * the mode, the pass, the queue order, the mask and the K|V row size
+ * alone (the same for either engine), so a communicator keeps it across
+ * calls (src/coll/ring_attn/state.c); with it, in LLaMA CP mode, where
+ * each group's gathered rows go. */
 #include "config.h"
 
 #include <stdlib.h>
@@ -94,10 +97,7 @@ static int zc_ra_pieces_see(const zc_plan_piece_t *qp, size_t nq, const zc_plan_
 /* Does the call's ring skip what its mask hides (see the top)? */
 static int zc_ra_skips(const zc_ra_ctx_t *ctx)
 {
-    /* the stream engine passes every block round its rings (its hops are
-     * NCCL groups of fixed steps), the mask applied to each block */
-    return !zc_attn_mask_is_causal(ctx->mask) && ctx->args->mode == ZC_RING_ATTN_ZEPPELIN &&
-           !ctx->on_streams;
+    return !zc_attn_mask_is_causal(ctx->mask) && ctx->args->mode == ZC_RING_ATTN_ZEPPELIN;
 }
 
 /* Ring r's pieces on `rank`: one run of its buffer (ordered by ring). */
@@ -244,6 +244,11 @@ static void zc_ra_member_pieces(const zc_ra_ctx_t *ctx, zc_ra_layout_t *lay,
 int zc_ra_owner_at(const zc_ra_group_t *g, int p, int s)
 {
     return ((p - s) % g->G + g->G) % g->G;
+}
+
+int zc_ra_holds(const zc_ra_group_t *g, int p, int s)
+{
+    return s <= g->last[zc_ra_owner_at(g, p, s)];
 }
 
 int zc_ra_kv_hop(const zc_ra_group_t *g, int p, int s)
@@ -460,8 +465,7 @@ zc_ra_layout_key_t zc_ra_layout_key(const zc_ra_ctx_t *ctx)
     return (zc_ra_layout_key_t){.plan = ctx->plan->serial, .row_kv = ctx->row_kv,
                                 .elem = ctx->elem, .mode = (int)ctx->args->mode,
                                 .backward = ctx->backward, .reverse = ctx->reverse,
-                                .mask_left = ctx->mask.left, .mask_right = ctx->mask.right,
-                                .on_streams = ctx->on_streams};
+                                .mask_left = ctx->mask.left, .mask_right = ctx->mask.right};
 }
 
 void zc_ra_layout_free(zc_ra_layout_t *lay)

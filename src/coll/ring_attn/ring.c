@@ -36,10 +36,31 @@ const zc_ra_member_t *zc_ra_owner(const zc_ra_group_t *g, int s)
     return &g->members[zc_ra_owner_at(g, g->pos, s)];
 }
 
-/* Does this rank hold a block at step s? */
-static int zc_ra_holds(const zc_ra_group_t *g, int s)
+void zc_ra_kv_step_bytes(const zc_ra_ctx_t *ctx, const zc_ra_group_t *g, int s, size_t *out,
+                         size_t *in)
 {
-    return s <= g->last[zc_ra_owner_at(g, g->pos, s)];
+    int p = g->pos;
+
+    *out = zc_ra_kv_hop(g, p, s + 1) ? zc_ra_kv_bytes(ctx, zc_ra_owner(g, s)->tokens) : 0;
+    *in = zc_ra_kv_hop(g, (p + g->G - 1) % g->G, s + 1)
+              ? zc_ra_kv_bytes(ctx, zc_ra_owner(g, s + 1)->tokens) : 0;
+}
+
+void zc_ra_dkv_step_bytes(const zc_ra_ctx_t *ctx, const zc_ra_group_t *g, int s, size_t *out,
+                          size_t *in)
+{
+    int p = g->pos;
+
+    *out = zc_ra_dkv_hop(g, p, s) ? zc_ra_dkv_bytes(ctx, zc_ra_owner(g, s)->tokens) : 0;
+    *in = zc_ra_dkv_hop(g, (p + g->G - 1) % g->G, s)
+              ? zc_ra_dkv_bytes(ctx, zc_ra_owner(g, s + 1)->tokens) : 0;
+}
+
+const zc_ra_member_t *zc_ra_home_from(const zc_ra_group_t *g)
+{
+    int last = g->last[g->pos], from = (g->pos + last) % g->G;
+
+    return zc_ra_dkv_home(g, from, last) ? &g->members[from] : NULL;
 }
 
 /* The KV hop into step s + 1: this rank's block goes on, the next arrives,
@@ -48,11 +69,9 @@ static zc_status_t zc_ra_kv_step(zc_ra_ctx_t *ctx, int gi, zc_ra_xchg_t *x, int 
                                  void *next)
 {
     const zc_ra_group_t *g = &ctx->groups[gi];
-    int p = g->pos;
-    size_t out = zc_ra_kv_hop(g, p, s + 1) ? zc_ra_kv_bytes(ctx, zc_ra_owner(g, s)->tokens) : 0;
-    size_t in = zc_ra_kv_hop(g, (p + g->G - 1) % g->G, s + 1)
-                    ? zc_ra_kv_bytes(ctx, zc_ra_owner(g, s + 1)->tokens) : 0;
+    size_t out, in;
 
+    zc_ra_kv_step_bytes(ctx, g, s, &out, &in);
     return zc_ra_hop(ctx, x, gi, ZC_RA_KIND_KV, s + 1, g->kv_call[s + 1], cur, out, next, in);
 }
 
@@ -100,7 +119,7 @@ zc_status_t zc_ra_ring_fwd(zc_ra_ctx_t *ctx, int gi)
         ZC_CHECK(zc_ra_wait(ctx, &x[s % 2]));
         if (s + 1 < g->G)
             ZC_CHECK(zc_ra_kv_step(ctx, gi, &x[(s + 1) % 2], s, kv[s % 2], kv[(s + 1) % 2]));
-        if (zc_ra_holds(g, s))
+        if (zc_ra_holds(g, g->pos, s))
             ZC_CHECK(zc_ra_compute(ctx, me->pieces, me->npieces, me->row0, &block));
     }
     return ZC_OK;
@@ -115,7 +134,7 @@ void zc_ra_add(float *acc, const float *in, size_t n)
 zc_status_t zc_ra_ring_bwd(zc_ra_ctx_t *ctx, int gi)
 {
     const zc_ra_group_t *g = &ctx->groups[gi];
-    const zc_ra_member_t *me;
+    const zc_ra_member_t *me, *from;
     size_t cap, dcap;
     void *kv[2], *dp[2], *din[2], *home_buf = NULL;
     zc_ra_xchg_t kx[2] = {{0}, {0}}, dx[2] = {{0}, {0}}, hx = {0};
@@ -134,9 +153,8 @@ zc_status_t zc_ra_ring_bwd(zc_ra_ctx_t *ctx, int gi)
     ZC_CHECK(zc_ra_scratch(ctx, ZC_RA_SLOT_DIN0, dcap, &din[0]));
     ZC_CHECK(zc_ra_scratch(ctx, ZC_RA_SLOT_DIN1, dcap, &din[1]));
     last = g->last[g->pos];
-    if (zc_ra_dkv_home(g, (g->pos + last) % g->G, last)) {
-        const zc_ra_member_t *from = &g->members[(g->pos + last) % g->G];
-
+    from = zc_ra_home_from(g);
+    if (from) {
         ZC_CHECK(zc_ra_scratch(ctx, ZC_RA_SLOT_HOME, dcap, &home_buf));
         ZC_CHECK(zc_ra_post(ctx, &hx, ZC_REQ_RECV, home_buf,
                             zc_ra_dkv_bytes(ctx, me->tokens), from->rank, ZC_RA_KIND_DKV,
@@ -148,14 +166,12 @@ zc_status_t zc_ra_ring_bwd(zc_ra_ctx_t *ctx, int gi)
         const zc_ra_member_t *owner = zc_ra_owner(g, s);
         size_t dbytes = zc_ra_dkv_bytes(ctx, owner->tokens);
         zc_ra_kv_t block = zc_ra_block(ctx, owner, kv[s % 2], dp[s % 2]);
-        int p = g->pos, prev = (p + g->G - 1) % g->G;
-        size_t out = 0, in = zc_ra_dkv_hop(g, prev, s)
-                                 ? zc_ra_dkv_bytes(ctx, zc_ra_owner(g, s + 1)->tokens) : 0;
+        size_t out, in;
 
         ZC_CHECK(zc_ra_wait(ctx, &kx[s % 2]));
         if (s + 1 < g->G)
             ZC_CHECK(zc_ra_kv_step(ctx, gi, &kx[(s + 1) % 2], s, kv[s % 2], kv[(s + 1) % 2]));
-        if (zc_ra_holds(g, s)) {
+        if (zc_ra_holds(g, g->pos, s)) {
             ZC_CHECK(zc_ra_wait(ctx, &dx[s % 2])); /* dp[s % 2] sent two steps ago */
             memset(dp[s % 2], 0, dbytes);
             ZC_CHECK(zc_ra_compute(ctx, me->pieces, me->npieces, me->row0, &block));
@@ -168,12 +184,13 @@ zc_status_t zc_ra_ring_bwd(zc_ra_ctx_t *ctx, int gi)
                 ZC_CHECK(zc_ra_store_dkv(ctx, dp[0], (float *)dp[0] + (size_t)me->tokens *
                                                                         (size_t)ctx->row_kv,
                                          me->tokens, me->row0));
-            if (zc_ra_dkv_home(g, p, s))
+            if (zc_ra_dkv_home(g, g->pos, s))
                 ZC_CHECK(zc_ra_post(ctx, &dx[s % 2], ZC_REQ_SEND, dp[s % 2], dbytes,
                                     owner->rank, ZC_RA_KIND_DKV, s, gi));
-            out = zc_ra_dkv_hop(g, p, s) ? dbytes : 0;
         }
-        /* the accumulator of owner p - s goes on; p - 1 sends that of p - 1 - s */
+        /* the accumulator of owner p - s goes on (only from a position its
+         * KV reached); p - 1 sends that of p - 1 - s */
+        zc_ra_dkv_step_bytes(ctx, g, s, &out, &in);
         if (g->G > 1)
             ZC_CHECK(zc_ra_hop(ctx, &dx[s % 2], gi, ZC_RA_KIND_DKV, s, g->dkv_call[s], dp[s % 2],
                                out, din[s % 2], in));

@@ -290,7 +290,6 @@ zc_status_t zc_ra_begin(zc_ra_ctx_t *ctx, zc_ra_engine_check_t engine, int on_st
     ctx->row_kv = (int64_t)args->num_heads_kv * args->head_dim;
     ctx->scale = args->scale != 0.0f ? args->scale : 1.0f / sqrtf((float)args->head_dim);
     ZC_CHECK(zc_attn_ring_mask(args, &ctx->mask));
-    ctx->on_streams = on_streams;
     ZC_CHECK(zc_plan_rank_pieces(ctx->plan, comm->rank, &ctx->pieces, &ctx->npieces));
     for (ctx->local_first = 0; ctx->local_first < ctx->npieces &&
                                ctx->pieces[ctx->local_first].zone != ZC_ZONE_LOCAL;

@@ -71,7 +71,8 @@ typedef struct {
     int *last;                /* [G]: the last step at which owner o's KV is held, its
                                * reach (zc_ra_reach): G - 1 goes all the way round, 0
                                * stays home.  A hop carries only KV some later member
-                               * of its chain sees (src/coll/ring_attn/ring.c) */
+                               * of its chain sees, on either engine
+                               * (src/coll/ring_attn/ring.c, stream_engine.c) */
 } zc_ra_group_t;
 
 /* A zc_routed_sendrecv call: every rank makes them all, in list order. */
@@ -101,7 +102,6 @@ typedef struct {
     size_t elem;
     int mode, backward, reverse;
     int64_t mask_left, mask_right; /* the call's mask: what the hops skip */
-    int on_streams;           /* the stream engine's layouts skip no hop */
 } zc_ra_layout_key_t;
 
 /* The ring groups of a call, the routed-call list every rank makes and,
@@ -163,7 +163,6 @@ typedef struct {
                                * (ZC_RING_ATTN_BWD_ORDER; host engine only) */
     float scale;
     zc_attn_mask_t mask;      /* the call's (args' flags and window) */
-    int on_streams;           /* the stream engine runs the call (zc_ra_begin) */
     size_t elem;              /* bytes of one element of dtype */
     int64_t row_q, row_kv;    /* elements of one token of q, of k */
     unsigned seq;             /* call sequence, in the tags */
@@ -265,6 +264,9 @@ zc_status_t zc_ra_layout_use(zc_ra_ctx_t *ctx);
 
 /* Owner o's position at step s as seen from position p: p - s mod G. */
 int zc_ra_owner_at(const zc_ra_group_t *g, int p, int s);
+/* Does position p of group g hold a block at step s (owner p - s's KV
+ * reaches it)?  Both engines compute a step only there. */
+int zc_ra_holds(const zc_ra_group_t *g, int p, int s);
 /* Does position p of group g send a KV hop into step s (s >= 1)?  It
  * holds owner p - (s - 1), whose KV goes on while s <= its reach. */
 int zc_ra_kv_hop(const zc_ra_group_t *g, int p, int s);
@@ -356,6 +358,17 @@ void zc_ra_add(float *acc, const float *in, size_t n);
 /* This rank's K|V rows of group g, packed into buf for the first hop
  * (either engine). */
 zc_status_t zc_ra_pack_own(zc_ra_ctx_t *ctx, const zc_ra_group_t *g, void *buf);
+/* Bytes this rank sends to the next member and receives from the
+ * previous one in group g's KV hop into step s + 1, and in its dK/dV hop
+ * after step s: 0 past the owner's reach (either engine). */
+void zc_ra_kv_step_bytes(const zc_ra_ctx_t *ctx, const zc_ra_group_t *g, int s, size_t *out,
+                         size_t *in);
+void zc_ra_dkv_step_bytes(const zc_ra_ctx_t *ctx, const zc_ra_group_t *g, int s, size_t *out,
+                          size_t *in);
+/* The member that sends this rank's dK/dV accumulator of group g home
+ * directly, after step g->last[g->pos] (zc_ra_dkv_home), or NULL when it
+ * comes round the ring (or never leaves). */
+const zc_ra_member_t *zc_ra_home_from(const zc_ra_group_t *g);
 /* The member whose KV position p of group g holds at step s (p - s). */
 const zc_ra_member_t *zc_ra_owner(const zc_ra_group_t *g, int s);
 /* The block of `owner` in a packed K|V buffer (and its fp32 dK|dV). */

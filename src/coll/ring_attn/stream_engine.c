@@ -30,6 +30,17 @@
  * (src/coll/ring_attn/ring.c).  After the last step one more hop brings every
  * owner's accumulator home.
  *
+ * Reach (src/coll/ring_attn/groups.c): under a window or the full mask a
+ * Zeppelin ring moves owner o's KV only as far as g->last[o], as the host
+ * engine does.  Every rank derives the same reaches from the plan and the
+ * agreed mask, so a hop that carries nothing is left out of the NCCL
+ * groups on both of its ends, and the routed calls list only the hops
+ * that carry; a position past an owner's reach computes nothing at that
+ * step.  An accumulator whose chain ends before the ring closes goes home
+ * directly from its last position, in the same NCCL group as that step's
+ * dK/dV hop on both ends (the sender's step and the owner's receive are
+ * the same step, so the groups of every rank still match step by step).
+ *
  * LLaMA CP mode: one group of sends and receives all-gathers K and V (and,
  * backward, one more reduce-scatters dK/dV); copies on the compute stream
  * put the gathered rows in sequence order.
@@ -58,6 +69,7 @@ typedef struct {
     int next_event;
     void *kv[2];              /* ring: packed K|V blocks */
     float *dp[2], *din[2];    /* ring backward: dK|dV partials sent, accumulators received */
+    float *home;              /* ring backward: this rank's accumulator sent home directly */
 } zc_ras_t;
 
 /* Record a new event on `on`. */
@@ -116,16 +128,18 @@ static zc_status_t zc_ras_routed(zc_ras_t *s, int call, const void *sendbuf, voi
     return s->ops->routed(s->dev, c->transfers, c->ntransfers, sendbuf, recvbuf);
 }
 
-/* One hop of group gi for a member: its direct transfers as one group,
- * then the routed call. */
+/* One hop of group gi for a member: its direct transfers as one group
+ * with `more` (the accumulators that go home directly), then the routed
+ * call.  Zero bytes: no transfer (both sides know it from the layout). */
 static zc_status_t zc_ras_hop(zc_ras_t *s, int gi, int call, const void *sendbuf,
-                              size_t send_bytes, void *recvbuf, size_t recv_bytes)
+                              size_t send_bytes, void *recvbuf, size_t recv_bytes,
+                              const zc_device_op_t *more, int nmore)
 {
     zc_ra_ctx_t *ra = s->ra;
     const zc_ra_group_t *g = &ra->groups[gi];
     int p = g->pos, G = g->G, prev = (p + G - 1) % G;
     int routed_out = g->routed[p] && send_bytes > 0, routed_in = g->routed[prev] && recv_bytes > 0;
-    zc_device_op_t ops[2];
+    zc_device_op_t ops[4];
     int n = 0;
 
     if (!routed_in && recv_bytes > 0)
@@ -133,9 +147,14 @@ static zc_status_t zc_ras_hop(zc_ras_t *s, int gi, int call, const void *sendbuf
     if (!routed_out && send_bytes > 0)
         ops[n++] = (zc_device_op_t){ZC_REQ_SEND, (void *)sendbuf, send_bytes,
                                     g->members[(p + 1) % G].rank};
+    ra->stats.bytes_sent += send_bytes;
+    for (int i = 0; i < nmore; i++) {
+        ops[n++] = more[i];
+        if (more[i].kind == ZC_REQ_SEND)
+            ra->stats.bytes_sent += more[i].bytes;
+    }
     if (n > 0)
         ZC_CHECK(s->ops->group(s->dev, ops, n));
-    ra->stats.bytes_sent += send_bytes;
     return zc_ras_routed(s, call, routed_out ? sendbuf : NULL, routed_in ? recvbuf : NULL);
 }
 
@@ -154,17 +173,19 @@ static zc_status_t zc_ras_bystander(zc_ras_t *s, const zc_ra_group_t *g)
     return ZC_OK;
 }
 
-/* KV hop into step st + 1 once step st - 1 is done with its buffer. */
+/* KV hop into step st + 1 once the last step that computed on the buffer
+ * it receives into is done with it; only as far as the owners' reach. */
 static zc_status_t zc_ras_kv_hop(zc_ras_t *s, int gi, int st, const int computed[2],
                                  int arrived[2])
 {
     zc_ra_ctx_t *ra = s->ra;
     const zc_ra_group_t *g = &ra->groups[gi];
+    size_t out, in;
 
+    zc_ra_kv_step_bytes(ra, g, st, &out, &in);
     ZC_CHECK(zc_ras_after(s, ZC_DS_COMM, computed[(st + 1) % 2]));
-    ZC_CHECK(zc_ras_hop(s, gi, g->kv_call[st + 1], s->kv[st % 2],
-                        zc_ra_kv_bytes(ra, zc_ra_owner(g, st)->tokens), s->kv[(st + 1) % 2],
-                        zc_ra_kv_bytes(ra, zc_ra_owner(g, st + 1)->tokens)));
+    ZC_CHECK(zc_ras_hop(s, gi, g->kv_call[st + 1], s->kv[st % 2], out, s->kv[(st + 1) % 2], in,
+                        NULL, 0));
     return zc_ras_signal(s, ZC_DS_COMM, &arrived[(st + 1) % 2]);
 }
 
@@ -182,54 +203,77 @@ static zc_status_t zc_ras_ring_fwd(zc_ras_t *s, int gi)
 
         if (st + 1 < g->G)
             ZC_CHECK(zc_ras_kv_hop(s, gi, st, computed, arrived));
+        if (!zc_ra_holds(g, g->pos, st))
+            continue; /* past its owner's reach: nothing arrived */
         ZC_CHECK(zc_ras_after(s, ZC_DS_COMPUTE, arrived[st % 2]));
         ZC_CHECK(zc_ra_compute(ra, me->pieces, me->npieces, me->row0, &block));
         ZC_CHECK(zc_ras_signal(s, ZC_DS_COMPUTE, &computed[st % 2]));
     }
-    return ZC_OK;
+    /* every hop done before the buffers serve the next group (the last
+     * steps may have computed nothing, and so waited for none of them) */
+    return zc_ras_handback(s);
 }
 
 static zc_status_t zc_ras_ring_bwd(zc_ras_t *s, int gi)
 {
     zc_ra_ctx_t *ra = s->ra;
     const zc_ra_group_t *g = &ra->groups[gi];
-    const zc_ra_member_t *me = &g->members[g->pos];
+    const zc_ra_member_t *me = &g->members[g->pos], *from = zc_ra_home_from(g);
     int computed[2] = {-1, -1}, arrived[2] = {-1, -1}, returned[2] = {-1, -1}, summed;
-    const float *home = s->dp[0];
+    int last = g->last[g->pos];
+    const float *home;
 
     ZC_CHECK(zc_ra_pack_own(ra, g, s->kv[0]));
     ZC_CHECK(zc_ras_handoff(s));
     for (int st = 0; st < g->G; st++) {
         const zc_ra_member_t *owner = zc_ra_owner(g, st);
-        size_t dbytes = zc_ra_dkv_bytes(ra, owner->tokens);
+        size_t dbytes = zc_ra_dkv_bytes(ra, owner->tokens), out, in;
         zc_ra_kv_t block = zc_ra_block(ra, owner, s->kv[st % 2], s->dp[st % 2]);
+        zc_device_op_t more[2];
+        int nmore = 0;
 
         if (st + 1 < g->G)
             ZC_CHECK(zc_ras_kv_hop(s, gi, st, computed, arrived));
-        /* dp[st % 2] left with hop dK/dV st - 2, which the add of step
-         * st - 1 waited for */
-        ZC_CHECK(zc_ras_after(s, ZC_DS_COMPUTE, arrived[st % 2]));
-        ZC_CHECK(s->ops->fill(s->dev, s->dp[st % 2], dbytes / sizeof(float), 0.0f));
-        ZC_CHECK(zc_ra_compute(ra, me->pieces, me->npieces, me->row0, &block));
-        ZC_CHECK(zc_ras_signal(s, ZC_DS_COMPUTE, &computed[st % 2]));
+        if (zc_ra_holds(g, g->pos, st)) {
+            /* dp[st % 2] left with the last dK/dV hop of its parity */
+            ZC_CHECK(zc_ras_after(s, ZC_DS_COMPUTE, returned[st % 2]));
+            ZC_CHECK(zc_ras_after(s, ZC_DS_COMPUTE, arrived[st % 2]));
+            ZC_CHECK(s->ops->fill(s->dev, s->dp[st % 2], dbytes / sizeof(float), 0.0f));
+            ZC_CHECK(zc_ra_compute(ra, me->pieces, me->npieces, me->row0, &block));
+            ZC_CHECK(zc_ras_signal(s, ZC_DS_COMPUTE, &computed[st % 2]));
+            if (st > 0) {
+                /* it holds a block at st > 0: the accumulator came along */
+                ZC_CHECK(zc_ras_after(s, ZC_DS_COMPUTE, returned[(st - 1) % 2]));
+                ZC_CHECK(s->ops->add(s->dev, s->dp[st % 2], s->din[(st - 1) % 2],
+                                     dbytes / sizeof(float)));
+            }
+            if (st == 0 && last == 0) /* nobody else sees this rank's keys */
+                ZC_CHECK(zc_ra_store_dkv(ra, s->dp[0], s->dp[0] + (size_t)me->tokens *
+                                                                      (size_t)ra->row_kv,
+                                         me->tokens, me->row0));
+            if (zc_ra_dkv_home(g, g->pos, st))
+                more[nmore++] = (zc_device_op_t){ZC_REQ_SEND, s->dp[st % 2], dbytes, owner->rank};
+        }
+        if (from && st == last)
+            more[nmore++] = (zc_device_op_t){ZC_REQ_RECV, s->home,
+                                             zc_ra_dkv_bytes(ra, me->tokens), from->rank};
         if (g->G == 1)
             break;
-        if (st > 0) {
-            ZC_CHECK(zc_ras_after(s, ZC_DS_COMPUTE, returned[(st - 1) % 2]));
-            ZC_CHECK(s->ops->add(s->dev, s->dp[st % 2], s->din[(st - 1) % 2],
-                                 dbytes / sizeof(float)));
-        }
-        /* the accumulator of owner p - st goes on; p - 1 sends that of p - 1 - st */
+        /* the accumulator of owner p - st goes on (only from a position its
+         * KV reached); p - 1 sends that of p - 1 - st */
+        zc_ra_dkv_step_bytes(ra, g, st, &out, &in);
         ZC_CHECK(zc_ras_signal(s, ZC_DS_COMPUTE, &summed));
         ZC_CHECK(zc_ras_after(s, ZC_DS_COMM, summed));
-        ZC_CHECK(zc_ras_hop(s, gi, g->dkv_call[st], s->dp[st % 2], dbytes, s->din[st % 2],
-                            zc_ra_dkv_bytes(ra, zc_ra_owner(g, st + 1)->tokens)));
+        ZC_CHECK(zc_ras_hop(s, gi, g->dkv_call[st], s->dp[st % 2], out, s->din[st % 2], in, more,
+                            nmore));
         ZC_CHECK(zc_ras_signal(s, ZC_DS_COMM, &returned[st % 2]));
     }
-    if (g->G > 1) {
-        ZC_CHECK(zc_ras_after(s, ZC_DS_COMPUTE, returned[(g->G - 1) % 2]));
-        home = s->din[(g->G - 1) % 2];
-    }
+    /* every hop done: the accumulator is home, and the buffers serve the
+     * next group */
+    ZC_CHECK(zc_ras_handback(s));
+    if (last == 0)
+        return ZC_OK;
+    home = from ? s->home : s->din[(g->G - 1) % 2]; /* directly, or the hop after step G - 1 */
     return zc_ra_store_dkv(ra, home, home + (size_t)me->tokens * (size_t)ra->row_kv, me->tokens,
                             me->row0);
 }
@@ -446,15 +490,20 @@ static zc_status_t zc_ras_accumulators(zc_ras_t *s)
     return ZC_OK;
 }
 
-/* The ring buffers, sized for the largest group this rank is in. */
+/* The ring buffers, sized for the largest group this rank is in, and the
+ * one an accumulator comes home to directly (backward, under a reach). */
 static zc_status_t zc_ras_ring_buffers(zc_ras_t *s)
 {
     zc_ra_ctx_t *ra = s->ra;
     int64_t most = -1;
+    int home = 0;
 
     for (int gi = 0; gi < ra->ngroups; gi++)
-        if (ra->groups[gi].pos >= 0 && ra->groups[gi].max_tokens > most)
-            most = ra->groups[gi].max_tokens;
+        if (ra->groups[gi].pos >= 0) {
+            if (ra->groups[gi].max_tokens > most)
+                most = ra->groups[gi].max_tokens;
+            home |= zc_ra_home_from(&ra->groups[gi]) != NULL;
+        }
     if (most < 0 || ra->args->mode == ZC_RING_ATTN_LLAMA_CP)
         return ZC_OK;
     for (int i = 0; i < 2; i++) {
@@ -467,6 +516,12 @@ static zc_status_t zc_ras_ring_buffers(zc_ras_t *s)
         s->dp[i] = mem;
         ZC_CHECK(zc_ras_keep_take(s->keep, zc_ra_dkv_bytes(ra, most), &mem));
         s->din[i] = mem;
+    }
+    if (ra->backward && home) {
+        void *mem;
+
+        ZC_CHECK(zc_ras_keep_take(s->keep, zc_ra_dkv_bytes(ra, most), &mem));
+        s->home = mem;
     }
     return ZC_OK;
 }
