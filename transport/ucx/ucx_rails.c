@@ -125,6 +125,9 @@ static zc_status_t zc_ucx_ep_create(zc_transport_t *tp, zc_ucx_conn_t *conn)
     ucs_status_t us = ucp_ep_create(tp->lanes[l].worker, &ep_params, &conn->ep);
     if (us != UCS_OK) {
         conn->ep = NULL;
+        /* a connection that cannot be made again is as broken as the one
+         * it replaces: zc_ucx_peer_failed counts it */
+        conn->failed = 1;
         /* UCX's unreachable (connecting again to a rank that is gone) is
          * the peer's failure */
         return zc_error(zc_ucx_status(us) == ZC_ERR_PEER_FAILED ? ZC_ERR_PEER_FAILED
