@@ -232,13 +232,17 @@ static zc_status_t zc_wire_sends_reap(zc_wire_t *w, int *moved,
             continue;
         }
         zc_status_t st = s->req->status;
+        zc_wire_send_t finished = *s;
         zc_p2p_free(&s->req);
         free(s->ack);
         if (s->slot >= 0)
             w->slots[s->slot].pins--;
-        ZC_CHECK(done(w, s, st));
-        *moved = 1;
+        /* off the list before `done`, which may fail the transfer: a send
+         * left listed without its request would be touched again by
+         * zc_wire_destroy */
         w->sends[i] = w->sends[--w->nsends];
+        *moved = 1;
+        ZC_CHECK(done(w, &finished, st));
     }
     return ZC_OK;
 }

@@ -125,6 +125,9 @@ static zc_status_t zc_ucx_ep_create(zc_transport_t *tp, zc_ucx_conn_t *conn)
     ucs_status_t us = ucp_ep_create(tp->lanes[l].worker, &ep_params, &conn->ep);
     if (us != UCS_OK) {
         conn->ep = NULL;
+        /* a connection that cannot be made again is as broken as the one
+         * it replaces: zc_ucx_peer_failed counts it */
+        conn->failed = 1;
         /* UCX's unreachable (connecting again to a rank that is gone) is
          * the peer's failure */
         return zc_error(zc_ucx_status(us) == ZC_ERR_PEER_FAILED ? ZC_ERR_PEER_FAILED
@@ -177,12 +180,17 @@ static int zc_ucx_rail_link_up(const zc_transport_t *tp, int rail)
     return up;
 }
 
+static int zc_ucx_conn_intact(const zc_ucx_conn_t *conn)
+{
+    return conn->ep && !conn->failed;
+}
+
 /* `conn` connected again if it was closed or failed; not over a rail whose
  * link is down here (a connection UCX opens over it blocks the process for
  * seconds, the kernel's neighbour discovery). */
 static zc_status_t zc_ucx_conn_renew(zc_transport_t *tp, zc_ucx_conn_t *conn)
 {
-    if (conn->ep && !conn->failed)
+    if (zc_ucx_conn_intact(conn))
         return ZC_OK;
     if (conn->lane >= 1 && conn->lane <= tp->w.nrails &&
         !zc_ucx_rail_link_up(tp, conn->lane - 1))
@@ -408,6 +416,12 @@ static void zc_ucx_rail_back(zc_transport_t *tp, int rail, int node, const char 
     if (!r->out)
         return;
     r->out = 0;
+    /* The control connections the outage broke are made again now that
+     * the node answers on it: a probe does not make them (zc_ucx_rail_suspect). */
+    for (int p = 0; p < tp->w.size; p++)
+        if (tp->w.rank_node[p] == node &&
+            zc_ucx_conn_renew(tp, zc_ucx_probe_conn(tp, 1 + rail, p)) != ZC_OK)
+            zc_error_clear();
     zc_log_info("rail %d to node %d back: %s", rail, node, why);
 }
 
@@ -418,17 +432,36 @@ void zc_ucx_rail_suspect(zc_transport_t *tp, int rail, int peer, int after_error
     zc_ucx_rail_t *r = zc_ucx_rail(tp, rail, node);
     zc_ucx_probe_t *p = &r->probe;
     zc_ucx_am_msg_t ping = {.type = ZC_UCX_AM_PING, .rail = (uint8_t)rail};
-    int via = -1;
+    int via = -1, others = 0;
 
     if (r->out || p->active || node == tp->w.node)
         return;
-    for (int k = 1; k < tp->w.nrails && via < 0; k++) {
+    /* A probe asks over the control connections as they are: one that UCX
+     * broke is not made again here, since its peer may be leaving, and
+     * UCX 1.13 aborts a process whose blocking connect meets a peer closing
+     * its sockets (tcp_ep.c:478), or may reach whichever process took a
+     * dead peer's port.  They are made again where the rail is the cause:
+     * asking a rail held out whether it is back, and once it is. */
+    for (int k = 1; k < tp->w.nrails; k++) {
         int j = (rail + k) % tp->w.nrails;
-        if (!zc_ucx_rail(tp, j, node)->out)
+        if (zc_ucx_rail(tp, j, node)->out)
+            continue;
+        others++;
+        if (via < 0 && zc_ucx_conn_intact(zc_ucx_probe_conn(tp, 1 + j, peer)))
             via = j;
     }
-    if (via < 0)
+    if (others == 0)
         return;  /* no other rail to that node: nothing to fail over to */
+    if (via < 0) {
+        /* its connections broke on every other rail too: the peer, not
+         * the rail */
+        if (after_error && !tp->peer_dead[peer]) {
+            tp->peer_dead[peer] = 1;
+            zc_log_info("rank %d is gone: %s on rail %d, and its control connections on "
+                        "every other rail broke", peer, why, rail);
+        }
+        return;
+    }
     *p = (zc_ucx_probe_t){.active = 1, .peer = peer, .via = via, .nonce = ++tp->next_nonce,
                           .answered_rail = 0, .answered_via = 0, .after_error = after_error,
                           .deadline_ms = zc_now_ms() + tp->w.rail_stall_ms};
@@ -440,7 +473,8 @@ void zc_ucx_rail_suspect(zc_transport_t *tp, int rail, int peer, int after_error
     if (zc_ucx_am_send(tp, 1 + via, peer, &ping) != ZC_OK)
         zc_error_clear();  /* no answer comes: the deadline decides */
     ping.via = (uint8_t)rail;
-    if (zc_ucx_am_send(tp, 1 + rail, peer, &ping) != ZC_OK)
+    if (zc_ucx_conn_intact(zc_ucx_probe_conn(tp, 1 + rail, peer)) &&
+        zc_ucx_am_send(tp, 1 + rail, peer, &ping) != ZC_OK)
         zc_error_clear();
     zc_log_debug("rail %d to rank %d suspect (%s): asking on rails %d and %d", rail, peer, why,
                  rail, via);
