@@ -81,6 +81,11 @@ struct zc_comm {
      * backend, whose enqueued transfers may use that memory until then. */
     void *ring_attn;
     void (*ring_attn_release)(void *state);
+    /* Messages between nodes that their schedules counted sent, kept with
+     * their staging until the receiver acknowledges them (sched.c,
+     * zc_sched_linger_poll): only they can be sent again if a rail goes out. */
+    struct zc_sched_linger *linger;
+    int nlinger, cap_linger;
     uint32_t barrier_seq;
     unsigned coll_seq;         /* numbers collective calls, for their tags */
     /* Finished requests kept for reuse (p2p.c): a message costs no malloc

@@ -195,6 +195,75 @@ static zc_status_t zc_sched_post_wire(zc_sched_t *s, zc_op_t *op)
     return zc_wire_create(comm, &spec, sending, &op->wire);
 }
 
+/* ---- messages handed to UCX, still owed their acknowledgement ---------- */
+
+struct zc_sched_linger {
+    zc_wire_t *wire;
+    int peer;
+    int64_t since_ms;      /* when its schedule counted it sent */
+};
+
+/* Keep the wire of message `op`, handed to UCX, on the communicator;
+ * zero (it stays with the op) when out of memory. */
+static int zc_sched_linger(zc_sched_t *s, zc_op_t *op)
+{
+    zc_comm_h comm = s->comm;
+
+    if (comm->nlinger == comm->cap_linger) {
+        int cap = comm->cap_linger ? 2 * comm->cap_linger : 16;
+        struct zc_sched_linger *l = realloc(comm->linger, sizeof(*l) * (size_t)cap);
+        if (!l)
+            return 0;
+        comm->linger = l;
+        comm->cap_linger = cap;
+    }
+    comm->linger[comm->nlinger++] = (struct zc_sched_linger){op->wire, op->peer, zc_now_ms()};
+    op->wire = NULL;
+    return 1;
+}
+
+void zc_sched_linger_poll(zc_comm_h comm)
+{
+    int64_t now = comm->nlinger ? zc_now_ms() : 0;
+
+    for (int i = 0; i < comm->nlinger;) {
+        struct zc_sched_linger *l = &comm->linger[i];
+        int moved = 0;
+        zc_status_t st = zc_wire_poll(l->wire, &moved);
+        if (st == ZC_INPROGRESS && !zc_comm_peer_failed_at(comm, l->peer, now) &&
+            now - l->since_ms <= 2 * (int64_t)comm->timeout_ms) {
+            i++;
+            continue;
+        }
+        if (st != ZC_OK) {
+            zc_log_debug("a message to rank %d, sent %lld ms ago, was never acknowledged (%s)",
+                         l->peer, (long long)(now - l->since_ms),
+                         st == ZC_INPROGRESS ? "given up" : zc_get_last_error());
+            zc_error_clear();
+        }
+        zc_wire_destroy(l->wire);
+        *l = comm->linger[--comm->nlinger];
+    }
+}
+
+void zc_sched_linger_end(zc_comm_h comm)
+{
+    int stall = 3 * comm->settings.rail_stall_ms;
+    int64_t deadline = zc_now_ms() + (stall < comm->timeout_ms ? stall : comm->timeout_ms);
+
+    while (comm->nlinger && zc_now_ms() < deadline) {
+        comm->host_ops->progress(comm->host);
+        zc_sched_linger_poll(comm);
+        if (comm->nlinger)
+            (void)zc_comm_idle(comm, 10);
+    }
+    for (int i = 0; i < comm->nlinger; i++)
+        zc_wire_destroy(comm->linger[i].wire);
+    free(comm->linger);
+    comm->linger = NULL;
+    comm->nlinger = comm->cap_linger = 0;
+}
+
 void *zc_sched_buffer(zc_sched_t *s, size_t bytes)
 {
     void **list = realloc(s->buffers, sizeof(void *) * (size_t)(s->nbuffers + 1));
@@ -313,8 +382,10 @@ static zc_status_t zc_sched_pass(zc_sched_t *s, int progress, int *moved)
 {
     int open = -1;  /* the first op not done */
 
-    if (progress)
+    if (progress) {
         s->comm->host_ops->progress(s->comm->host);
+        zc_sched_linger_poll(s->comm);
+    }
     for (int i = s->first_open; i < s->nops; i++) {
         zc_op_t *op = &s->ops[i];
         if (op->state == ZC_OP_WAITING && zc_op_ready(s, op)) {
@@ -349,6 +420,11 @@ static zc_status_t zc_sched_pass(zc_sched_t *s, int progress, int *moved)
             zc_status_t st = zc_wire_poll(op->wire, moved);
             if (st < 0)
                 return zc_sched_fail(s, st, op->peer);
+            /* a message is sent once UCX took it; a routed slice or a
+             * block (ZC_OP_WIRE) once its receiver has it */
+            if (st == ZC_INPROGRESS && op->kind == ZC_OP_P2P && zc_wire_handed(op->wire) &&
+                zc_sched_linger(s, op))
+                st = ZC_OK;
             if (st == ZC_OK) {
                 zc_wire_destroy(op->wire);
                 op->wire = NULL;

@@ -56,7 +56,11 @@
  * as the staging of any operation abandoned to UCX), so a late write lands
  * in memory nobody else uses.  The sender ends once every chunk is
  * acknowledged and UCX has finished every send (those on a rail that went
- * out finish as cancelled when the transport closed their endpoints). */
+ * out finish as cancelled when the transport closed their endpoints).
+ * A sender whose every chunk UCX has taken is handed (zc_wire_handed): a
+ * schedule's message counts as sent from then on, and the wire, which
+ * alone can send it again, lives on until its acknowledgement
+ * (sched.c, zc_sched_linger_poll). */
 #include "config.h"
 
 #include <stdio.h>
@@ -78,8 +82,12 @@
  * other's acknowledgement comes back). */
 #define ZC_WIRE_HOME_DEPTH 4
 #define ZC_WIRE_STRIPE_DEPTH 4
-/* Receives a receiver keeps posted on each rail it listens on. */
-#define ZC_WIRE_RECV_DEPTH 2
+/* Receives a receiver keeps posted on each rail it listens on: as many as
+ * the sender keeps chunks unacknowledged there, so that a chunk sent as a
+ * rendezvous finds its receive posted even while this rank waits for a
+ * core; a one-chunk transfer needs one (a copy of another call that takes
+ * it is dropped, and the receive posted again). */
+#define ZC_WIRE_RECV_DEPTH 4
 
 typedef struct {
     uint32_t magic, seq, id, chunk;
@@ -620,15 +628,17 @@ static int zc_wire_listens(zc_wire_t *w, int rail)
 {
     int home = w->spec.home;
 
+    int depth = w->nchunks > 1 ? ZC_WIRE_RECV_DEPTH : 1;
+
     if (!zc_wire_rail_live(w, rail))
         return 0;
     if (home < 0 || rail == home)
-        return ZC_WIRE_RECV_DEPTH;
+        return depth;
     if (!w->ever_out && (!zc_wire_rail_live(w, home) ||
                          zc_now_ns() - w->last_new_ns >
                              2 * (int64_t)zc_wire_stall_ms(w) * 1000000))
         w->ever_out = 1;
-    return w->ever_out ? ZC_WIRE_RECV_DEPTH : w->spec.home_kbps ? 1 : 0;
+    return w->ever_out ? depth : w->spec.home_kbps ? 1 : 0;
 }
 
 /* Keep ZC_WIRE_RECV_DEPTH receives posted on every rail listened on. */
@@ -814,6 +824,16 @@ static zc_status_t zc_wire_recv_poll(zc_wire_t *w, int *moved)
 }
 
 /* ---- the wire ------------------------------------------------------------- */
+
+int zc_wire_handed(const zc_wire_t *w)
+{
+    if (!w->sending || w->next_fill < w->nchunks || w->nsends)
+        return 0;
+    for (int c = 0; c < w->nchunks; c++)
+        if (w->state[c] != ZC_CHUNK_SENT && w->state[c] != ZC_CHUNK_DONE)
+            return 0;
+    return 1;
+}
 
 zc_status_t zc_wire_poll(zc_wire_t *w, int *moved)
 {

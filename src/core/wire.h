@@ -63,6 +63,10 @@ size_t zc_wire_chunk(zc_comm_h comm, size_t bytes, size_t elem, int bits);
  * (ZC_ERR_MISMATCH: the ends cut the transfer differently); *moved is set
  * when anything happened. */
 zc_status_t zc_wire_poll(zc_wire_t *wire, int *moved);
+/* Whether the sending end has handed every chunk to UCX, none of them to
+ * go again (yet): what a message waits for before its schedule counts it
+ * sent, leaving the acknowledgements and any resend to later polls. */
+int zc_wire_handed(const zc_wire_t *wire);
 /* Give up what is unfinished and free it (staging UCX may still write
  * into is kept). */
 void zc_wire_destroy(zc_wire_t *wire);
