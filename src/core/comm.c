@@ -219,6 +219,7 @@ static zc_status_t zc_comm_create(zc_bootstrap_t *bs, int nranks, int rank,
     comm->settings = *settings;
     comm->timeout_ms = settings->timeout_ms;
     comm->host_ops = &zc_transport_ucx;
+    comm->linger_poll = zc_sched_linger_poll;
     comm->ranks = calloc((size_t)nranks, sizeof(*comm->ranks));
     comm->rank_node = calloc((size_t)nranks, sizeof(int));
     comm->rank_rail = calloc((size_t)nranks, sizeof(int));

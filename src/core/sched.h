@@ -67,8 +67,8 @@ void zc_sched_set_call(zc_sched_t *sched, unsigned call);
 /* Poll the messages of finished sends still owed their acknowledgement:
  * one whose rail went out goes again on another; one acknowledged, whose
  * receiver failed, or unacknowledged for twice the comm's timeout (its
- * receiver has given up) is freed.  Every pass of a schedule that
- * progresses the transport runs it. */
+ * receiver has given up) is freed.  Every pass of a schedule, and every
+ * point-to-point wait, that progresses the transport runs it. */
 void zc_sched_linger_poll(zc_comm_h comm);
 /* At the communicator's end: poll them until none is left or, at most,
  * for the time a rail takes to be found out and the message sent again
