@@ -4,9 +4,11 @@
  * communicator starts from, each rail's share of a routed transfer and of
  * an alltoallv block, equal shares when pinned alike, ZC_ERR_MISMATCH when
  * pinned differently, every byte of a routed transfer and of an alltoallv
- * whose NIC goes down mid-call, later calls without that rail, and the rail
- * used again once it is back.  No time is asserted: waits are bounded
- * generously and only decide when to stop looking. */
+ * whose NIC goes down mid-call, later calls without that rail, the rail
+ * used again once it is back, and small blocks whose sender's NIC is down
+ * when they leave (sent again after the sender's call has returned).  No
+ * time is asserted: waits are bounded generously and only decide when to
+ * stop looking. */
 #include "config.h"
 
 #include <pthread.h>

@@ -189,6 +189,7 @@ static zc_status_t zc_sched_post_wire(zc_sched_t *s, zc_op_t *op)
         .peer = op->peer, .bytes = op->bytes, .chunk = op->bytes, .tag = op->tag,
         .ack_tag = ZC_TAG(receiver, 0x80u | cls, low), .seq = s->call, .id = (uint32_t)low,
         .home = comm->rank_rail[sender], .up_to = !sending && (op->flags & ZC_P2P_UP_TO),
+        .unmetered = 1,
         .src = sending ? op->buf : NULL, .dst = sending ? NULL : op->buf,
     };
 

@@ -434,7 +434,8 @@ static zc_status_t zc_wire_send_ready(zc_wire_t *w, int *moved)
         if (w->inflight[rail]++ == 0)
             w->last_ack_ns[rail] = w->sent_ns[c];
         w->inflight_bytes[rail] += len;
-        zc_rail_meter_sent(w->comm, rail);
+        if (!w->spec.unmetered)
+            zc_rail_meter_sent(w->comm, rail);
         *moved = 1;
     }
     return ZC_OK;
@@ -462,7 +463,8 @@ static zc_status_t zc_wire_chunk_sent(zc_wire_t *w, zc_wire_send_t *s, zc_status
     w->ever_out = 1;  /* its acknowledgements may be lost too */
     if (w->state[s->chunk] == ZC_CHUNK_SENT && w->chunk_rail[s->chunk] == s->rail) {
         zc_wire_uncount(w, s->chunk);
-        zc_rail_meter_lost(w->comm, s->rail);
+        if (!w->spec.unmetered)
+            zc_rail_meter_lost(w->comm, s->rail);
         w->state[s->chunk] = ZC_CHUNK_READY;
     }
     snprintf(why, sizeof(why), "a chunk's send to rank %d failed: %s", w->spec.peer,
@@ -498,7 +500,8 @@ static zc_status_t zc_wire_acks_reap(zc_wire_t *w, int *moved)
             /* (a chunk waiting to go again may have arrived after all) */
             if (w->state[c] == ZC_CHUNK_SENT) {
                 zc_wire_uncount(w, c);
-                zc_rail_meter_acked(w->comm, w->chunk_rail[c], zc_wire_len(w, c));
+                if (!w->spec.unmetered)
+                    zc_rail_meter_acked(w->comm, w->chunk_rail[c], zc_wire_len(w, c));
                 w->last_ack_ns[w->chunk_rail[c]] = zc_now_ns();
             }
             w->state[c] = ZC_CHUNK_DONE;
@@ -524,7 +527,8 @@ static void zc_wire_resend_out(zc_wire_t *w, int *moved)
             if (w->state[c] != ZC_CHUNK_SENT || w->chunk_rail[c] != r)
                 continue;
             zc_wire_uncount(w, c);
-            zc_rail_meter_lost(w->comm, r);
+            if (!w->spec.unmetered)
+                zc_rail_meter_lost(w->comm, r);
             w->state[c] = ZC_CHUNK_READY;
             *moved = 1;
         }

@@ -27,6 +27,12 @@ typedef struct {
                               * sender knows */
     int home;                /* the rail of every chunk while it is not out; -1: every rail
                               * that is not, in proportion to their rates */
+    /* Its chunks do not feed the rails' rates (rail_rates.h): a
+     * schedule's message, whose acknowledgement times a small message's
+     * latency, not the rail's rate, and may be read long after it came
+     * (sched.c keeps its wire past the call: the rail would look busy
+     * while idle).  A routed slice's or a block's chunks do. */
+    int unmetered;
     uint32_t home_kbps;      /* the home rail's rate its share was cut for, kbit/s: while it
                               * lags far behind that (rail_rates.h), chunks may go on the
                               * other rails too, and the receiver listens on them; 0: never */
