@@ -201,6 +201,7 @@ static zc_status_t zc_sched_post_wire(zc_sched_t *s, zc_op_t *op)
 struct zc_sched_linger {
     zc_wire_t *wire;
     int peer;
+    unsigned call;         /* its schedule's (zc_sched_set_call) */
     int64_t since_ms;      /* when its schedule counted it sent */
 };
 
@@ -218,11 +219,26 @@ static int zc_sched_linger(zc_sched_t *s, zc_op_t *op)
         comm->linger = l;
         comm->cap_linger = cap;
     }
-    comm->linger[comm->nlinger++] = (struct zc_sched_linger){op->wire, op->peer, zc_now_ms()};
+    comm->linger[comm->nlinger++] =
+        (struct zc_sched_linger){op->wire, op->peer, s->call, zc_now_ms()};
     op->wire = NULL;
     return 1;
 }
 
+/* Free lingering message i (`why`: why it was never acknowledged, or NULL). */
+static void zc_sched_linger_drop(zc_comm_h comm, int i, int64_t now, const char *why)
+{
+    struct zc_sched_linger *l = &comm->linger[i];
+
+    if (why)
+        zc_log_debug("a message to rank %d, sent %lld ms ago, was never acknowledged (%s)",
+                     l->peer, (long long)(now - l->since_ms), why);
+    zc_wire_destroy(l->wire);
+    *l = comm->linger[--comm->nlinger];
+}
+
+/* A peer known dead is dropped before its wire is polled: a wire that
+ * polled on would report its rail stalled and probe a rank that is gone. */
 void zc_sched_linger_poll(zc_comm_h comm)
 {
     int64_t now = comm->nlinger ? zc_now_ms() : 0;
@@ -230,20 +246,19 @@ void zc_sched_linger_poll(zc_comm_h comm)
     for (int i = 0; i < comm->nlinger;) {
         struct zc_sched_linger *l = &comm->linger[i];
         int moved = 0;
+        if (zc_comm_peer_failed_at(comm, l->peer, now)) {
+            zc_sched_linger_drop(comm, i, now, "its receiver failed");
+            continue;
+        }
         zc_status_t st = zc_wire_poll(l->wire, &moved);
-        if (st == ZC_INPROGRESS && !zc_comm_peer_failed_at(comm, l->peer, now) &&
-            now - l->since_ms <= 2 * (int64_t)comm->timeout_ms) {
+        if (st == ZC_INPROGRESS && now - l->since_ms <= 2 * (int64_t)comm->timeout_ms) {
             i++;
             continue;
         }
-        if (st != ZC_OK) {
-            zc_log_debug("a message to rank %d, sent %lld ms ago, was never acknowledged (%s)",
-                         l->peer, (long long)(now - l->since_ms),
-                         st == ZC_INPROGRESS ? "given up" : zc_get_last_error());
-            zc_error_clear();
-        }
-        zc_wire_destroy(l->wire);
-        *l = comm->linger[--comm->nlinger];
+        zc_sched_linger_drop(comm, i, now, st == ZC_OK ? NULL
+                                           : st == ZC_INPROGRESS ? "given up"
+                                                                 : zc_get_last_error());
+        zc_error_clear();
     }
 }
 
@@ -333,6 +348,14 @@ static zc_status_t zc_sched_fail(zc_sched_t *s, zc_status_t st, int rank)
     int tried = 0;
 
     s->error = st;
+    /* the call's messages still lingering are not sent again: it failed
+     * on this rank, and fails on the ranks that wait for them (a
+     * receiver that gave up on them would never acknowledge them) */
+    for (int i = 0; i < s->comm->nlinger;)
+        if (s->comm->linger[i].call == s->call)
+            zc_sched_linger_drop(s->comm, i, 0, NULL);
+        else
+            i++;
     for (int i = s->first_open; i < s->nops; i++) {
         zc_op_t *op = &s->ops[i];
         if (op->state != ZC_OP_WAITING || !op->bytes_at)

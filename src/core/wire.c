@@ -630,9 +630,7 @@ static zc_status_t zc_wire_send_poll(zc_wire_t *w, int *moved)
  * others where chunks may move off a lagging home rail. */
 static int zc_wire_listens(zc_wire_t *w, int rail)
 {
-    int home = w->spec.home;
-
-    int depth = w->nchunks > 1 ? ZC_WIRE_RECV_DEPTH : 1;
+    int home = w->spec.home, depth = w->nchunks > 1 ? ZC_WIRE_RECV_DEPTH : 1;
 
     if (!zc_wire_rail_live(w, rail))
         return 0;
