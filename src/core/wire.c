@@ -240,13 +240,16 @@ static zc_status_t zc_wire_sends_reap(zc_wire_t *w, int *moved,
             continue;
         }
         zc_status_t st = s->req->status;
-        zc_p2p_free(&s->req);
-        free(s->ack);
-        if (s->slot >= 0)
-            w->slots[s->slot].pins--;
-        ZC_CHECK(done(w, s, st));
-        *moved = 1;
+        zc_wire_send_t sent = *s;
+        /* off the list before `done` may fail: a listed send without its
+         * request would be abandoned again by zc_wire_destroy */
         w->sends[i] = w->sends[--w->nsends];
+        zc_p2p_free(&sent.req);
+        free(sent.ack);
+        if (sent.slot >= 0)
+            w->slots[sent.slot].pins--;
+        *moved = 1;
+        ZC_CHECK(done(w, &sent, st));
     }
     return ZC_OK;
 }
