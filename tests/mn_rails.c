@@ -4,9 +4,11 @@
  * communicator starts from, each rail's share of a routed transfer and of
  * an alltoallv block, equal shares when pinned alike, ZC_ERR_MISMATCH when
  * pinned differently, every byte of a routed transfer and of an alltoallv
- * whose NIC goes down mid-call, later calls without that rail, and the rail
- * used again once it is back.  No time is asserted: waits are bounded
- * generously and only decide when to stop looking. */
+ * whose NIC goes down mid-call, later calls without that rail, the rail
+ * used again once it is back, and small blocks whose sender's NIC is down
+ * when they leave (sent again after the sender's call has returned).  No
+ * time is asserted: waits are bounded generously and only decide when to
+ * stop looking. */
 #include "config.h"
 
 #include <pthread.h>
@@ -55,20 +57,19 @@ static zc_status_t routed(zc_comm_h comm, size_t bytes, int salt)
     return st;
 }
 
-/* An alltoallv in which rank 0 sends `bytes` to rank ranks/2 (node 1),
- * checked; its status. */
-static zc_status_t alltoallv(zc_comm_h comm, size_t bytes, int salt)
+/* An alltoallv in which rank `src` sends `bytes` to rank `dst`, checked;
+ * its status. */
+static zc_status_t alltoallv_pair(zc_comm_h comm, int src, int dst, size_t bytes, int salt)
 {
     int64_t *c = calloc(4 * (size_t)mn_size, sizeof(int64_t));
     int64_t *sc = c, *sd = c + mn_size, *rc = sd + mn_size, *rd = rc + mn_size;
-    int dst = mn_size / 2;
     uint8_t *send = malloc(bytes), *recv = malloc(bytes);
     zc_request_h req;
 
-    if (mn_rank == 0)
+    if (mn_rank == src)
         sc[dst] = (int64_t)bytes;
     if (mn_rank == dst)
-        rc[0] = (int64_t)bytes;
+        rc[src] = (int64_t)bytes;
     pattern_fill(send, bytes, mn_rank, salt);
     memset(recv, 0xee, bytes);
     zc_status_t st = zc_remap_alltoallv(send, sc, sd, recv, rc, rd, ZC_BYTE, ZC_MEM_HOST, comm,
@@ -76,13 +77,20 @@ static zc_status_t alltoallv(zc_comm_h comm, size_t bytes, int salt)
     if (st == ZC_OK)
         st = zc_wait(&req);
     if (st == ZC_OK && mn_rank == dst) {
-        size_t wrong = pattern_first_wrong(recv, bytes, 0, salt);
-        MN_CHECK(wrong == bytes, "%zu alltoallv bytes from rank 0: wrong at %zu", bytes, wrong);
+        size_t wrong = pattern_first_wrong(recv, bytes, src, salt);
+        MN_CHECK(wrong == bytes, "%zu alltoallv bytes from rank %d: wrong at %zu", bytes, src,
+                 wrong);
     }
     free(c);
     free(send);
     free(recv);
     return st;
+}
+
+/* Rank 0 sends `bytes` to rank ranks/2 (node 1). */
+static zc_status_t alltoallv(zc_comm_h comm, size_t bytes, int salt)
+{
+    return alltoallv_pair(comm, 0, mn_size / 2, bytes, salt);
 }
 
 /* Every rank's `mine` (n int64 each) into all[size][n]: an alltoallv, whose
@@ -352,5 +360,31 @@ int main(void)
         set_link(2, "up");
     report(comm, "alltoallv, a 48 MiB block between nodes: rail 2's NIC goes down mid-call; "
               "every rank ZC_OK, every byte");
+
+    /* Messages their senders' calls count sent once UCX took them: the
+     * rank of node 0 on rail 3 takes that NIC down under itself, then
+     * sends a small block to its partner on node 1, so that its messages
+     * (the agreement's and the block) go into a link that is down and
+     * only the copy it keeps after its call can bring them. */
+    int lone = -1, node = -1, rail = -1;
+    for (int r = 0; r < mn_size && lone < 0; r++) {
+        zc_comm_rank_node(comm, r, &node);
+        zc_comm_rank_rail(comm, r, &rail);
+        lone = node == 0 && rail == 3 ? r : -1;
+    }
+    MN_CHECK(lone >= 0, "no rank of node 0 on rail 3");
+    rail_sent(comm, before);
+    if (mn_rank == lone)
+        set_link(3, "down");
+    MN_CHECK(alltoallv_pair(comm, lone, lone + mn_size / 2, 1000, 11) == ZC_OK, "alltoallv of "
+             "1000 bytes from rank %d with rail 3 down", lone);
+    MN_CHECK(alltoallv_pair(comm, lone, lone + mn_size / 2, 1000, 12) == ZC_OK, "alltoallv of "
+             "1000 bytes from rank %d after rail 3 went down", lone);
+    rail_sent(comm, d);
+    MN_CHECK(mn_rank != lone || d[3] > before[3], "rank %d sent nothing on rail 3 while it went "
+             "down", lone);
+    report(comm, "small alltoallv blocks whose sender's NIC is down when they go (counted sent "
+              "once UCX took them): sent again from the copy kept after the call, every rank "
+              "ZC_OK, every byte");
     return mn_finish(comm);
 }

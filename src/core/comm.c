@@ -20,6 +20,7 @@
 #include "src/core/launch_env.h"
 #include "src/common/log.h"
 #include "src/core/p2p.h"
+#include "src/core/sched.h"
 #include "src/core/settings.h"
 #include "src/common/status.h"
 
@@ -150,6 +151,7 @@ static void zc_comm_free(struct zc_comm *comm)
     if (!comm)
         return;
     zc_device_release(comm);
+    zc_sched_linger_end(comm);
     if (comm->ring_attn_release)
         comm->ring_attn_release(comm->ring_attn);
     if (comm->host)
@@ -217,6 +219,7 @@ static zc_status_t zc_comm_create(zc_bootstrap_t *bs, int nranks, int rank,
     comm->settings = *settings;
     comm->timeout_ms = settings->timeout_ms;
     comm->host_ops = &zc_transport_ucx;
+    comm->linger_poll = zc_sched_linger_poll;
     comm->ranks = calloc((size_t)nranks, sizeof(*comm->ranks));
     comm->rank_node = calloc((size_t)nranks, sizeof(int));
     comm->rank_rail = calloc((size_t)nranks, sizeof(int));

@@ -81,6 +81,15 @@ struct zc_comm {
      * backend, whose enqueued transfers may use that memory until then. */
     void *ring_attn;
     void (*ring_attn_release)(void *state);
+    /* Messages between nodes that their schedules counted sent, kept with
+     * their staging until the receiver acknowledges them (sched.c,
+     * zc_sched_linger_poll): only they can be sent again if a rail goes out.
+     * Every wait polls them, a point-to-point one too (p2p.c, through
+     * linger_poll, which is zc_sched_linger_poll: a rank that waits in
+     * zc_barrier for a peer that waits for such a message sends it again). */
+    struct zc_sched_linger *linger;
+    int nlinger, cap_linger;
+    void (*linger_poll)(struct zc_comm *comm);
     uint32_t barrier_seq;
     unsigned coll_seq;         /* numbers collective calls, for their tags */
     /* Finished requests kept for reuse (p2p.c): a message costs no malloc

@@ -189,10 +189,95 @@ static zc_status_t zc_sched_post_wire(zc_sched_t *s, zc_op_t *op)
         .peer = op->peer, .bytes = op->bytes, .chunk = op->bytes, .tag = op->tag,
         .ack_tag = ZC_TAG(receiver, 0x80u | cls, low), .seq = s->call, .id = (uint32_t)low,
         .home = comm->rank_rail[sender], .up_to = !sending && (op->flags & ZC_P2P_UP_TO),
+        .unmetered = 1,
         .src = sending ? op->buf : NULL, .dst = sending ? NULL : op->buf,
     };
 
     return zc_wire_create(comm, &spec, sending, &op->wire);
+}
+
+/* ---- messages handed to UCX, still owed their acknowledgement ---------- */
+
+struct zc_sched_linger {
+    zc_wire_t *wire;
+    int peer;
+    unsigned call;         /* its schedule's (zc_sched_set_call) */
+    int64_t since_ms;      /* when its schedule counted it sent */
+};
+
+/* Keep the wire of message `op`, handed to UCX, on the communicator;
+ * zero (it stays with the op) when out of memory. */
+static int zc_sched_linger(zc_sched_t *s, zc_op_t *op)
+{
+    zc_comm_h comm = s->comm;
+
+    if (comm->nlinger == comm->cap_linger) {
+        int cap = comm->cap_linger ? 2 * comm->cap_linger : 16;
+        struct zc_sched_linger *l = realloc(comm->linger, sizeof(*l) * (size_t)cap);
+        if (!l)
+            return 0;
+        comm->linger = l;
+        comm->cap_linger = cap;
+    }
+    comm->linger[comm->nlinger++] =
+        (struct zc_sched_linger){op->wire, op->peer, s->call, zc_now_ms()};
+    op->wire = NULL;
+    return 1;
+}
+
+/* Free lingering message i (`why`: why it was never acknowledged, or NULL). */
+static void zc_sched_linger_drop(zc_comm_h comm, int i, int64_t now, const char *why)
+{
+    struct zc_sched_linger *l = &comm->linger[i];
+
+    if (why)
+        zc_log_debug("a message to rank %d, sent %lld ms ago, was never acknowledged (%s)",
+                     l->peer, (long long)(now - l->since_ms), why);
+    zc_wire_destroy(l->wire);
+    *l = comm->linger[--comm->nlinger];
+}
+
+/* A peer known dead is dropped before its wire is polled: a wire that
+ * polled on would report its rail stalled and probe a rank that is gone. */
+void zc_sched_linger_poll(zc_comm_h comm)
+{
+    int64_t now = comm->nlinger ? zc_now_ms() : 0;
+
+    for (int i = 0; i < comm->nlinger;) {
+        struct zc_sched_linger *l = &comm->linger[i];
+        int moved = 0;
+        if (zc_comm_peer_failed_at(comm, l->peer, now)) {
+            zc_sched_linger_drop(comm, i, now, "its receiver failed");
+            continue;
+        }
+        zc_status_t st = zc_wire_poll(l->wire, &moved);
+        if (st == ZC_INPROGRESS && now - l->since_ms <= 2 * (int64_t)comm->timeout_ms) {
+            i++;
+            continue;
+        }
+        zc_sched_linger_drop(comm, i, now, st == ZC_OK ? NULL
+                                           : st == ZC_INPROGRESS ? "given up"
+                                                                 : zc_get_last_error());
+        zc_error_clear();
+    }
+}
+
+void zc_sched_linger_end(zc_comm_h comm)
+{
+    int stall = 3 * comm->settings.rail_stall_ms;
+    int64_t deadline = zc_now_ms() + (stall < comm->timeout_ms ? stall : comm->timeout_ms);
+
+    while (comm->nlinger && zc_now_ms() < deadline) {
+        comm->host_ops->progress(comm->host);
+        zc_sched_linger_poll(comm);
+        if (comm->nlinger)
+            (void)zc_comm_idle(comm, 10);
+    }
+    for (int i = 0; i < comm->nlinger; i++)
+        zc_wire_destroy(comm->linger[i].wire);
+    free(comm->linger);
+    comm->linger = NULL;
+    comm->nlinger = comm->cap_linger = 0;
 }
 
 void *zc_sched_buffer(zc_sched_t *s, size_t bytes)
@@ -263,6 +348,14 @@ static zc_status_t zc_sched_fail(zc_sched_t *s, zc_status_t st, int rank)
     int tried = 0;
 
     s->error = st;
+    /* the call's messages still lingering are not sent again: it failed
+     * on this rank, and fails on the ranks that wait for them (a
+     * receiver that gave up on them would never acknowledge them) */
+    for (int i = 0; i < s->comm->nlinger;)
+        if (s->comm->linger[i].call == s->call)
+            zc_sched_linger_drop(s->comm, i, 0, NULL);
+        else
+            i++;
     for (int i = s->first_open; i < s->nops; i++) {
         zc_op_t *op = &s->ops[i];
         if (op->state != ZC_OP_WAITING || !op->bytes_at)
@@ -313,8 +406,10 @@ static zc_status_t zc_sched_pass(zc_sched_t *s, int progress, int *moved)
 {
     int open = -1;  /* the first op not done */
 
-    if (progress)
+    if (progress) {
         s->comm->host_ops->progress(s->comm->host);
+        zc_sched_linger_poll(s->comm);
+    }
     for (int i = s->first_open; i < s->nops; i++) {
         zc_op_t *op = &s->ops[i];
         if (op->state == ZC_OP_WAITING && zc_op_ready(s, op)) {
@@ -349,6 +444,11 @@ static zc_status_t zc_sched_pass(zc_sched_t *s, int progress, int *moved)
             zc_status_t st = zc_wire_poll(op->wire, moved);
             if (st < 0)
                 return zc_sched_fail(s, st, op->peer);
+            /* a message is sent once UCX took it; a routed slice or a
+             * block (ZC_OP_WIRE) once its receiver has it */
+            if (st == ZC_INPROGRESS && op->kind == ZC_OP_P2P && zc_wire_handed(op->wire) &&
+                zc_sched_linger(s, op))
+                st = ZC_OK;
             if (st == ZC_OK) {
                 zc_wire_destroy(op->wire);
                 op->wire = NULL;

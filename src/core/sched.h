@@ -59,9 +59,21 @@ int zc_sched_wire(zc_sched_t *sched, const zc_wire_spec_t *spec, int sending, in
  * ZC_SCHED_WIRE_MAX bytes, no rail named) as a one-chunk striped transfer,
  * acknowledged and sent again on another rail if its rail goes out; a
  * larger one, or without it, goes as a plain message, lost with its rail.
- * Both ends of every message must set it alike. */
+ * Both ends of every message must set it alike.  Such a send is done for
+ * its schedule once UCX has taken it, as a plain one is; its transfer
+ * lingers on the communicator until acknowledged (zc_sched_linger_poll). */
 void zc_sched_set_call(zc_sched_t *sched, unsigned call);
 #define ZC_SCHED_WIRE_MAX (1u << 20)
+/* Poll the messages of finished sends still owed their acknowledgement:
+ * one whose rail went out goes again on another; one acknowledged, whose
+ * receiver failed, or unacknowledged for twice the comm's timeout (its
+ * receiver has given up) is freed.  Every pass of a schedule, and every
+ * point-to-point wait, that progresses the transport runs it. */
+void zc_sched_linger_poll(zc_comm_h comm);
+/* At the communicator's end: poll them until none is left or, at most,
+ * for the time a rail takes to be found out and the message sent again
+ * (three ZC_RAIL_STALL_MS, within the timeout), then free the rest. */
+void zc_sched_linger_end(zc_comm_h comm);
 /* Staging memory freed with the schedule; NULL when out of memory. */
 void *zc_sched_buffer(zc_sched_t *sched, size_t bytes);
 /* Hand the schedule to a request (zc_test/zc_wait progress it); on

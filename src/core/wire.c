@@ -56,7 +56,11 @@
  * as the staging of any operation abandoned to UCX), so a late write lands
  * in memory nobody else uses.  The sender ends once every chunk is
  * acknowledged and UCX has finished every send (those on a rail that went
- * out finish as cancelled when the transport closed their endpoints). */
+ * out finish as cancelled when the transport closed their endpoints).
+ * A sender whose every chunk UCX has taken is handed (zc_wire_handed): a
+ * schedule's message counts as sent from then on, and the wire, which
+ * alone can send it again, lives on until its acknowledgement
+ * (sched.c, zc_sched_linger_poll). */
 #include "config.h"
 
 #include <stdio.h>
@@ -78,8 +82,12 @@
  * other's acknowledgement comes back). */
 #define ZC_WIRE_HOME_DEPTH 4
 #define ZC_WIRE_STRIPE_DEPTH 4
-/* Receives a receiver keeps posted on each rail it listens on. */
-#define ZC_WIRE_RECV_DEPTH 2
+/* Receives a receiver keeps posted on each rail it listens on: as many as
+ * the sender keeps chunks unacknowledged there, so that a chunk sent as a
+ * rendezvous finds its receive posted even while this rank waits for a
+ * core; a one-chunk transfer needs one (a copy of another call that takes
+ * it is dropped, and the receive posted again). */
+#define ZC_WIRE_RECV_DEPTH 4
 
 typedef struct {
     uint32_t magic, seq, id, chunk;
@@ -232,17 +240,16 @@ static zc_status_t zc_wire_sends_reap(zc_wire_t *w, int *moved,
             continue;
         }
         zc_status_t st = s->req->status;
-        zc_wire_send_t finished = *s;
-        zc_p2p_free(&s->req);
-        free(s->ack);
-        if (s->slot >= 0)
-            w->slots[s->slot].pins--;
-        /* off the list before `done`, which may fail the transfer: a send
-         * left listed without its request would be touched again by
-         * zc_wire_destroy */
+        zc_wire_send_t sent = *s;
+        /* off the list before `done` may fail: a listed send without its
+         * request would be abandoned again by zc_wire_destroy */
         w->sends[i] = w->sends[--w->nsends];
+        zc_p2p_free(&sent.req);
+        free(sent.ack);
+        if (sent.slot >= 0)
+            w->slots[sent.slot].pins--;
         *moved = 1;
-        ZC_CHECK(done(w, &finished, st));
+        ZC_CHECK(done(w, &sent, st));
     }
     return ZC_OK;
 }
@@ -430,7 +437,8 @@ static zc_status_t zc_wire_send_ready(zc_wire_t *w, int *moved)
         if (w->inflight[rail]++ == 0)
             w->last_ack_ns[rail] = w->sent_ns[c];
         w->inflight_bytes[rail] += len;
-        zc_rail_meter_sent(w->comm, rail);
+        if (!w->spec.unmetered)
+            zc_rail_meter_sent(w->comm, rail);
         *moved = 1;
     }
     return ZC_OK;
@@ -458,7 +466,8 @@ static zc_status_t zc_wire_chunk_sent(zc_wire_t *w, zc_wire_send_t *s, zc_status
     w->ever_out = 1;  /* its acknowledgements may be lost too */
     if (w->state[s->chunk] == ZC_CHUNK_SENT && w->chunk_rail[s->chunk] == s->rail) {
         zc_wire_uncount(w, s->chunk);
-        zc_rail_meter_lost(w->comm, s->rail);
+        if (!w->spec.unmetered)
+            zc_rail_meter_lost(w->comm, s->rail);
         w->state[s->chunk] = ZC_CHUNK_READY;
     }
     snprintf(why, sizeof(why), "a chunk's send to rank %d failed: %s", w->spec.peer,
@@ -494,7 +503,8 @@ static zc_status_t zc_wire_acks_reap(zc_wire_t *w, int *moved)
             /* (a chunk waiting to go again may have arrived after all) */
             if (w->state[c] == ZC_CHUNK_SENT) {
                 zc_wire_uncount(w, c);
-                zc_rail_meter_acked(w->comm, w->chunk_rail[c], zc_wire_len(w, c));
+                if (!w->spec.unmetered)
+                    zc_rail_meter_acked(w->comm, w->chunk_rail[c], zc_wire_len(w, c));
                 w->last_ack_ns[w->chunk_rail[c]] = zc_now_ns();
             }
             w->state[c] = ZC_CHUNK_DONE;
@@ -520,7 +530,8 @@ static void zc_wire_resend_out(zc_wire_t *w, int *moved)
             if (w->state[c] != ZC_CHUNK_SENT || w->chunk_rail[c] != r)
                 continue;
             zc_wire_uncount(w, c);
-            zc_rail_meter_lost(w->comm, r);
+            if (!w->spec.unmetered)
+                zc_rail_meter_lost(w->comm, r);
             w->state[c] = ZC_CHUNK_READY;
             *moved = 1;
         }
@@ -622,17 +633,17 @@ static zc_status_t zc_wire_send_poll(zc_wire_t *w, int *moved)
  * others where chunks may move off a lagging home rail. */
 static int zc_wire_listens(zc_wire_t *w, int rail)
 {
-    int home = w->spec.home;
+    int home = w->spec.home, depth = w->nchunks > 1 ? ZC_WIRE_RECV_DEPTH : 1;
 
     if (!zc_wire_rail_live(w, rail))
         return 0;
     if (home < 0 || rail == home)
-        return ZC_WIRE_RECV_DEPTH;
+        return depth;
     if (!w->ever_out && (!zc_wire_rail_live(w, home) ||
                          zc_now_ns() - w->last_new_ns >
                              2 * (int64_t)zc_wire_stall_ms(w) * 1000000))
         w->ever_out = 1;
-    return w->ever_out ? ZC_WIRE_RECV_DEPTH : w->spec.home_kbps ? 1 : 0;
+    return w->ever_out ? depth : w->spec.home_kbps ? 1 : 0;
 }
 
 /* Keep ZC_WIRE_RECV_DEPTH receives posted on every rail listened on. */
@@ -818,6 +829,16 @@ static zc_status_t zc_wire_recv_poll(zc_wire_t *w, int *moved)
 }
 
 /* ---- the wire ------------------------------------------------------------- */
+
+int zc_wire_handed(const zc_wire_t *w)
+{
+    if (!w->sending || w->next_fill < w->nchunks || w->nsends)
+        return 0;
+    for (int c = 0; c < w->nchunks; c++)
+        if (w->state[c] != ZC_CHUNK_SENT && w->state[c] != ZC_CHUNK_DONE)
+            return 0;
+    return 1;
+}
 
 zc_status_t zc_wire_poll(zc_wire_t *w, int *moved)
 {

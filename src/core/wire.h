@@ -27,6 +27,12 @@ typedef struct {
                               * sender knows */
     int home;                /* the rail of every chunk while it is not out; -1: every rail
                               * that is not, in proportion to their rates */
+    /* Its chunks do not feed the rails' rates (rail_rates.h): a
+     * schedule's message, whose acknowledgement times a small message's
+     * latency, not the rail's rate, and may be read long after it came
+     * (sched.c keeps its wire past the call: the rail would look busy
+     * while idle).  A routed slice's or a block's chunks do. */
+    int unmetered;
     uint32_t home_kbps;      /* the home rail's rate its share was cut for, kbit/s: while it
                               * lags far behind that (rail_rates.h), chunks may go on the
                               * other rails too, and the receiver listens on them; 0: never */
@@ -63,6 +69,10 @@ size_t zc_wire_chunk(zc_comm_h comm, size_t bytes, size_t elem, int bits);
  * (ZC_ERR_MISMATCH: the ends cut the transfer differently); *moved is set
  * when anything happened. */
 zc_status_t zc_wire_poll(zc_wire_t *wire, int *moved);
+/* Whether the sending end has handed every chunk to UCX, none of them to
+ * go again (yet): what a message waits for before its schedule counts it
+ * sent, leaving the acknowledgements and any resend to later polls. */
+int zc_wire_handed(const zc_wire_t *wire);
 /* Give up what is unfinished and free it (staging UCX may still write
  * into is kept). */
 void zc_wire_destroy(zc_wire_t *wire);
