@@ -60,10 +60,11 @@ static const zc_env_spec_t zc_env_table[] = {
     {"ZC_RAIL_STRIPE", "rate", ZC_ENV_CHOICE, 0, 0, "rate|equal", ZC_ENV_COMM | ZC_ENV_SAME,
      "how transfers between nodes share the rails: in proportion to each rail's rate "
      "(ZC_RAIL_RATES or the port's, then the rate it delivers), or in equal shares"},
-    {"ZC_RAIL_STALL_MS", "1000", ZC_ENV_INT, 1, INT32_MAX, NULL, ZC_ENV_COMM,
+    {"ZC_RAIL_STALL_MS", "3000", ZC_ENV_INT, 1, INT32_MAX, NULL, ZC_ENV_COMM,
      "a rail that owes data and completes none for this long (at most a quarter of "
-     "ZC_TIMEOUT), while the peer still answers on another rail, is taken out and its data "
-     "sent again on the others"},
+     "ZC_TIMEOUT), while the peer still answers on another rail and not on it for as long "
+     "again (twice as long after each time it came back), is taken out and its data sent "
+     "again on the others"},
     {"ZC_RAIL_PROBE_MS", "1000", ZC_ENV_INT, 1, INT32_MAX, NULL, ZC_ENV_COMM,
      "how often a rank probes a rail it holds out (while it progresses), to use it again "
      "once it answers"},

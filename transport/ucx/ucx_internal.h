@@ -83,6 +83,7 @@ typedef struct {
     uint32_t back_nonce;   /* the last such question */
     int probe_turn;        /* which of the node's ranks the next one asks */
     zc_ucx_probe_t probe;  /* (not out) a question whether it is dead */
+    int patience_ms;       /* how long a probe waits for the answer on it (0: the stall time) */
 } zc_ucx_rail_t;
 
 /* A rail message (an active message on any lane) as it arrived. */

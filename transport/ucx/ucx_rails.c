@@ -19,6 +19,15 @@
  * endpoints); the first PONG brings it back, for every rank of both nodes
  * (BACK).  ZC_LOG_LEVEL=info shows each rail going out or back, and why.
  *
+ * A probe waits ZC_RAIL_STALL_MS for the answer on the rail, twice as long
+ * after each time the rail came back (up to a quarter of ZC_TIMEOUT).  Over
+ * tcp a PING queued behind a slow NIC's data, or lost and sent again after
+ * TCP's retransmission timeout (1 s, then 2 s, on a young connection), is
+ * late, not gone; a rail taken out while it still carries data costs every
+ * message without a rail in flight on it (its call fails).  The default
+ * stall time outlasts two such timeouts; a rail that comes back was slow or
+ * briefly down, and is given longer next time.
+ *
  * Striped transfers use a rail only while it is not out.  A message
  * without a rail (point-to-point, agreements, small transfers) goes on the
  * sender's rail until that rail has been out once to the peer's node,
@@ -409,13 +418,20 @@ static void zc_ucx_rail_out(zc_transport_t *tp, int rail, int node, const char *
     zc_log_info("rail %d to node %d out: %s", rail, node, why);
 }
 
+static int zc_ucx_patience_ms(const zc_transport_t *tp, const zc_ucx_rail_t *r)
+{
+    return r->patience_ms > tp->w.rail_stall_ms ? r->patience_ms : tp->w.rail_stall_ms;
+}
+
 static void zc_ucx_rail_back(zc_transport_t *tp, int rail, int node, const char *why)
 {
     zc_ucx_rail_t *r = zc_ucx_rail(tp, rail, node);
+    int cap = tp->w.timeout_ms / 4, longer = 2 * zc_ucx_patience_ms(tp, r);
 
     if (!r->out)
         return;
     r->out = 0;
+    r->patience_ms = longer < cap ? longer : cap;
     /* The control connections the outage broke are made again now that
      * the node answers on it: a probe does not make them (zc_ucx_rail_suspect). */
     for (int p = 0; p < tp->w.size; p++)
@@ -464,7 +480,7 @@ void zc_ucx_rail_suspect(zc_transport_t *tp, int rail, int peer, int after_error
     }
     *p = (zc_ucx_probe_t){.active = 1, .peer = peer, .via = via, .nonce = ++tp->next_nonce,
                           .answered_rail = 0, .answered_via = 0, .after_error = after_error,
-                          .deadline_ms = zc_now_ms() + tp->w.rail_stall_ms};
+                          .deadline_ms = zc_now_ms() + zc_ucx_patience_ms(tp, r)};
     snprintf(p->why, sizeof(p->why), "%s", why);
     tp->pending[1 + rail]++;
     tp->pending[1 + via]++;
