@@ -566,6 +566,21 @@ static const char *read_text(const char *path)
 }
 #endif
 
+/* The window graphs: each band, top-left or bottom-right, forward (even
+ * i) and backward, bf16 with GQA at head dim 128, fp16 without at 64. */
+static const struct {
+    int mask, left, right;
+} window_bands[] = {
+    {ZC_CUDNN_MASK_CAUSAL, 4095, 0},       /* Mistral's sliding window */
+    {ZC_CUDNN_MASK_BOTTOM_RIGHT, 4095, 0}, /* ... on LLaMA CP's blocks */
+    {ZC_CUDNN_MASK_CAUSAL, 128, 128},      /* a local window */
+    {ZC_CUDNN_MASK_BOTTOM_RIGHT, 0, 0},    /* a window of 1 */
+    {ZC_CUDNN_MASK_CAUSAL, 511, -1},       /* a left bound alone */
+    {ZC_CUDNN_MASK_CAUSAL, -1, 64},        /* a right bound alone */
+};
+#define WINDOW_CASES (2 * (int)(sizeof(window_bands) / sizeof(window_bands[0])))
+
+#ifdef HAVE_CUDNN
 /* Graph shape i of GRAPH_CASES: every direction, dtype, GQA (hq over hq
  * / 4) or not, head dim 64 and 128, and mask (full, top-left,
  * bottom-right; the bands causal), at the given segments and buckets. */
@@ -586,20 +601,6 @@ static zc_cudnn_key_t graph_case(int i, int hq, int segments, int max_q, int max
                             .right = mask == ZC_CUDNN_MASK_FULL ? -1 : 0};
 }
 
-/* The window graphs: each band, top-left or bottom-right, forward (even
- * i) and backward, bf16 with GQA at head dim 128, fp16 without at 64. */
-static const struct {
-    int mask, left, right;
-} window_bands[] = {
-    {ZC_CUDNN_MASK_CAUSAL, 4095, 0},       /* Mistral's sliding window */
-    {ZC_CUDNN_MASK_BOTTOM_RIGHT, 4095, 0}, /* ... on LLaMA CP's blocks */
-    {ZC_CUDNN_MASK_CAUSAL, 128, 128},      /* a local window */
-    {ZC_CUDNN_MASK_BOTTOM_RIGHT, 0, 0},    /* a window of 1 */
-    {ZC_CUDNN_MASK_CAUSAL, 511, -1},       /* a left bound alone */
-    {ZC_CUDNN_MASK_CAUSAL, -1, 64},        /* a right bound alone */
-};
-#define WINDOW_CASES (2 * (int)(sizeof(window_bands) / sizeof(window_bands[0])))
-
 static zc_cudnn_key_t window_case(int i, int hq, int segments, int max_q, int max_kv)
 {
     zc_cudnn_key_t k = graph_case(i & 1 ? 1 : 0, hq, segments, max_q, max_kv);
@@ -613,6 +614,7 @@ static zc_cudnn_key_t window_case(int i, int hq, int segments, int max_q, int ma
     k.right = window_bands[band].right;
     return k;
 }
+#endif
 
 static void test_graphs(void)
 {

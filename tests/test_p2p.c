@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include "mp.h"
+#include "src/core/comm.h"
 #include "src/core/p2p.h"
 #include "src/core/sched.h"
 #include "src/common/status.h"
@@ -703,6 +704,77 @@ static int rank_killed_mid_transfer(int rank, int nranks, void *arg)
     return 0;
 }
 
+typedef struct {
+    const char *tls;  /* UCX_TLS, or NULL: shared memory */
+    int sched;        /* the receives as one schedule, each after the one before */
+} last_words_case_t;
+
+#define LAST_WORDS_MSGS 32
+#define LAST_WORDS_BYTES (2u << 10)
+
+/* Rank 1 sends its last messages (eager: done once copied out) and ends
+ * (destroying its communicator) without a word more; rank 0 posts its receives only once it knows rank 1
+ * is dead.  What rank 1 sent is there and must be taken, byte-exact: a
+ * wait gives up on a dead peer only after taking everything that peer
+ * left (before, the first look found the peer dead after a progress that
+ * had taken part of it: ZC_ERR_PEER_FAILED with the data in). */
+static int rank_last_words(int rank, int nranks, void *arg)
+{
+    const last_words_case_t *c = arg;
+    static uint8_t buf[LAST_WORDS_MSGS][LAST_WORDS_BYTES];
+    zc_request_h req[LAST_WORDS_MSGS];
+    zc_comm_h comm;
+
+    unsetenv("UCX_RNDV_THRESH");
+    unsetenv("ZC_HOST_SPLIT_BYTES");
+    if (c->tls)
+        setenv("UCX_TLS", c->tls, 1);
+    if (init(rank, nranks, 20000, &comm))
+        return 1;
+    MP_CHECK(zc_barrier(comm) == ZC_OK, "barrier");
+    if (rank == 1) {
+        for (int m = 0; m < LAST_WORDS_MSGS; m++) {
+            pattern_fill(buf[m], LAST_WORDS_BYTES, 1, m);
+            MP_CHECK(zc_p2p_post_flags(comm, ZC_REQ_SEND, buf[m], LAST_WORDS_BYTES, 0,
+                                       ZC_TAG(0, ZC_TAG_CLASS_P2P, m), ZC_RAIL_AUTO, ZC_P2P_EAGER,
+                                       &req[m]) == ZC_OK, "post send %d", m);
+        }
+        MP_CHECK(zc_p2p_wait_all(req, LAST_WORDS_MSGS) == ZC_OK, "sends done");
+        /* A done send may still sit in UCX's buffers: the destroy flushes
+         * them (and says nothing to rank 0) */
+        zc_comm_destroy(comm);
+        _exit(0);
+    }
+    for (int ms = 0; !zc_comm_peer_failed(comm, 1); ms++) {
+        MP_CHECK(ms < 20000, "rank 1 still lives after 20 s");
+        usleep(1000);
+    }
+    zc_status_t st;
+    if (c->sched) {
+        zc_sched_t *s;
+        zc_request_h sreq;
+        MP_CHECK(zc_sched_create(comm, &s) == ZC_OK, "create");
+        for (int m = 0, dep = ZC_SCHED_NONE; m < LAST_WORDS_MSGS; m++)
+            dep = zc_sched_p2p(s, ZC_REQ_RECV, buf[m], LAST_WORDS_BYTES, 1,
+                               ZC_TAG(0, ZC_TAG_CLASS_P2P, m), ZC_RAIL_AUTO, dep, ZC_SCHED_NONE);
+        MP_CHECK(zc_sched_start(s, &sreq) == ZC_OK, "start");
+        st = zc_wait(&sreq);
+    } else {
+        for (int m = 0; m < LAST_WORDS_MSGS; m++)
+            MP_CHECK(zc_p2p_post(comm, ZC_REQ_RECV, buf[m], LAST_WORDS_BYTES, 1,
+                                 ZC_TAG(0, ZC_TAG_CLASS_P2P, m), ZC_RAIL_AUTO, &req[m]) == ZC_OK,
+                     "post receive %d", m);
+        st = zc_p2p_wait_all(req, LAST_WORDS_MSGS);
+    }
+    MP_CHECK(st == ZC_OK, "the receives of what the dead peer sent gave %s (%s)",
+             zc_strerror(st), zc_get_last_error());
+    for (int m = 0; m < LAST_WORDS_MSGS; m++)
+        MP_CHECK(pattern_first_wrong(buf[m], LAST_WORDS_BYTES, 1, m) == LAST_WORDS_BYTES,
+                 "message %d byte-exact", m);
+    zc_comm_destroy(comm);
+    return 0;
+}
+
 /* UCX's own warnings go through ZC_LOG_LEVEL: rank 1's eager messages
  * that rank 0 never receives make UCX warn "unexpected tag-receive
  * descriptor ... was not matched" when rank 0's worker goes; at the
@@ -968,6 +1040,12 @@ int main(void)
        "transport error");
     ok(run_case(2, rank_killed_mid_transfer, "tcp") == 0,
        "a peer killed mid-transfer (tcp) is ZC_ERR_PEER_FAILED, not a timeout");
+    static const last_words_case_t last_words[] = {{NULL, 0}, {NULL, 1}, {"tcp", 0}, {"tcp", 1}};
+    for (int i = 0; i < 4; i++)
+        ok(run_case(2, rank_last_words, (void *)&last_words[i]) == 0,
+           "%d messages a peer sent (%s) before it ended, received once it is seen dead%s: "
+           "ZC_OK, byte-exact", LAST_WORDS_MSGS, last_words[i].tls ? "tcp" : "shared memory",
+           last_words[i].sched ? " (a schedule)" : "");
     ok(run_case(2, rank_ucx_log, NULL) == 0,
        "UCX's warnings (\"not matched\") are not printed at the default log level");
     ok(run_case(2, rank_ucx_log, "info") == 0,

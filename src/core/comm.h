@@ -113,6 +113,10 @@ int zc_comm_peer_failed(zc_comm_h comm, int peer);
 /* The same with the clock already read (zc_now_ms; -1: read it if needed),
  * for a look at many peers. */
 int zc_comm_peer_failed_at(zc_comm_h comm, int peer, int64_t now_ms);
+/* Progress the host transport until a progress moves nothing (bounded):
+ * before a wait gives up on a dead peer, what that peer sent before it
+ * ended, and was seen dead before it was taken, is taken. */
+void zc_comm_drain(zc_comm_h comm);
 /* Wait (idle.c) up to `timeout_ms` for the host transport to move:
  * ZC_WAIT_SPIN_US of polling, then a progress of every lane and, if that
  * moved nothing, a sleep on its event fds.  Non-zero when a poll or that

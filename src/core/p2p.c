@@ -145,6 +145,13 @@ static int zc_p2p_settled(zc_request_h req, int progress)
     if (req->done)
         return 1;
     if (zc_comm_peer_failed(comm, req->peer)) {
+        /* A peer that sent its last message and ended may be seen dead
+         * before that message is taken (its pid gone after it wrote to
+         * shared memory; its connection's close read in the progress that
+         * read its last data): what it left is taken first. */
+        zc_comm_drain(comm);
+        if (req->done)
+            return 1;
         comm->host_ops->abandon(comm->host, req,
                                 zc_error(ZC_ERR_PEER_FAILED, "rank %d failed during a %s",
                                          req->peer, req->kind == ZC_REQ_SEND ? "send to it"

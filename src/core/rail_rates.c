@@ -217,21 +217,28 @@ static void zc_rail_meter_tick(zc_rail_meter_t *m, int64_t now)
     }
 }
 
-void zc_rail_meter_sent(struct zc_comm *comm, int rail)
+void zc_rail_meter_sent(zc_rail_meter_t *meters, int rail)
 {
-    zc_rail_meter_t *m = &comm->rates.meter[rail];
+    zc_rail_meter_t *m;
 
+    if (!meters)
+        return;
+    m = &meters[rail];
     if (m->inflight++ == 0) {
         m->busy_since_ns = m->last_ack_ns = zc_now_ns();
         m->gap_ns = 0;
     }
 }
 
-void zc_rail_meter_acked(struct zc_comm *comm, int rail, size_t bytes)
+void zc_rail_meter_acked(zc_rail_meter_t *meters, int rail, size_t bytes)
 {
-    zc_rail_meter_t *m = &comm->rates.meter[rail];
-    int64_t now = zc_now_ns();
+    zc_rail_meter_t *m;
+    int64_t now;
 
+    if (!meters)
+        return;
+    m = &meters[rail];
+    now = zc_now_ns();
     zc_rail_meter_tick(m, now);
     m->inflight -= m->inflight > 0;
     m->bytes += bytes;
@@ -251,10 +258,13 @@ void zc_rail_meter_acked(struct zc_comm *comm, int rail, size_t bytes)
     }
 }
 
-void zc_rail_meter_lost(struct zc_comm *comm, int rail)
+void zc_rail_meter_lost(zc_rail_meter_t *meters, int rail)
 {
-    zc_rail_meter_t *m = &comm->rates.meter[rail];
+    zc_rail_meter_t *m;
 
+    if (!meters)
+        return;
+    m = &meters[rail];
     zc_rail_meter_tick(m, zc_now_ns());
     m->inflight -= m->inflight > 0;
 }

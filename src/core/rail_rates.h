@@ -98,10 +98,12 @@ int zc_rail_lagging(struct zc_comm *comm, int rail, uint32_t kbps, size_t chunk)
  * alone (the rail of each chunk of a striped block). */
 void zc_rail_rates_now(struct zc_comm *comm, uint32_t *rate);
 
-/* Metering: a chunk went out on `rail`; one was acknowledged there (its
- * bytes); one will not be (sent again elsewhere). */
-void zc_rail_meter_sent(struct zc_comm *comm, int rail);
-void zc_rail_meter_acked(struct zc_comm *comm, int rail, size_t bytes);
-void zc_rail_meter_lost(struct zc_comm *comm, int rail);
+/* Metering, on `meters` (a communicator's rates.meter; NULL: the wire is
+ * not metered, and nothing is recorded): a chunk went out on `rail`; one
+ * was acknowledged there (its bytes); one will not be (sent again
+ * elsewhere). */
+void zc_rail_meter_sent(zc_rail_meter_t *meters, int rail);
+void zc_rail_meter_acked(zc_rail_meter_t *meters, int rail, size_t bytes);
+void zc_rail_meter_lost(zc_rail_meter_t *meters, int rail);
 
 #endif

@@ -537,22 +537,34 @@ zc_status_t zc_sched_wait(zc_sched_t *s)
      * and the clock is read once, by a pass that moved nothing (a crowded
      * rank passes some 15 times per small alltoallv: at a read or more per
      * pass and per posted op, the reads were 2% of its samples). */
-    for (int progress = 0;;) {
+    for (int progress = 0, drained = 0;;) {
         int moved = 0, dead, left = s->comm->timeout_ms;
         zc_status_t st = zc_sched_pass(s, progress, &moved);
         if (st != ZC_INPROGRESS)
             return st;
         if (moved) {
             deadline = -1;
+            drained = 0;
         } else {
             int64_t now = zc_now_ms();
             if (deadline < 0)
                 deadline = now + s->comm->timeout_ms;
-            if ((dead = zc_sched_dead_peer(s, now)) >= 0)
+            if ((dead = zc_sched_dead_peer(s, now)) >= 0) {
+                /* A peer that sent its last message and ended may be seen
+                 * dead before that message is taken: the collective fails
+                 * on it only when a pass after draining the transport
+                 * (zc_comm_drain) moved nothing. */
+                if (!drained) {
+                    zc_comm_drain(s->comm);
+                    drained = 1;
+                    progress = 0;
+                    continue;
+                }
                 return zc_sched_fail(s, zc_error(ZC_ERR_PEER_FAILED,
                                                  "rank %d failed or left during a collective",
                                                  dead),
                                      dead);
+            }
             left = deadline - now > 0 ? (int)(deadline - now) : 0;
             if (left == 0)
                 return zc_sched_timeout(s);

@@ -123,6 +123,7 @@ typedef struct {
 struct zc_wire {
     zc_comm_h comm;
     zc_wire_spec_t spec;
+    zc_rail_meter_t *meters; /* the rails' meters its chunks feed; NULL: unmetered (spec) */
     int sending;
     int nchunks;
     int ndone;             /* chunks acknowledged (sender) or received (receiver) */
@@ -437,8 +438,7 @@ static zc_status_t zc_wire_send_ready(zc_wire_t *w, int *moved)
         if (w->inflight[rail]++ == 0)
             w->last_ack_ns[rail] = w->sent_ns[c];
         w->inflight_bytes[rail] += len;
-        if (!w->spec.unmetered)
-            zc_rail_meter_sent(w->comm, rail);
+        zc_rail_meter_sent(w->meters, rail);
         *moved = 1;
     }
     return ZC_OK;
@@ -466,8 +466,7 @@ static zc_status_t zc_wire_chunk_sent(zc_wire_t *w, zc_wire_send_t *s, zc_status
     w->ever_out = 1;  /* its acknowledgements may be lost too */
     if (w->state[s->chunk] == ZC_CHUNK_SENT && w->chunk_rail[s->chunk] == s->rail) {
         zc_wire_uncount(w, s->chunk);
-        if (!w->spec.unmetered)
-            zc_rail_meter_lost(w->comm, s->rail);
+        zc_rail_meter_lost(w->meters, s->rail);
         w->state[s->chunk] = ZC_CHUNK_READY;
     }
     snprintf(why, sizeof(why), "a chunk's send to rank %d failed: %s", w->spec.peer,
@@ -503,8 +502,7 @@ static zc_status_t zc_wire_acks_reap(zc_wire_t *w, int *moved)
             /* (a chunk waiting to go again may have arrived after all) */
             if (w->state[c] == ZC_CHUNK_SENT) {
                 zc_wire_uncount(w, c);
-                if (!w->spec.unmetered)
-                    zc_rail_meter_acked(w->comm, w->chunk_rail[c], zc_wire_len(w, c));
+                zc_rail_meter_acked(w->meters, w->chunk_rail[c], zc_wire_len(w, c));
                 w->last_ack_ns[w->chunk_rail[c]] = zc_now_ns();
             }
             w->state[c] = ZC_CHUNK_DONE;
@@ -530,8 +528,7 @@ static void zc_wire_resend_out(zc_wire_t *w, int *moved)
             if (w->state[c] != ZC_CHUNK_SENT || w->chunk_rail[c] != r)
                 continue;
             zc_wire_uncount(w, c);
-            if (!w->spec.unmetered)
-                zc_rail_meter_lost(w->comm, r);
+            zc_rail_meter_lost(w->meters, r);
             w->state[c] = ZC_CHUNK_READY;
             *moved = 1;
         }
@@ -925,6 +922,7 @@ zc_status_t zc_wire_create(zc_comm_h comm, const zc_wire_spec_t *spec, int sendi
         return zc_error(ZC_ERR_NO_MEMORY, "cannot allocate a striped transfer");
     w->comm = comm;
     w->spec = *spec;
+    w->meters = spec->unmetered ? NULL : comm->rates.meter;
     w->spec.chunk = spec->up_to ? (spec->bytes ? spec->bytes : 1) : chunk;
     w->sending = sending;
     w->nchunks = n;
