@@ -712,12 +712,13 @@ typedef struct {
 #define LAST_WORDS_MSGS 32
 #define LAST_WORDS_BYTES (2u << 10)
 
-/* Rank 1 sends its last messages (eager: done once copied out) and ends
- * (destroying its communicator) without a word more; rank 0 posts its receives only once it knows rank 1
- * is dead.  What rank 1 sent is there and must be taken, byte-exact: a
- * wait gives up on a dead peer only after taking everything that peer
- * left (before, the first look found the peer dead after a progress that
- * had taken part of it: ZC_ERR_PEER_FAILED with the data in). */
+/* Rank 1 sends its last messages (eager: done once copied out) and ends,
+ * destroying its communicator, without a word more; rank 0 posts its
+ * receives only once it knows rank 1 is dead.  What rank 1 sent is there
+ * and must be taken, byte-exact: a wait gives up on a dead peer only after
+ * taking everything that peer left (a schedule's wait used to fail at the
+ * first pass that moved nothing, with messages still in the transport:
+ * ZC_ERR_PEER_FAILED in 4-5 of 6 runs). */
 static int rank_last_words(int rank, int nranks, void *arg)
 {
     const last_words_case_t *c = arg;
