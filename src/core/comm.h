@@ -114,8 +114,8 @@ int zc_comm_peer_failed(zc_comm_h comm, int peer);
  * for a look at many peers. */
 int zc_comm_peer_failed_at(zc_comm_h comm, int peer, int64_t now_ms);
 /* Progress the host transport until a progress moves nothing (bounded):
- * before a wait gives up on a dead peer, what that peer sent before it
- * ended, and was seen dead before it was taken, is taken. */
+ * a wait about to give up on a dead peer first takes what that peer sent
+ * before it ended. */
 void zc_comm_drain(zc_comm_h comm);
 /* Wait (idle.c) up to `timeout_ms` for the host transport to move:
  * ZC_WAIT_SPIN_US of polling, then a progress of every lane and, if that
