@@ -84,9 +84,10 @@ struct zc_comm {
     /* Messages between nodes that their schedules counted sent, kept with
      * their staging until the receiver acknowledges them (sched.c,
      * zc_sched_linger_poll): only they can be sent again if a rail goes out.
-     * Every wait polls them, a point-to-point one too (p2p.c, through
-     * linger_poll, which is zc_sched_linger_poll: a rank that waits in
-     * zc_barrier for a peer that waits for such a message sends it again). */
+     * Every wait polls them, a point-to-point one too (zc_comm_progress,
+     * through linger_poll, which is zc_sched_linger_poll: a rank that waits
+     * in zc_barrier for a peer that waits for such a message sends it
+     * again). */
     struct zc_sched_linger *linger;
     int nlinger, cap_linger;
     void (*linger_poll)(struct zc_comm *comm);
@@ -113,6 +114,10 @@ int zc_comm_peer_failed(zc_comm_h comm, int peer);
 /* The same with the clock already read (zc_now_ms; -1: read it if needed),
  * for a look at many peers. */
 int zc_comm_peer_failed_at(zc_comm_h comm, int peer, int64_t now_ms);
+/* Progress (idle.c) every lane of the host transport, then the messages
+ * lingering on the communicator (linger_poll): what every wait that
+ * progresses does. */
+void zc_comm_progress(zc_comm_h comm);
 /* Progress the host transport until a progress moves nothing (bounded):
  * a wait about to give up on a dead peer first takes what that peer sent
  * before it ended. */

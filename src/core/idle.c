@@ -80,3 +80,21 @@ int zc_comm_idle(zc_comm_h comm, int timeout_ms)
     }
     return comm->host_ops->wait_event(comm->host, timeout_ms) > 0;
 }
+
+void zc_comm_progress(zc_comm_h comm)
+{
+    comm->host_ops->progress(comm->host);
+    if (comm->nlinger)
+        comm->linger_poll(comm);
+}
+
+/* Enough for every message a peer's last moments can leave queued (each
+ * progress takes up to a few events), and still a bound where live peers
+ * keep sending. */
+#define ZC_DRAIN_MAX_PROGRESS 1024
+
+void zc_comm_drain(zc_comm_h comm)
+{
+    for (int i = 0; i < ZC_DRAIN_MAX_PROGRESS && comm->host_ops->progress(comm->host) > 0; i++)
+        ;
+}

@@ -112,14 +112,3 @@ int zc_comm_peer_failed(zc_comm_h comm, int peer)
 {
     return zc_comm_peer_failed_at(comm, peer, -1);
 }
-
-/* Enough for every message a peer's last moments can leave queued (each
- * progress takes up to a few events), and still a bound where live peers
- * keep sending. */
-#define ZC_DRAIN_MAX_PROGRESS 1024
-
-void zc_comm_drain(zc_comm_h comm)
-{
-    for (int i = 0; i < ZC_DRAIN_MAX_PROGRESS && comm->host_ops->progress(comm->host) > 0; i++)
-        ;
-}

@@ -137,11 +137,8 @@ static int zc_p2p_settled(zc_request_h req, int progress)
      * would put a poll of every lane between this exchange and the next). */
     if (req->done)
         return 1;
-    if (progress) {
-        comm->host_ops->progress(comm->host);
-        if (comm->nlinger)
-            comm->linger_poll(comm);
-    }
+    if (progress)
+        zc_comm_progress(comm);
     if (req->done)
         return 1;
     if (zc_comm_peer_failed(comm, req->peer)) {

@@ -268,8 +268,7 @@ void zc_sched_linger_end(zc_comm_h comm)
     int64_t deadline = zc_now_ms() + (stall < comm->timeout_ms ? stall : comm->timeout_ms);
 
     while (comm->nlinger && zc_now_ms() < deadline) {
-        comm->host_ops->progress(comm->host);
-        zc_sched_linger_poll(comm);
+        zc_comm_progress(comm);
         if (comm->nlinger)
             (void)zc_comm_idle(comm, 10);
     }
@@ -406,10 +405,8 @@ static zc_status_t zc_sched_pass(zc_sched_t *s, int progress, int *moved)
 {
     int open = -1;  /* the first op not done */
 
-    if (progress) {
-        s->comm->host_ops->progress(s->comm->host);
-        zc_sched_linger_poll(s->comm);
-    }
+    if (progress)
+        zc_comm_progress(s->comm);
     for (int i = s->first_open; i < s->nops; i++) {
         zc_op_t *op = &s->ops[i];
         if (op->state == ZC_OP_WAITING && zc_op_ready(s, op)) {
